@@ -1,0 +1,3 @@
+from kb_ai.cli import main
+
+main()

@@ -1,0 +1,194 @@
+"""The ``kaas`` command line. Thin: it parses options, calls the services, prints results.
+
+Errors a person can cause are one line on stderr and a non-zero exit, never a traceback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import sys
+from pathlib import Path
+
+import click
+
+from kb_ai import __version__
+from kb_ai.config import Settings, load_settings
+from kb_ai.errors import KaasError
+
+log = logging.getLogger("kb_ai")
+
+
+class _OneLineFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        return f"kaas: {record.levelname.lower()}: {record.getMessage()}"
+
+
+def _setup_logging(verbose: bool) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_OneLineFormatter())
+    root = logging.getLogger("kb_ai")
+    root.handlers[:] = [handler]
+    root.setLevel(logging.INFO if verbose else logging.WARNING)
+    root.propagate = False
+    for noisy in ("LiteLLM", "litellm", "httpx", "httpcore", "bm25s"):
+        logging.getLogger(noisy).setLevel(logging.ERROR)
+
+
+def _fail(exc: KaasError) -> None:
+    click.echo(f"kaas: error: {exc.message}", err=True)
+    sys.exit(exc.exit_code)
+
+
+def _settings(ctx: click.Context, **overrides) -> Settings:
+    try:
+        settings = load_settings(ctx.obj["kb"])
+    except KaasError as exc:
+        _fail(exc)
+    return settings.with_overrides(**overrides)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--kb", type=click.Path(file_okay=False, path_type=Path), default=None, envvar="KAAS_KB",
+              help="Knowledge base folder (default: current folder).")
+@click.option("-v", "--verbose", is_flag=True, help="Log more to stderr.")
+@click.version_option(__version__, prog_name="kaas")
+@click.pass_context
+def cli(ctx: click.Context, kb: Path | None, verbose: bool) -> None:
+    """KaaS: compile documents into a Markdown wiki and ask it questions with cited answers."""
+    _setup_logging(verbose)
+    ctx.obj = {"kb": kb}
+
+
+@cli.command()
+@click.argument("directory", required=False, type=click.Path(file_okay=False, path_type=Path))
+@click.pass_context
+def init(ctx: click.Context, directory: Path | None) -> None:
+    """Create a knowledge base skeleton (raw/, wiki/, kaas.toml) in DIRECTORY."""
+    from kb_ai.store.kb import init_kb
+
+    target = directory or ctx.obj["kb"] or Path.cwd()
+    try:
+        created = init_kb(target)
+    except (KaasError, OSError) as exc:
+        _fail(exc if isinstance(exc, KaasError) else KaasError(f"cannot create {target}: {exc}"))
+    for path in created:
+        click.echo(f"created {path}")
+    if not created:
+        click.echo(f"{target} is already a knowledge base; nothing changed")
+
+
+@cli.command()
+@click.pass_context
+def index(ctx: click.Context) -> None:
+    """Rebuild wiki/master-index.md from the articles' frontmatter."""
+    from kb_ai.store.kb import KnowledgeBase
+
+    settings = _settings(ctx)
+    try:
+        result = KnowledgeBase(settings.kb).reindex()
+    except KaasError as exc:
+        _fail(exc)
+    for warning in result.warnings:
+        click.echo(f"kaas: warning: {warning}", err=True)
+    state = "written" if result.written else "unchanged"
+    click.echo(f"indexed {result.articles} articles in {result.topics} topics: wiki/master-index.md {state}")
+
+
+@cli.command()
+@click.argument("question")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of streaming text.")
+@click.option("--rewrite", is_flag=True, help="Rewrite the question into a standalone query first.")
+@click.option("--suggest", is_flag=True, help="Suggest three follow-up questions.")
+@click.option("--pages", "max_pages", type=click.IntRange(1, 50), default=None, help="Select at most N pages.")
+@click.option("--page", "paths", multiple=True, help="Read this page (path in wiki/) instead of selecting; repeatable.")
+@click.option("--offline", is_flag=True, help="Ignore any configured model: lexical selection, extractive answer.")
+@click.option("--debug", is_flag=True, help="Log every prompt and raw model reply to .kaas/logs/llm-trace.jsonl.")
+@click.pass_context
+def ask(ctx: click.Context, question: str, as_json: bool, rewrite: bool, suggest: bool, max_pages: int | None,
+        paths: tuple[str, ...], offline: bool, debug: bool) -> None:
+    """Answer QUESTION from the wiki, citing the pages it used."""
+    from kb_ai.navigate.ask import ask_events, build_service
+    from kb_ai.navigate.records import AskRequest, AskResult
+
+    settings = _settings(ctx, debug=True if debug else None)
+    if offline:
+        settings = Settings(**{**settings.__dict__, "model": None})
+    try:
+        service = build_service(settings)
+    except KaasError as exc:
+        _fail(exc)
+    request = AskRequest(question=question, rewrite=rewrite, suggest=suggest, max_pages=max_pages,
+                         paths=list(paths) or None)
+    result = AskResult(mode=service.navigator.mode)
+    out = click.get_text_stream("stdout")
+
+    async def run() -> None:
+        async for event in ask_events(service, request):
+            result.add(event)
+            if as_json:
+                continue
+            if event.name == "token":
+                out.write(event.data["text"])
+                out.flush()
+            elif event.name == "notice":
+                click.echo(f"kaas: note: {event.data['message']}", err=True)
+            elif event.name == "rewrite":
+                click.echo(f"kaas: rewritten query: {event.data['query']}", err=True)
+
+    asyncio.run(run())
+    if result.error:
+        click.echo(f"kaas: error: {result.error['message']}", err=True)
+        sys.exit(2 if result.error["code"] in {"no_wiki", "empty_catalog", "unknown_model", "missing_api_key", "llm_auth", "config_error"} else 1)
+    if as_json:
+        click.echo(json.dumps(result.to_json(), ensure_ascii=False, indent=2))
+        return
+    if not result.answer.endswith("\n"):
+        out.write("\n")
+    if result.citations:
+        click.echo("\nSources:")
+        for citation in result.citations:
+            click.echo(f"  - {citation['title']} (wiki/{citation['path']})")
+    if result.suggestions:
+        click.echo("\nYou could ask next:")
+        for suggestion in result.suggestions:
+            click.echo(f"  - {suggestion}")
+    usage = result.usage
+    if usage.get("mode") == "llm":
+        click.echo(
+            f"kaas: {usage['llm_calls']} LLM calls ({usage.get('cache_hits', 0)} cached), "
+            f"{usage['prompt_tokens']}+{usage['completion_tokens']} tokens, ${usage['cost_usd']:.4f}",
+            err=True,
+        )
+
+
+@cli.command(name="compile")
+@click.option("--full", is_flag=True, help="Reprocess every source, not only new and changed ones.")
+@click.option("--dry-run", is_flag=True, help="Print the plan and an estimate of LLM calls and cost; write nothing.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.option("--offline", is_flag=True, help="Ignore any configured model: deterministic structuring.")
+@click.pass_context
+def compile_command(ctx: click.Context, full: bool, dry_run: bool, as_json: bool, offline: bool) -> None:
+    """Compile raw/ into wiki/ (incremental: unchanged sources cost nothing)."""
+    from kb_ai.compile.pipeline import run_compile
+
+    settings = _settings(ctx)
+    if offline:
+        settings = Settings(**{**settings.__dict__, "model": None, "compile_model": None})
+    try:
+        report = run_compile(settings, full=full, dry_run=dry_run)
+    except KaasError as exc:
+        _fail(exc)
+    click.echo(json.dumps(report.to_dict(), ensure_ascii=False, indent=2) if as_json else report.render_text())
+
+
+def main() -> None:
+    try:
+        cli(prog_name="kaas")
+    except KaasError as exc:  # a service error that escaped a command
+        _fail(exc)
+
+
+if __name__ == "__main__":
+    main()

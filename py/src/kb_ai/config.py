@@ -1,0 +1,123 @@
+"""Settings: environment variables override ``kaas.toml``, which overrides the defaults.
+
+``kaas.toml`` uses the environment variables' names in lower case, with or without the
+``kaas_`` prefix (``model = "openai/gpt-4o-mini"`` and ``kaas_model = ...`` mean the same).
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any, Mapping
+
+from kb_ai.errors import ConfigError
+
+CONFIG_FILE = "kaas.toml"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything configurable, resolved once per process (or per request when overridden)."""
+
+    kb: Path = field(default_factory=Path.cwd)
+    model: str | None = None
+    compile_model: str | None = None
+    api_base: str | None = None
+    api_key: str | None = None
+    prompts_dir: Path | None = None
+    api_token: str | None = None
+    # LLM gateway
+    timeout: float = 60.0
+    max_retries: int = 3
+    concurrency: int = 4
+    cache: bool = True
+    # Navigation budgets, in estimated tokens. select_budget None = derived from the model's context.
+    select_budget: int | None = None
+    read_budget: int = 12_000
+    max_pages: int = 5
+    debug: bool = False
+
+    @property
+    def offline(self) -> bool:
+        """True when no model is configured: every answer comes from the lexical engine."""
+        return not self.model
+
+    @property
+    def effective_compile_model(self) -> str | None:
+        return self.compile_model or self.model
+
+    def with_overrides(self, **changes: Any) -> "Settings":
+        return replace(self, **{k: v for k, v in changes.items() if v is not None})
+
+
+_INT_FIELDS = {"max_retries", "concurrency", "select_budget", "read_budget", "max_pages"}
+_FLOAT_FIELDS = {"timeout"}
+_BOOL_FIELDS = {"cache", "debug"}
+_PATH_FIELDS = {"kb", "prompts_dir"}
+
+
+def _coerce(name: str, value: Any, origin: str) -> Any:
+    if value is None or value == "":
+        return None
+    try:
+        if name in _INT_FIELDS:
+            number = int(value)
+            if number <= 0:
+                raise ValueError("must be positive")
+            return number
+        if name in _FLOAT_FIELDS:
+            number = float(value)
+            if number <= 0:
+                raise ValueError("must be positive")
+            return number
+        if name in _BOOL_FIELDS:
+            if isinstance(value, bool):
+                return value
+            text = str(value).strip().lower()
+            if text in {"1", "true", "yes", "on"}:
+                return True
+            if text in {"0", "false", "no", "off"}:
+                return False
+            raise ValueError("expected true or false")
+        if name in _PATH_FIELDS:
+            return Path(str(value)).expanduser()
+        return str(value)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"{origin}: invalid value for {name!r}: {value!r} ({exc})") from None
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        return {}
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: not valid TOML ({exc})") from None
+    known = {f.name for f in fields(Settings)} - {"kb"}
+    values: dict[str, Any] = {}
+    for key, value in data.items():
+        name = key.lower().removeprefix("kaas_")
+        if name not in known:
+            raise ConfigError(f"{path}: unknown setting {key!r} (known: {', '.join(sorted(known))})")
+        values[name] = _coerce(name, value, str(path))
+    return values
+
+
+def load_settings(kb: str | os.PathLike[str] | None = None, env: Mapping[str, str] | None = None) -> Settings:
+    """Resolve settings for the knowledge base at ``kb`` (or ``KAAS_KB``, or the current folder)."""
+    env = os.environ if env is None else env
+    kb_value = kb if kb is not None else env.get("KAAS_KB") or Path.cwd()
+    kb_path = Path(kb_value).expanduser().resolve()
+    values: dict[str, Any] = _read_toml(kb_path / CONFIG_FILE)
+    for f in fields(Settings):
+        if f.name == "kb":
+            continue
+        raw = env.get(f"KAAS_{f.name.upper()}")
+        if raw is not None and raw != "":
+            values[f.name] = _coerce(f.name, raw, f"KAAS_{f.name.upper()}")
+    values = {k: v for k, v in values.items() if v is not None}
+    if "prompts_dir" in values and not values["prompts_dir"].is_absolute():
+        values["prompts_dir"] = (kb_path / values["prompts_dir"]).resolve()
+    return Settings(kb=kb_path, **values)

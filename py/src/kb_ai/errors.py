@@ -1,0 +1,106 @@
+"""Errors a person can hit. Each carries a message meant for that person and a stable code.
+
+The CLI turns them into one line on stderr and a non-zero exit; the HTTP server into an
+``error`` event; the MCP server into a tool error. Anything that is not a ``KaasError`` is a bug.
+"""
+
+from __future__ import annotations
+
+
+class KaasError(Exception):
+    """Base class: ``str(err)`` is a one-line message for a person."""
+
+    code = "kaas_error"
+    exit_code = 1
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.message = message
+
+
+class ConfigError(KaasError):
+    code = "config_error"
+    exit_code = 2
+
+
+class NoWikiError(KaasError):
+    code = "no_wiki"
+    exit_code = 2
+
+
+class EmptyCatalogError(KaasError):
+    code = "empty_catalog"
+    exit_code = 2
+
+
+class UnsafePathError(KaasError):
+    """A path from a user, a catalog line, a source or a model points outside the wiki."""
+
+    code = "unsafe_path"
+
+
+class PageNotFoundError(KaasError):
+    code = "page_not_found"
+
+
+class ArticleFormatError(KaasError):
+    """An article cannot be parsed (malformed frontmatter, wrong encoding, too large)."""
+
+    code = "bad_article"
+
+
+class LockedError(KaasError):
+    code = "locked"
+
+
+class LLMError(KaasError):
+    """Any failure of the model path. ``retryable`` errors may be retried or degraded around."""
+
+    code = "llm_error"
+    retryable = False
+
+
+class UnknownModelError(LLMError):
+    code = "unknown_model"
+    exit_code = 2
+
+
+class MissingApiKeyError(LLMError):
+    code = "missing_api_key"
+    exit_code = 2
+
+
+class LLMAuthError(LLMError):
+    code = "llm_auth"
+    exit_code = 2
+
+
+class LLMUnreachableError(LLMError):
+    code = "llm_unreachable"
+    retryable = True
+
+
+class LLMTimeoutError(LLMError):
+    code = "llm_timeout"
+    retryable = True
+
+
+class LLMRateLimitError(LLMError):
+    code = "llm_rate_limited"
+    retryable = True
+
+
+class LLMServerError(LLMError):
+    code = "llm_server_error"
+    retryable = True
+
+
+class LLMBadRequestError(LLMError):
+    code = "llm_bad_request"
+
+
+class LLMOutputError(LLMError):
+    """The model answered, but not with what was asked (invalid JSON, schema mismatch, empty)."""
+
+    code = "llm_bad_output"
+    retryable = True

@@ -1,0 +1,155 @@
+"""One question, start to finish, as a stream of events. The CLI, the HTTP server and the MCP
+server all call ``ask_events`` and differ only in how they present the events.
+
+Order (DESIGN.md): rewrite?, pages, token*, citations, suggestions?, usage, done — with
+``notice`` events wherever something was degraded, trimmed or dropped, and ``error`` (then the
+stream ends) when a ``KaasError`` stops the answer.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import AsyncIterator
+
+from kb_ai.config import Settings
+from kb_ai.errors import KaasError, PageNotFoundError, UnsafePathError
+from kb_ai.llm.usage import UsageMeter
+from kb_ai.navigate.citations import validate_citations
+from kb_ai.navigate.navigator import LexicalIndexCache, Navigator
+from kb_ai.navigate.read import read_pages
+from kb_ai.navigate.records import AskEvent, AskRequest, AskResult, Selection
+from kb_ai.store.catalog import Catalog
+from kb_ai.store.kb import KnowledgeBase
+from kb_ai.store.paths import normalize_wiki_path
+
+log = logging.getLogger(__name__)
+
+MAX_QUESTION_CHARS = 4_000
+
+
+@dataclass
+class AskService:
+    """A knowledge base, its settings and a navigator: build once, ask many times."""
+
+    kb: KnowledgeBase
+    settings: Settings
+    navigator: Navigator
+
+
+def build_service(settings: Settings) -> AskService:
+    """The navigator the settings call for: a model when one is configured, else offline."""
+    kb = KnowledgeBase(settings.kb)
+    lexical = LexicalIndexCache(kb.wiki_dir, kb.state_dir / "lexical-index")
+    if settings.offline:
+        from kb_ai.navigate.offline_navigator import OfflineNavigator
+
+        return AskService(kb, settings, OfflineNavigator(lexical))
+    from kb_ai.llm.gateway import GatewayConfig, LLMGateway
+    from kb_ai.llm.prompts import PromptLibrary
+    from kb_ai.navigate.llm_navigator import LLMNavigator
+
+    gateway = LLMGateway(
+        GatewayConfig(
+            model=settings.model or "",
+            api_base=settings.api_base,
+            api_key=settings.api_key,
+            timeout=settings.timeout,
+            max_retries=settings.max_retries,
+            concurrency=settings.concurrency,
+            cache_dir=(kb.state_dir / "cache" / "llm") if settings.cache else None,
+            trace_file=(kb.state_dir / "logs" / "llm-trace.jsonl") if settings.debug else None,
+        )
+    )
+    navigator = LLMNavigator(gateway, PromptLibrary(settings.prompts_dir), lexical, settings.select_budget)
+    return AskService(kb, settings, navigator)
+
+
+def _given_selection(paths: list[str], catalog: Catalog) -> Selection:
+    chosen: list[str] = []
+    for raw in paths:
+        try:
+            path = normalize_wiki_path(raw)
+        except UnsafePathError as exc:
+            raise PageNotFoundError(f"not a page of the wiki: {raw!r} ({exc.message})") from None
+        if path not in catalog:
+            raise PageNotFoundError(f"no page {raw!r} in the catalog")
+        if path not in chosen:
+            chosen.append(path)
+    return Selection(paths=chosen, method="given")
+
+
+async def ask_events(service: AskService, request: AskRequest) -> AsyncIterator[AskEvent]:
+    """Answer ``request`` as events. Never raises a ``KaasError``: it becomes an ``error`` event."""
+    meter = UsageMeter()
+    navigator = service.navigator
+    try:
+        question = " ".join(request.question.split())
+        if not question:
+            raise KaasError("the question is empty")
+        if len(question) > MAX_QUESTION_CHARS:
+            raise KaasError(f"the question is longer than {MAX_QUESTION_CHARS} characters")
+        catalog = service.kb.require_catalog()
+        preflight = getattr(getattr(navigator, "gateway", None), "preflight", None)
+        if preflight is not None:
+            preflight()
+        max_pages = request.max_pages or service.settings.max_pages
+
+        query = question
+        if request.rewrite:
+            query, notices = await navigator.rewrite(question, request.history, meter)
+            yield AskEvent("rewrite", {"query": query})
+            for message in notices:
+                yield AskEvent("notice", {"message": message})
+
+        if request.paths:
+            selection = _given_selection(request.paths, catalog)
+        else:
+            selection = await navigator.select(query, catalog, max_pages, meter)
+        for message in selection.notices:
+            yield AskEvent("notice", {"message": message})
+
+        pages, read_notices = read_pages(service.kb, selection.paths, service.settings.read_budget, query)
+        yield AskEvent("pages", {"pages": [p.ref() for p in pages], "method": selection.method})
+        for message in read_notices:
+            yield AskEvent("notice", {"message": message})
+
+        answer_parts: list[str] = []
+        if not pages:
+            text = navigator.not_covered()
+            answer_parts.append(text)
+            yield AskEvent("token", {"text": text})
+        else:
+            async for delta in navigator.answer(query, request.history, pages, meter):
+                if delta:
+                    answer_parts.append(delta)
+                    yield AskEvent("token", {"text": delta})
+        answer = "".join(answer_parts)
+
+        citations, invalid = validate_citations(answer, pages)
+        yield AskEvent("citations", {"citations": [c.as_dict() for c in citations], "invalid": invalid})
+        if invalid:
+            yield AskEvent("notice", {"message": "The answer cited pages that were not read; those links are not valid citations: " + ", ".join(invalid[:5])})
+        elif pages and not citations:
+            yield AskEvent("notice", {"message": "The answer cites none of the pages it read."})
+
+        if request.suggest:
+            questions, notices = await navigator.suggest(query, answer, pages, catalog, meter)
+            for message in notices:
+                yield AskEvent("notice", {"message": message})
+            yield AskEvent("suggestions", {"questions": questions})
+
+        yield AskEvent("usage", meter.summary(navigator.mode))
+        yield AskEvent("done", {})
+    except KaasError as exc:
+        log.info("ask failed: %s", exc.message)
+        yield AskEvent("usage", meter.summary(navigator.mode))
+        yield AskEvent("error", {"code": exc.code, "message": exc.message})
+
+
+async def ask(service: AskService, request: AskRequest) -> AskResult:
+    """Collect every event of an ask into one result."""
+    result = AskResult(mode=service.navigator.mode)
+    async for event in ask_events(service, request):
+        result.add(event)
+    return result

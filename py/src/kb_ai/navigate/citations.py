@@ -1,0 +1,39 @@
+"""Citations: ``[Title](path)`` links in an answer, validated against the pages actually read."""
+
+from __future__ import annotations
+
+import re
+
+from kb_ai.errors import UnsafePathError
+from kb_ai.navigate.records import Citation, ReadPage
+from kb_ai.store.paths import normalize_wiki_path
+
+_CITATION = re.compile(r"\[(?P<title>(?:\\.|[^\]\\])+)\]\((?P<target>[^)\s]+)(?:\s+\"[^\"]*\")?\)")
+
+
+def find_citation_targets(answer: str) -> list[tuple[str, str]]:
+    """Every Markdown link in ``answer`` as (title, target), in order of appearance."""
+    return [(m.group("title"), m.group("target")) for m in _CITATION.finditer(answer)]
+
+
+def validate_citations(answer: str, pages_read: list[ReadPage]) -> tuple[list[Citation], list[str]]:
+    """Split the answer's links into valid citations (pages read, de-duplicated, in order of first
+    appearance, titled from the catalog) and invalid ones (anything else: pages not read,
+    invented paths, external links)."""
+    read = {p.path: p for p in pages_read}
+    valid: list[Citation] = []
+    invalid: list[str] = []
+    seen: set[str] = set()
+    for _title, target in find_citation_targets(answer):
+        try:
+            path = normalize_wiki_path(target)
+        except UnsafePathError:
+            path = None
+        if path is None or path not in read:
+            if target not in invalid:
+                invalid.append(target)
+            continue
+        if path not in seen:
+            seen.add(path)
+            valid.append(Citation(path, read[path].title))
+    return valid, invalid

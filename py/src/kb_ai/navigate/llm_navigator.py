@@ -1,0 +1,116 @@
+"""Navigation with a model: selection, answer, rewrite and suggestions are one call each,
+each with its own prompt file. Selection degrades to keyword ranking when the model fails."""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import AsyncIterator
+
+from kb_ai.errors import LLMAuthError, LLMError, MissingApiKeyError, UnknownModelError
+from kb_ai.llm.gateway import LLMGateway
+from kb_ai.llm.prompts import PromptLibrary
+from kb_ai.llm.usage import UsageMeter
+from kb_ai.navigate.navigator import LexicalIndexCache
+from kb_ai.navigate.offline_navigator import lexical_selection
+from kb_ai.navigate.records import ReadPage, Selection, Turn
+from kb_ai.navigate.select import select_budget_for, select_pages_llm
+from kb_ai.store.catalog import Catalog
+
+log = logging.getLogger(__name__)
+
+# Errors that degrading cannot help: the configuration is wrong, tell the person.
+FATAL_LLM_ERRORS = (UnknownModelError, MissingApiKeyError, LLMAuthError)
+NOT_COVERED = "The wiki does not cover this: no page in its catalog looks relevant to the question."
+HISTORY_TURNS = 6
+HISTORY_CHARS = 1_500
+
+REWRITE_SCHEMA = {"type": "object", "properties": {"query": {"type": "string", "minLength": 1}}, "required": ["query"]}
+SUGGEST_SCHEMA = {
+    "type": "object",
+    "properties": {"questions": {"type": "array", "items": {"type": "string", "minLength": 3}, "minItems": 1, "maxItems": 5}},
+    "required": ["questions"],
+}
+
+
+def _delimit(text: str) -> str:
+    return re.sub(r"</(pages?|conversation|answer)", r"<\\/\1", text, flags=re.IGNORECASE)
+
+
+def _history(history: list[Turn]) -> list[dict[str, str]]:
+    recent = history[-HISTORY_TURNS:]
+    return [{"role": t.role, "content": _delimit(t.content[:HISTORY_CHARS])} for t in recent]
+
+
+class LLMNavigator:
+    mode = "llm"
+
+    def __init__(self, gateway: LLMGateway, prompts: PromptLibrary, lexical: LexicalIndexCache,
+                 select_budget: int | None = None):
+        self.gateway = gateway
+        self.prompts = prompts
+        self.lexical = lexical
+        self.select_budget = select_budget
+
+    async def rewrite(self, question: str, history: list[Turn], meter: UsageMeter) -> tuple[str, list[str]]:
+        messages = self.prompts.render("rewrite", question=_delimit(question), history=_history(history))
+        try:
+            reply = await self.gateway.complete_json(
+                messages, schema=REWRITE_SCHEMA, schema_name="rewrite", purpose="rewrite", meter=meter
+            )
+        except FATAL_LLM_ERRORS:
+            raise
+        except LLMError as exc:
+            return question, [f"Query rewrite failed ({exc.message}); the question was used as asked."]
+        query = " ".join(str(reply.get("query", "")).split())[:1_000]
+        return (query or question), []
+
+    async def select(self, question: str, catalog: Catalog, max_pages: int, meter: UsageMeter) -> Selection:
+        budget = select_budget_for(self.gateway.context_window(), self.select_budget)
+        try:
+            return await select_pages_llm(
+                question, catalog, gateway=self.gateway, prompts=self.prompts, max_pages=max_pages,
+                budget_tokens=budget, lexical=self.lexical.get(catalog), meter=meter,
+            )
+        except FATAL_LLM_ERRORS:
+            raise
+        except LLMError as exc:
+            log.warning("selection by the model failed: %s", exc.message)
+            selection = lexical_selection(self.lexical.get(catalog), question, max_pages, "lexical-fallback")
+            selection.notices.append(
+                f"Page selection by the model failed ({exc.message}); fell back to keyword selection."
+            )
+            return selection
+
+    async def answer(self, question: str, history: list[Turn], pages: list[ReadPage], meter: UsageMeter) -> AsyncIterator[str]:
+        messages = self.prompts.render(
+            "answer",
+            question=_delimit(question),
+            history=_history(history),
+            pages=[{"path": p.path, "title": p.title.replace('"', "'"), "text": _delimit(p.text), "truncated": p.truncated} for p in pages],
+        )
+        async for delta in self.gateway.stream(messages, purpose="answer", meter=meter):
+            yield delta
+
+    async def suggest(self, question: str, answer: str, pages: list[ReadPage], catalog: Catalog,
+                      meter: UsageMeter) -> tuple[list[str], list[str]]:
+        read = {p.path for p in pages}
+        related = self.lexical.get(catalog).search(question, 12)
+        other_titles = [catalog.by_path[h.path].title for h in related if h.path not in read and h.path in catalog][:8]
+        messages = self.prompts.render(
+            "suggest", question=_delimit(question), answer=_delimit(answer[:4_000]),
+            pages=[{"path": p.path, "title": p.title} for p in pages], other_titles=other_titles,
+        )
+        try:
+            reply = await self.gateway.complete_json(
+                messages, schema=SUGGEST_SCHEMA, schema_name="suggestions", purpose="suggest", meter=meter
+            )
+        except FATAL_LLM_ERRORS:
+            raise
+        except LLMError as exc:
+            return [], [f"Follow-up suggestions failed: {exc.message}"]
+        questions = [" ".join(str(q).split()) for q in reply.get("questions", []) if str(q).strip()]
+        return questions[:3], []
+
+    def not_covered(self) -> str:
+        return NOT_COVERED

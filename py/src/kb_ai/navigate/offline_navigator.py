@@ -1,0 +1,70 @@
+"""Offline navigation: BM25 selection and extractive answers. Useful, fast, and it says what it is."""
+
+from __future__ import annotations
+
+from typing import AsyncIterator
+
+from kb_ai.llm.usage import UsageMeter
+from kb_ai.navigate.navigator import LexicalIndexCache
+from kb_ai.navigate.records import ReadPage, Selection, Turn
+from kb_ai.offline.extractive import PageText, best_sentences
+from kb_ai.store.catalog import Catalog
+
+RELATIVE_CUTOFF = 0.35  # a page scoring under 35% of the best match is noise, not a second source
+OFFLINE_LABEL = "*Offline mode (no model configured): the passages of the wiki that best match the question.*"
+NOT_COVERED = (
+    "Nothing in the wiki matches this question. *(Offline mode: keyword search found no page "
+    "containing its terms.)*"
+)
+
+
+def lexical_selection(index, question: str, max_pages: int, method: str) -> Selection:
+    hits = index.search(question, max_pages)
+    if hits:
+        top = hits[0].score
+        hits = [h for h in hits if h.score >= top * RELATIVE_CUTOFF]
+    return Selection(paths=[h.path for h in hits], method=method)
+
+
+class OfflineNavigator:
+    mode = "offline"
+
+    def __init__(self, lexical: LexicalIndexCache):
+        self.lexical = lexical
+        self._catalog: Catalog | None = None
+
+    async def rewrite(self, question: str, history: list[Turn], meter: UsageMeter) -> tuple[str, list[str]]:
+        previous = [t.content for t in history if t.role == "user"]
+        if not previous:
+            return question, []
+        return f"{previous[-1]} {question}", ["Offline rewrite: the previous question was added to the query."]
+
+    async def select(self, question: str, catalog: Catalog, max_pages: int, meter: UsageMeter) -> Selection:
+        self._catalog = catalog
+        return lexical_selection(self.lexical.get(catalog), question, max_pages, "lexical")
+
+    async def answer(self, question: str, history: list[Turn], pages: list[ReadPage], meter: UsageMeter) -> AsyncIterator[str]:
+        evidence = best_sentences(question, [PageText(p.path, p.title, p.text) for p in pages])
+        lines = [OFFLINE_LABEL, ""]
+        if evidence:
+            lines += [f"- {e.sentence} [{e.title}]({e.path})" for e in evidence]
+        else:
+            lines += ["No single sentence matches the question; these pages are the closest:"]
+            lines += [f"- [{p.title}]({p.path})" for p in pages]
+        if self._catalog is not None:
+            _found, missing = self.lexical.get(self._catalog).known_terms(question)
+            if missing:
+                lines += ["", f"No page of the wiki mentions: {', '.join(missing)}."]
+        for line in lines:
+            yield line + "\n"
+
+    async def suggest(self, question: str, answer: str, pages: list[ReadPage], catalog: Catalog,
+                      meter: UsageMeter) -> tuple[list[str], list[str]]:
+        read = {p.path for p in pages}
+        hits = self.lexical.get(catalog).search(question + " " + " ".join(p.title for p in pages), 10)
+        titles = [catalog.by_path[h.path].title for h in hits if h.path not in read and h.path in catalog]
+        questions = [f"What does the wiki say about {t}?" for t in titles[:3]]
+        return questions, ["Offline suggestions: related pages by keyword match."]
+
+    def not_covered(self) -> str:
+        return NOT_COVERED

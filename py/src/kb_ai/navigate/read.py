@@ -1,0 +1,93 @@
+"""Reading selected pages whole, within a token budget.
+
+Pages are taken in rank order. A page that fits is read whole. The first page that does not fit
+is trimmed by section: its lead plus the sections that best match the question, in document
+order, with a visible note naming what was left out. A page that cannot fit even trimmed is not
+read, and a notice says so. Nothing is cut silently, and only pages read can be cited.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from kb_ai.errors import KaasError
+from kb_ai.llm.tokens import chars_for_tokens, estimate_tokens
+from kb_ai.navigate.records import ReadPage
+from kb_ai.offline.text import tokenize
+from kb_ai.store.kb import KnowledgeBase
+from kb_ai.store.markdown_text import split_sections
+
+log = logging.getLogger(__name__)
+
+MIN_USEFUL_TOKENS = 120  # below this a trimmed page is more noise than help
+
+
+def _trim_to_budget(title: str, body: str, question: str, budget: int) -> tuple[str, list[str]] | None:
+    """Lead + best-matching sections that fit ``budget`` tokens, in document order, plus a note."""
+    sections = split_sections(body)
+    if not sections:
+        return None
+    query = set(tokenize(question))
+    note_reserve = 60
+    lead, rest = (sections[0], sections[1:]) if sections[0].level <= 1 else (None, sections)
+    chosen: set[int] = set()
+    used = note_reserve
+    if lead is not None:
+        lead_text = lead.text
+        if estimate_tokens(lead_text) + used > budget:
+            lead_text = lead_text[: chars_for_tokens(budget - used)].rsplit(" ", 1)[0] + " …"
+        used += estimate_tokens(lead_text)
+    else:
+        lead_text = ""
+    ranked = sorted(
+        range(len(rest)),
+        key=lambda i: (-len(query & set(tokenize(rest[i].text))), i),
+    )
+    for i in ranked:
+        cost = estimate_tokens(rest[i].text)
+        if used + cost <= budget:
+            chosen.add(i)
+            used += cost
+    omitted = [rest[i].heading or "(untitled section)" for i in range(len(rest)) if i not in chosen]
+    if used - note_reserve < MIN_USEFUL_TOKENS and not chosen and len(lead_text) < 200:
+        return None
+    parts = [lead_text] if lead_text else []
+    parts += [rest[i].text for i in sorted(chosen)]
+    note = "[kaas: this page was shortened to fit the reading budget"
+    note += f"; sections left out: {'; '.join(omitted)}]" if omitted else "]"
+    parts.append(note)
+    return "\n\n".join(parts), omitted
+
+
+def read_pages(kb: KnowledgeBase, paths: list[str], budget_tokens: int, question: str) -> tuple[list[ReadPage], list[str]]:
+    """Read ``paths`` (best first) within ``budget_tokens``. Returns (pages read, notices)."""
+    pages: list[ReadPage] = []
+    notices: list[str] = []
+    remaining = budget_tokens
+    catalog = kb.catalog()
+    for path in paths:
+        try:
+            article = kb.read_article(path)
+        except KaasError as exc:
+            notices.append(f"Could not read {path}: {exc.message}")
+            continue
+        entry = catalog.get(path)
+        title = entry.title if entry else article.title
+        text = article.body.strip()
+        cost = estimate_tokens(text)
+        if cost <= remaining:
+            pages.append(ReadPage(path, title, text))
+            remaining -= cost
+            continue
+        trimmed = _trim_to_budget(title, text, question, remaining) if remaining >= MIN_USEFUL_TOKENS else None
+        if trimmed is None:
+            notices.append(f"Not read: {title} ({path}) — the reading budget of {budget_tokens} tokens was used up.")
+            continue
+        trimmed_text, omitted = trimmed
+        pages.append(ReadPage(path, title, trimmed_text, truncated=True, omitted_sections=tuple(omitted)))
+        remaining -= estimate_tokens(trimmed_text)
+        notices.append(
+            f"Shortened to fit the reading budget: {title} ({path})"
+            + (f"; sections left out: {', '.join(omitted)}" if omitted else "")
+        )
+    return pages, notices

@@ -1,0 +1,160 @@
+"""Page selection with a model: the catalog goes in as delimited data, a JSON list of paths
+comes back, and every path is checked against the catalog before anything is read.
+
+When the catalog is larger than the selection budget, a lexical shortlist (BM25 over titles,
+summaries and text) narrows it to the best matches that fit, and the selection says so.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from pathlib import PurePosixPath
+
+from kb_ai.errors import UnsafePathError
+from kb_ai.llm.gateway import LLMGateway
+from kb_ai.llm.prompts import PromptLibrary
+from kb_ai.llm.tokens import estimate_tokens
+from kb_ai.llm.usage import UsageMeter
+from kb_ai.navigate.records import Selection
+from kb_ai.offline.lexical import LexicalIndex
+from kb_ai.store.catalog import Catalog, CatalogEntry
+from kb_ai.store.paths import normalize_wiki_path, slugify
+
+DEFAULT_SELECT_BUDGET = 6_000  # catalog tokens when the model's context window is unknown
+MAX_SELECT_BUDGET = 32_000
+_LINK = re.compile(r"^\s*\[(?P<title>[^\]]*)\]\((?P<path>[^)]*)\)\s*$")
+
+
+def selection_schema(max_pages: int) -> dict:
+    return {
+        "type": "object",
+        "properties": {"paths": {"type": "array", "items": {"type": "string"}, "maxItems": max(max_pages, 1) * 2}},
+        "required": ["paths"],
+        "additionalProperties": True,
+    }
+
+
+def select_budget_for(context_window: int | None, configured: int | None) -> int:
+    """Tokens of catalog the selection prompt may carry."""
+    if configured:
+        return configured
+    if context_window:
+        return max(1_000, min(context_window // 2, MAX_SELECT_BUDGET))
+    return DEFAULT_SELECT_BUDGET
+
+
+def resolve_paths(raw_paths: list, catalog: Catalog, limit: int) -> Selection:
+    """Validate the model's paths against the catalog; repair near misses by title or slug;
+    drop the rest. Order is kept, duplicates removed, at most ``limit`` paths."""
+    kept: list[str] = []
+    dropped: list[str] = []
+    repaired: dict[str, str] = {}
+    by_title = {e.title.casefold(): e.path for e in catalog.entries}
+    by_slug: dict[str, list[str]] = {}
+    for e in catalog.entries:
+        by_slug.setdefault(PurePosixPath(e.path).stem, []).append(e.path)
+
+    for item in raw_paths:
+        if not isinstance(item, str) or not item.strip():
+            dropped.append(repr(item))
+            continue
+        text = item.strip()
+        title_hint = None
+        link = _LINK.match(text)
+        if link:
+            title_hint, text = link.group("title"), link.group("path")
+        path = _repair(text, title_hint, catalog, by_title, by_slug)
+        if path is None:
+            dropped.append(item)
+            continue
+        if path != text:
+            repaired[item] = path
+        if path not in kept:
+            kept.append(path)
+    return Selection(paths=kept[:limit], method="llm", dropped=dropped, repaired=repaired)
+
+
+def _repair(text: str, title_hint: str | None, catalog: Catalog, by_title, by_slug) -> str | None:
+    candidate = text if text.endswith(".md") else text + ".md"
+    try:
+        normalized = normalize_wiki_path(candidate)
+    except UnsafePathError:
+        normalized = None
+    if normalized and normalized in catalog:
+        return normalized
+    for title in (title_hint, text):
+        if title and title.casefold().strip() in by_title:
+            return by_title[title.casefold().strip()]
+    stem = PurePosixPath(normalized).stem if normalized else slugify(text)
+    for slug in (stem, slugify(text), slugify(title_hint or "")):
+        matches = by_slug.get(slug, [])
+        if len(matches) == 1:
+            return matches[0]
+    if normalized:
+        close = difflib.get_close_matches(normalized, list(catalog.by_path), n=1, cutoff=0.88)
+        if close:
+            return close[0]
+    return None
+
+
+def shortlist(catalog: Catalog, question: str, budget_tokens: int, lexical: LexicalIndex | None) -> tuple[list[CatalogEntry], bool]:
+    """The catalog entries to show the model: all of them when they fit in the budget, else the
+    best lexical matches that fit (rank order). Returns (entries, shortlisted?)."""
+    total = sum(estimate_tokens(e.line()) for e in catalog.entries)
+    if total <= budget_tokens:
+        return list(catalog.entries), False
+    ranked = [catalog.by_path[p.path] for p in lexical.search(question, len(catalog))] if lexical else []
+    seen = {e.path for e in ranked}
+    ranked += [e for e in catalog.entries if e.path not in seen]  # unscored pages, catalog order
+    chosen: list[CatalogEntry] = []
+    used = 0
+    for entry in ranked:
+        cost = estimate_tokens(entry.line())
+        if used + cost > budget_tokens:
+            break
+        chosen.append(entry)
+        used += cost
+    return chosen, True
+
+
+def _delimit(text: str) -> str:
+    """Keep data inside its delimiters: a page cannot close the <catalog> or <page> tag."""
+    return re.sub(r"</(catalog|pages?)", r"<\\/\1", text, flags=re.IGNORECASE)
+
+
+async def select_pages_llm(
+    question: str,
+    catalog: Catalog,
+    *,
+    gateway: LLMGateway,
+    prompts: PromptLibrary,
+    max_pages: int,
+    budget_tokens: int,
+    lexical: LexicalIndex | None,
+    meter: UsageMeter,
+) -> Selection:
+    """One selection call. Raises the gateway's LLMError on failure (the caller degrades)."""
+    entries, shortlisted = shortlist(catalog, question, budget_tokens, lexical)
+    messages = prompts.render(
+        "select",
+        question=question,
+        catalog_lines=[_delimit(e.line()) for e in entries],
+        max_pages=max_pages,
+        shortlisted=shortlisted,
+        total_pages=len(catalog),
+    )
+    reply = await gateway.complete_json(
+        messages, schema=selection_schema(max_pages), schema_name="page_selection", purpose="select", meter=meter
+    )
+    selection = resolve_paths(list(reply.get("paths", [])) if isinstance(reply, dict) else [], catalog, max_pages)
+    if shortlisted:
+        selection.notices.append(
+            f"The catalog has {len(catalog)} pages, more than the selection budget of {budget_tokens} tokens: "
+            f"the model was shown the {len(entries)} best keyword matches."
+        )
+    if selection.dropped:
+        selection.notices.append(
+            "Ignored page paths the model returned that are not in the catalog: " + ", ".join(selection.dropped[:5])
+        )
+    return selection

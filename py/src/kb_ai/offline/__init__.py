@@ -1,0 +1,1 @@
+"""The offline engine: lexical (BM25) ranking and extractive answers, no model needed."""

@@ -1,0 +1,81 @@
+"""Extractive answers: the sentences of the selected pages that best match the question.
+
+Sentences are ranked with BM25 among the selected pages' sentences only, nudged towards the
+higher-ranked pages, then picked greedily so that each new sentence adds query terms the
+earlier ones did not cover (a short answer that covers the question beats three near-copies).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import bm25s
+
+from kb_ai.offline.text import tokenize
+from kb_ai.store.markdown_text import clip, prose_paragraphs, split_sentences
+
+MAX_SENTENCE_CHARS = 400
+MIN_SENTENCE_WORDS = 4
+PER_PAGE = 2
+
+
+@dataclass(frozen=True)
+class Evidence:
+    path: str
+    title: str
+    sentence: str
+    score: float
+
+
+@dataclass(frozen=True)
+class PageText:
+    path: str
+    title: str
+    body: str
+
+
+def best_sentences(question: str, pages: list[PageText], limit: int = 4) -> list[Evidence]:
+    """Up to ``limit`` sentences from ``pages`` (in rank order) that share terms with ``question``."""
+    query_terms = set(tokenize(question))
+    if not query_terms:
+        return []
+    candidates: list[tuple[int, PageText, str, set[str]]] = []
+    for rank, page in enumerate(pages):
+        for paragraph in prose_paragraphs(page.body):
+            for sentence in split_sentences(paragraph):
+                if len(sentence.split()) < MIN_SENTENCE_WORDS:
+                    continue
+                terms = set(tokenize(sentence))
+                if terms & query_terms:
+                    candidates.append((rank, page, sentence, terms))
+    if not candidates:
+        return []
+    vocab: dict[str, int] = {}
+    ids = [[vocab.setdefault(t, len(vocab)) for t in tokenize(c[2])] for c in candidates]
+    retriever = bm25s.BM25()
+    retriever.index(bm25s.tokenization.Tokenized(ids=ids, vocab=vocab), show_progress=False)
+    scores = retriever.get_scores([vocab[t] for t in query_terms if t in vocab])
+    base = [float(s) * (1.0 - 0.08 * min(c[0], 5)) for s, c in zip(scores, candidates)]
+
+    picked: list[Evidence] = []
+    covered: set[str] = set()
+    per_page: dict[str, int] = {}
+    remaining = set(range(len(candidates)))
+    seen_sentences: set[str] = set()
+    while remaining and len(picked) < limit:
+        def gain(i: int) -> float:
+            matched = candidates[i][3] & query_terms
+            new = len(matched - covered) / max(len(matched), 1)
+            return base[i] * (0.4 + 0.6 * new)
+
+        best = max(sorted(remaining), key=gain)
+        remaining.discard(best)
+        rank, page, sentence, terms = candidates[best]
+        key = " ".join(sentence.lower().split())
+        if per_page.get(page.path, 0) >= PER_PAGE or key in seen_sentences or gain(best) <= 0:
+            continue
+        seen_sentences.add(key)
+        per_page[page.path] = per_page.get(page.path, 0) + 1
+        covered |= terms & query_terms
+        picked.append(Evidence(page.path, page.title, clip(sentence, MAX_SENTENCE_CHARS), base[best]))
+    return picked

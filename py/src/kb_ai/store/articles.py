@@ -1,0 +1,215 @@
+"""Articles: YAML frontmatter + Markdown body, read with defaults and written atomically.
+
+Key order and body are kept as written. A hand-written article with missing fields gets
+defaults (title from the first heading or the file name, summary from the first sentence,
+topic from its folder) and a warning; malformed frontmatter raises ``ArticleFormatError``
+naming the file.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import frontmatter
+import yaml
+
+from kb_ai.errors import ArticleFormatError
+from kb_ai.store.files import atomic_write_text
+from kb_ai.store.markdown_text import clip, first_heading, first_sentence
+from kb_ai.store.paths import safe_wiki_file
+
+MAX_ARTICLE_BYTES = 2_000_000
+MAX_FRONTMATTER_BYTES = 64_000
+SUMMARY_LIMIT = 200
+DEFAULT_TOPIC = "general"
+# Files in wiki/ that are not articles.
+RESERVED_NAMES = {"master-index.md", "log.md", "index.md"}
+
+_YAML_HANDLER = frontmatter.YAMLHandler()
+
+
+class _NoAliasLoader(yaml.SafeLoader):
+    """Safe loader that refuses anchors/aliases: frontmatter never needs them, YAML bombs do."""
+
+    def compose_node(self, parent, index):  # type: ignore[override]
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            raise yaml.constructor.ConstructorError(
+                None, None, "YAML aliases are not allowed in frontmatter", event.start_mark
+            )
+        return super().compose_node(parent, index)
+
+
+class _FrontmatterDumper(yaml.SafeDumper):
+    """Block mappings, but short lists of scalars inline (``tags: [a, b]``), as people write them."""
+
+
+def _represent_list(dumper: yaml.SafeDumper, data: list) -> yaml.Node:
+    flow = all(isinstance(v, (str, int, float, bool, dt.date)) for v in data)
+    return dumper.represent_sequence("tag:yaml.org,2002:seq", data, flow_style=flow)
+
+
+_FrontmatterDumper.add_representer(list, _represent_list)
+
+
+@dataclass
+class Article:
+    """One wiki page. ``meta`` holds every frontmatter key in file order (defaults not added)."""
+
+    path: str
+    title: str
+    summary: str
+    topic: str
+    body: str
+    meta: dict[str, Any] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def tags(self) -> list[str]:
+        return _string_list(self.meta.get("tags"))
+
+    @property
+    def sources(self) -> list[str]:
+        return _string_list(self.meta.get("sources"))
+
+    @property
+    def kind(self) -> str:
+        return str(self.meta.get("kind") or "article")
+
+
+def _string_list(value: Any) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, (list, tuple)):
+        return [str(v) for v in value if v is not None and str(v).strip()]
+    return [str(value)]
+
+
+def _title_from_filename(path: str) -> str:
+    stem = Path(path).stem.replace("-", " ").replace("_", " ").strip()
+    return stem[:1].upper() + stem[1:] if stem else "Untitled"
+
+
+def split_frontmatter(text: str, label: str) -> tuple[dict[str, Any], str]:
+    """Return (metadata in file order, body). ``label`` names the file in error messages."""
+    if not _YAML_HANDLER.detect(text):
+        return {}, text
+    try:
+        fm_text, body = _YAML_HANDLER.split(text)
+    except ValueError:
+        return {}, text
+    if len(fm_text.encode("utf-8")) > MAX_FRONTMATTER_BYTES:
+        raise ArticleFormatError(f"{label}: frontmatter larger than {MAX_FRONTMATTER_BYTES} bytes")
+    try:
+        data = yaml.load(fm_text, Loader=_NoAliasLoader)  # noqa: S506 - a SafeLoader subclass
+    except yaml.YAMLError as exc:
+        where = getattr(exc, "problem_mark", None)
+        line = f" (frontmatter line {where.line + 1})" if where is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ArticleFormatError(f"{label}: malformed frontmatter{line}: {problem}") from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ArticleFormatError(f"{label}: frontmatter must be a mapping of keys to values")
+    return {str(k): v for k, v in data.items()}, body.lstrip("\n")
+
+
+def parse_article(text: str, path: str) -> Article:
+    """Parse an article's text (``path`` is its catalog path, used for defaults and messages)."""
+    meta, body = split_frontmatter(text, path)
+    warnings: list[str] = []
+    title = meta.get("title")
+    if not isinstance(title, str) or not title.strip():
+        title = first_heading(body) or _title_from_filename(path)
+        warnings.append(f"{path}: no title in frontmatter; using {title!r}")
+    summary = meta.get("summary")
+    if not isinstance(summary, str) or not summary.strip():
+        summary = first_sentence(body, SUMMARY_LIMIT) or title
+        warnings.append(f"{path}: no summary in frontmatter; using the first sentence")
+    elif len(summary) > SUMMARY_LIMIT:
+        warnings.append(f"{path}: summary longer than {SUMMARY_LIMIT} characters")
+    topic = meta.get("topic")
+    if not isinstance(topic, str) or not topic.strip():
+        folder = Path(path).parent.as_posix()
+        topic = folder.split("/", 1)[0] if folder not in ("", ".") else DEFAULT_TOPIC
+    return Article(
+        path=path,
+        title=" ".join(str(title).split()),
+        summary=clip(str(summary), 400),
+        topic=str(topic).strip(),
+        body=body,
+        meta=meta,
+        warnings=warnings,
+    )
+
+
+def read_article_text(file: Path, label: str) -> str:
+    try:
+        size = file.stat().st_size
+    except FileNotFoundError:
+        raise
+    if size > MAX_ARTICLE_BYTES:
+        raise ArticleFormatError(f"{label}: larger than {MAX_ARTICLE_BYTES} bytes")
+    data = file.read_bytes()
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ArticleFormatError(f"{label}: not UTF-8 text (byte {exc.start})") from None
+
+
+def load_article(wiki_dir: Path, path: str) -> Article:
+    """Read one article by catalog path. Raises ``PageNotFoundError``-free ``FileNotFoundError``
+    when missing, ``UnsafePathError`` for hostile paths, ``ArticleFormatError`` when unreadable."""
+    rel, file = safe_wiki_file(wiki_dir, path)
+    return parse_article(read_article_text(file, rel), rel)
+
+
+def render_article(meta: dict[str, Any], body: str) -> str:
+    """Frontmatter (keys in the given order) + body, ending in exactly one newline."""
+    if not meta:
+        return body.rstrip("\n") + "\n"
+    fm_text = _YAML_HANDLER.export(_yaml_ready(meta), Dumper=_FrontmatterDumper, sort_keys=False, width=100_000)
+    return f"---\n{fm_text}\n---\n{body.strip(chr(10))}\n"
+
+
+def _yaml_ready(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _yaml_ready(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_yaml_ready(v) for v in value]
+    if isinstance(value, (str, int, float, bool, dt.date)) or value is None:
+        return value
+    return str(value)
+
+
+def write_article(wiki_dir: Path, path: str, meta: dict[str, Any], body: str) -> Path:
+    """Atomically write an article at catalog path ``path`` (validated to stay inside ``wiki_dir``)."""
+    rel, file = safe_wiki_file(wiki_dir, path)
+    if Path(rel).name in RESERVED_NAMES:
+        raise ArticleFormatError(f"{rel}: reserved file name")
+    atomic_write_text(file, render_article(meta, body))
+    return file
+
+
+def iter_article_paths(wiki_dir: Path) -> list[str]:
+    """Every article file under ``wiki_dir`` as catalog paths, sorted. Skips the catalog, the log,
+    topic index pages, hidden files, and symlinks that point out of the wiki."""
+    root = wiki_dir.resolve()
+    found: list[str] = []
+    for file in sorted(wiki_dir.rglob("*.md")):
+        rel = file.relative_to(wiki_dir).as_posix()
+        parts = rel.split("/")
+        if any(p.startswith(".") for p in parts):
+            continue
+        if len(parts) == 1 and parts[0] in RESERVED_NAMES:
+            continue
+        if len(parts) == 2 and parts[1] == "index.md":
+            continue  # topic index pages, generated
+        real = file.resolve()
+        if root not in real.parents:
+            continue
+        found.append(rel)
+    return found

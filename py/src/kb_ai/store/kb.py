@@ -1,0 +1,105 @@
+"""A knowledge base on disk: ``raw/`` sources, ``wiki/`` articles and catalog, ``.kaas/`` state."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from kb_ai.errors import ArticleFormatError, EmptyCatalogError, NoWikiError, PageNotFoundError
+from kb_ai.store.articles import Article, load_article
+from kb_ai.store.catalog import Catalog, CatalogStore, append_log, build_catalog, write_master_index
+from kb_ai.store.files import atomic_write_text
+
+KAAS_TOML_TEMPLATE = """\
+# KaaS settings. Environment variables (KAAS_MODEL, ...) override these.
+# With no model set, kaas runs in offline mode: lexical selection and extractive answers.
+
+# model = "openai/gpt-4o-mini"         # any litellm model string
+# api_base = "http://127.0.0.1:8080/v1" # for an OpenAI-compatible server
+# compile_model = ""                    # optional separate model for `kaas compile`
+# read_budget = 12000                   # tokens of article text an answer may read
+# max_pages = 5                         # pages selected per question
+"""
+
+
+@dataclass
+class IndexResult:
+    articles: int
+    topics: int
+    written: bool
+    warnings: list[str]
+
+
+class KnowledgeBase:
+    """Paths and the in-memory catalog of one KB folder."""
+
+    def __init__(self, root: Path):
+        self.root = Path(root).resolve()
+        self.raw_dir = self.root / "raw"
+        self.wiki_dir = self.root / "wiki"
+        self.state_dir = self.root / ".kaas"
+        self.catalog_store = CatalogStore(self.wiki_dir)
+
+    @property
+    def master_index(self) -> Path:
+        return self.wiki_dir / "master-index.md"
+
+    def require_wiki(self) -> None:
+        if not self.wiki_dir.is_dir():
+            raise NoWikiError(f"no wiki at {self.wiki_dir} (run `kaas init` or pass --kb DIR)")
+
+    def catalog(self) -> Catalog:
+        self.require_wiki()
+        return self.catalog_store.get()
+
+    def require_catalog(self) -> Catalog:
+        catalog = self.catalog()
+        if not catalog.entries:
+            raise EmptyCatalogError(
+                f"the catalog of {self.wiki_dir} is empty (add articles, then run `kaas index` or `kaas compile`)"
+            )
+        return catalog
+
+    def read_article(self, path: str) -> Article:
+        """Load an article by catalog path; a path outside the catalog's files is not found."""
+        self.require_wiki()
+        try:
+            return load_article(self.wiki_dir, path)
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            raise PageNotFoundError(f"no page {path!r} in the wiki") from None
+        except PermissionError:
+            raise ArticleFormatError(f"{path}: permission denied") from None
+
+    def reindex(self) -> IndexResult:
+        """Regenerate master-index.md from the articles and log the operation."""
+        self.require_wiki()
+        catalog = build_catalog(self.wiki_dir)
+        written = write_master_index(self.wiki_dir, catalog)
+        topics = len(catalog.topics)
+        detail = f"{len(catalog)} articles in {topics} topics" + ("" if written else " (unchanged)")
+        append_log(self.wiki_dir, "index", detail)
+        self.catalog_store.invalidate()
+        return IndexResult(len(catalog), topics, written, catalog.warnings)
+
+
+def init_kb(root: Path) -> list[Path]:
+    """Create a KB skeleton; never overwrites an existing file. Returns what was created."""
+    root = Path(root)
+    created: list[Path] = []
+    for folder in (root / "raw", root / "wiki"):
+        if not folder.exists():
+            folder.mkdir(parents=True)
+            created.append(folder)
+    files = {
+        root / "kaas.toml": KAAS_TOML_TEMPLATE,
+        root / ".gitignore": ".kaas/\n",
+    }
+    for path, text in files.items():
+        if not path.exists():
+            atomic_write_text(path, text)
+            created.append(path)
+    kb = KnowledgeBase(root)
+    if not kb.master_index.exists():
+        kb.reindex()
+        created.append(kb.master_index)
+    return created

@@ -1,0 +1,69 @@
+"""Safe paths inside ``wiki/``: every path that comes from a person, a catalog line, a source
+or a model goes through here before kaas reads or writes a file."""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from pathlib import Path, PurePosixPath
+from urllib.parse import unquote
+
+from kb_ai.errors import UnsafePathError
+
+_SLUG_STRIP = re.compile(r"[^a-z0-9]+")
+MAX_SLUG_LENGTH = 80
+
+
+def slugify(text: str, fallback: str = "untitled") -> str:
+    """ASCII, lower-case, hyphen-separated slug; never empty, never a dot-name."""
+    normalized = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode("ascii")
+    slug = _SLUG_STRIP.sub("-", normalized.lower()).strip("-")
+    slug = slug[:MAX_SLUG_LENGTH].rstrip("-")
+    return slug or fallback
+
+
+def normalize_wiki_path(raw: str) -> str:
+    """Turn a path as people and models write it into the catalog's form, or raise.
+
+    Accepts ``topic/slug.md``, ``./topic/slug.md``, ``wiki/topic/slug.md``, ``/wiki/topic/slug.md``
+    and percent-encoded forms; strips ``#anchors``. Refuses ``..``, absolute file-system paths,
+    backslashes, control characters and anything that is not a ``.md`` file.
+    """
+    if not isinstance(raw, str):
+        raise UnsafePathError("a page path must be a string")
+    text = unquote(raw.strip())
+    text = text.split("#", 1)[0].split("?", 1)[0]
+    if not text or any(ord(ch) < 32 for ch in text) or "\\" in text:
+        raise UnsafePathError(f"not a valid page path: {raw!r}")
+    if text.startswith("/wiki/"):
+        text = text[len("/wiki/"):]
+    elif text.startswith("wiki/"):
+        text = text[len("wiki/"):]
+    while text.startswith("./"):
+        text = text[2:]
+    if text.startswith("/") or re.match(r"^[A-Za-z]:", text):
+        raise UnsafePathError(f"absolute paths are not allowed: {raw!r}")
+    parts = PurePosixPath(text).parts
+    if not parts or any(part in ("..", ".", "") for part in parts):
+        raise UnsafePathError(f"path leaves the wiki: {raw!r}")
+    if any(part.startswith(".") for part in parts):
+        raise UnsafePathError(f"hidden files are not pages: {raw!r}")
+    if not text.endswith(".md"):
+        raise UnsafePathError(f"pages are .md files: {raw!r}")
+    return PurePosixPath(*parts).as_posix()
+
+
+def resolve_in(root: Path, rel: str) -> Path:
+    """Join ``rel`` (already normalized) onto ``root`` and prove, after following symlinks,
+    that the result is still inside ``root``."""
+    root_real = root.resolve()
+    candidate = (root / rel).resolve()
+    if candidate != root_real and root_real not in candidate.parents:
+        raise UnsafePathError(f"path leaves the wiki: {rel!r}")
+    return candidate
+
+
+def safe_wiki_file(wiki_dir: Path, raw: str) -> tuple[str, Path]:
+    """Normalize ``raw`` and resolve it inside ``wiki_dir``: returns (catalog path, file path)."""
+    rel = normalize_wiki_path(raw)
+    return rel, resolve_in(wiki_dir, rel)

@@ -1,0 +1,106 @@
+"""Offline mode end to end on generated wikis: lexical selection, extractive cited answers,
+honest "nothing matches", and the saved lexical index."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from kb_ai.config import load_settings
+from kb_ai.navigate.ask import ask, build_service
+from kb_ai.navigate.records import AskRequest, Turn
+from kb_ai.offline.extractive import PageText, best_sentences
+from kb_ai.store.kb import KnowledgeBase
+
+from wikigen import generate_wiki
+
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory):
+    root = tmp_path_factory.mktemp("gen")
+    made = generate_wiki(root, 300)
+    KnowledgeBase(root).reindex()
+    return root, made
+
+
+def _service(root):
+    return build_service(load_settings(root, env={}))
+
+
+async def test_offline_answer_selects_and_cites_the_right_page(generated):
+    root, made = generated
+    path, name = made[123]
+    result = await ask(_service(root), AskRequest(question=f"When was {name} founded and where?"))
+    assert result.mode == "offline" and result.error is None
+    assert result.pages[0]["path"] == path
+    assert {"path": path, "title": result.pages[0]["title"]} in result.citations
+    assert f"]({path})" in result.answer
+    assert "Offline mode" in result.answer
+    assert result.invalid_citations == []
+    assert result.usage["llm_calls"] == 0
+
+
+async def test_offline_says_when_nothing_matches(generated):
+    root, _ = generated
+    result = await ask(_service(root), AskRequest(question="Xyzzyplugh frobnicator?"))
+    assert result.pages == [] and result.citations == []
+    assert "Nothing in the wiki matches" in result.answer
+    stop_words_only = await ask(_service(root), AskRequest(question="What is it that they were?"))
+    assert "Nothing in the wiki matches" in stop_words_only.answer
+
+
+async def test_offline_names_query_terms_the_wiki_lacks(generated):
+    root, made = generated
+    _, name = made[5]
+    result = await ask(_service(root), AskRequest(question=f"Is {name} related to quizzaciousness?"))
+    assert result.citations
+    missing_line = [line for line in result.answer.splitlines() if line.startswith("No page of the wiki mentions:")]
+    assert missing_line and "quizzaciousness" in missing_line[0] and name not in missing_line[0]
+
+
+async def test_offline_rewrite_and_suggest(generated):
+    root, made = generated
+    path, name = made[42]
+    request = AskRequest(question="what about its structure?", history=[Turn("user", f"Tell me about {name}")],
+                         rewrite=True, suggest=True)
+    result = await ask(_service(root), request)
+    assert result.rewritten_query and name in result.rewritten_query
+    assert result.pages[0]["path"] == path
+    assert len(result.suggestions) == 3 and all(s.endswith("?") for s in result.suggestions)
+
+
+async def test_given_paths_skip_navigation_and_unknown_paths_error(generated):
+    root, made = generated
+    path, _ = made[7]
+    result = await ask(_service(root), AskRequest(question="structure", paths=[path]))
+    assert [p["path"] for p in result.pages] == [path]
+    bad = await ask(_service(root), AskRequest(question="structure", paths=["../../etc/passwd.md"]))
+    assert bad.error["code"] == "page_not_found"
+
+
+async def test_lexical_index_is_saved_reused_and_rebuilt_on_change(generated):
+    root, made = generated
+    cache = root / ".kaas" / "lexical-index"
+    await ask(_service(root), AskRequest(question="bridge"))
+    fingerprint = (cache / "kaas-fingerprint").read_text()
+    start = time.perf_counter()
+    await ask(_service(root), AskRequest(question="bridge"))  # a new service: loads from disk
+    assert (cache / "kaas-fingerprint").read_text() == fingerprint
+    path, name = made[0]
+    file = root / "wiki" / path
+    file.write_text(file.read_text() + "\nThe keeper's dog was named Wibblethorp.\n")
+    result = await ask(_service(root), AskRequest(question="Who was Wibblethorp?"))
+    assert (cache / "kaas-fingerprint").read_text() != fingerprint
+    assert result.pages[0]["path"] == path
+    assert time.perf_counter() - start < 30  # sanity only; speed is measured in benchmarks/
+
+
+def test_best_sentences_cover_different_terms():
+    pages = [
+        PageText("a.md", "A", "The river flows north. The river is long. The river floods in spring."),
+        PageText("b.md", "B", "The bridge over the river was built in 1850 by masons."),
+    ]
+    picked = best_sentences("When was the bridge built over the river?", pages, limit=2)
+    assert picked[0].path == "b.md" and "1850" in picked[0].sentence
+    assert len(picked) == 2
