@@ -62,9 +62,12 @@ class OfflineNavigator:
                       meter: UsageMeter) -> tuple[list[str], list[str]]:
         read = {p.path for p in pages}
         hits = self.lexical.get(catalog).search(question + " " + " ".join(p.title for p in pages), 10)
-        titles = [catalog.by_path[h.path].title for h in hits if h.path not in read and h.path in catalog]
+        related = [h.path for h in hits if h.path not in read and h.path in catalog]
+        topics = {catalog.by_path[p.path].topic for p in pages if p.path in catalog}
+        related += [e.path for e in catalog.entries if e.topic in topics and e.path not in read and e.path not in related]
+        titles = [catalog.by_path[path].title for path in related]
         questions = [f"What does the wiki say about {t}?" for t in titles[:3]]
-        return questions, ["Offline suggestions: related pages by keyword match."]
+        return questions, ["Offline suggestions: related pages by keyword match and topic."]
 
     def not_covered(self) -> str:
         return NOT_COVERED

@@ -113,9 +113,8 @@ class AskResult:
             "usage": self.usage,
             "invalid_citations": self.invalid_citations,
             "notices": self.notices,
+            "suggestions": self.suggestions,
         }
-        if self.suggestions:
-            out["suggestions"] = self.suggestions
         if self.rewritten_query is not None:
             out["rewritten_query"] = self.rewritten_query
         if self.error:

@@ -1,0 +1,102 @@
+"""The kaas CLI through click's runner: real files, offline by default, one-line errors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from kb_ai.cli import cli
+
+
+@pytest.fixture
+def runner():
+    return CliRunner()
+
+
+def test_ask_streams_answer_and_lists_sources(runner, sample_kb):
+    result = runner.invoke(cli, ["--kb", str(sample_kb.root), "ask", "How are citations validated?"])
+    assert result.exit_code == 0, result.output
+    assert "Offline mode" in result.stdout
+    assert "[Citations](retrieval/citations.md)" in result.stdout
+    assert "Sources:\n  - Citations (wiki/retrieval/citations.md)" in result.stdout
+
+
+def test_ask_json_prints_one_object(runner, sample_kb):
+    result = runner.invoke(cli, ["--kb", str(sample_kb.root), "ask", "Which variable selects the language model?", "--json", "--pages", "2"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert {"answer", "citations", "pages", "mode", "usage"} <= set(data)
+    assert data["mode"] == "offline"
+    assert data["citations"][0] == {"path": "ops/configuration.md", "title": "Configuration"}
+    assert all(c["path"] in {p["path"] for p in data["pages"]} for c in data["citations"])
+    assert len(data["pages"]) <= 2
+    assert data["usage"]["llm_calls"] == 0
+
+
+def test_ask_suggest_and_explicit_pages(runner, sample_kb):
+    result = runner.invoke(cli, ["--kb", str(sample_kb.root), "ask", "reverse proxy", "--suggest", "--page", "ops/deployment.md", "--json"])
+    data = json.loads(result.stdout)
+    assert [p["path"] for p in data["pages"]] == ["ops/deployment.md"]
+    assert isinstance(data["suggestions"], list)
+
+
+def _one_line_error(result, fragment):
+    assert result.exit_code != 0
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("kaas: error: ") and fragment in lines[0], result.stderr
+    assert "Traceback" not in result.output
+
+
+def test_error_no_wiki(runner, tmp_path):
+    _one_line_error(runner.invoke(cli, ["--kb", str(tmp_path), "ask", "anything"]), "no wiki")
+
+
+def test_error_empty_catalog(runner, tmp_path):
+    runner.invoke(cli, ["init", str(tmp_path)])
+    _one_line_error(runner.invoke(cli, ["--kb", str(tmp_path), "ask", "anything"]), "catalog")
+
+
+def test_error_unknown_model(runner, sample_kb, monkeypatch):
+    monkeypatch.setenv("KAAS_MODEL", "nonsense-provider/xyz")
+    _one_line_error(runner.invoke(cli, ["--kb", str(sample_kb.root), "ask", "citations?"]), "unknown model")
+
+
+def test_error_missing_api_key(runner, sample_kb, monkeypatch):
+    monkeypatch.setenv("KAAS_MODEL", "openai/gpt-4o-mini")
+    _one_line_error(runner.invoke(cli, ["--kb", str(sample_kb.root), "ask", "citations?"]), "API key")
+
+
+def test_error_unreachable_server(runner, sample_kb, monkeypatch):
+    monkeypatch.setenv("KAAS_MODEL", "openai/test-model")
+    monkeypatch.setenv("KAAS_API_BASE", "http://127.0.0.1:9/v1")  # discard port: connection refused
+    monkeypatch.setenv("KAAS_MAX_RETRIES", "1")
+    monkeypatch.setenv("KAAS_TIMEOUT", "5")
+    result = runner.invoke(cli, ["--kb", str(sample_kb.root), "ask", "citations?"])
+    assert result.exit_code != 0
+    assert "kaas: error: " in result.stderr and "cannot reach" in result.stderr
+    assert "fell back to keyword selection" in result.stderr  # selection degraded before answering failed
+    assert "Traceback" not in result.output
+
+
+def test_error_empty_question(runner, sample_kb):
+    _one_line_error(runner.invoke(cli, ["--kb", str(sample_kb.root), "ask", "   "]), "empty")
+
+
+def test_init_and_index(runner, tmp_path):
+    result = runner.invoke(cli, ["init", str(tmp_path / "kb")])
+    assert result.exit_code == 0 and "created" in result.stdout
+    page = tmp_path / "kb" / "wiki" / "notes" / "hand.md"
+    page.parent.mkdir(parents=True)
+    page.write_text("# Hand made\n\nA page written by hand without frontmatter.\n")
+    result = runner.invoke(cli, ["--kb", str(tmp_path / "kb"), "index"])
+    assert result.exit_code == 0
+    assert "indexed 1 articles in 1 topics" in result.stdout
+    assert "no title in frontmatter" in result.stderr
+    assert "- [Hand made](notes/hand.md) — A page written by hand without frontmatter." in (tmp_path / "kb" / "wiki" / "master-index.md").read_text()
+
+
+def test_bad_config_is_one_line(runner, sample_kb):
+    (sample_kb.root / "kaas.toml").write_text("model = [")
+    _one_line_error(runner.invoke(cli, ["--kb", str(sample_kb.root), "ask", "x"]), "not valid TOML")
