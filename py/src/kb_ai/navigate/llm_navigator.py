@@ -63,24 +63,34 @@ class LLMNavigator:
         except LLMError as exc:
             return question, [f"Query rewrite failed ({exc.message}); the question was used as asked."]
         query = " ".join(str(reply.get("query", "")).split())[:1_000]
-        return (query or question), []
+        if len(re.findall(r"\w", query)) < 3:
+            return question, ["Query rewrite returned no usable query; the question was used as asked."]
+        return query, []
 
     async def select(self, question: str, catalog: Catalog, max_pages: int, meter: UsageMeter) -> Selection:
         budget = select_budget_for(self.gateway.context_window(), self.select_budget)
         try:
-            return await select_pages_llm(
+            selection = await select_pages_llm(
                 question, catalog, gateway=self.gateway, prompts=self.prompts, max_pages=max_pages,
                 budget_tokens=budget, lexical=self.lexical.get(catalog), meter=meter,
             )
         except FATAL_LLM_ERRORS:
             raise
         except LLMError as exc:
-            log.warning("selection by the model failed: %s", exc.message)
-            selection = lexical_selection(self.lexical.get(catalog), question, max_pages, "lexical-fallback")
-            selection.notices.append(
-                f"Page selection by the model failed ({exc.message}); fell back to keyword selection."
-            )
-            return selection
+            return self._fallback(question, catalog, max_pages, f"Page selection by the model failed ({exc.message})")
+        if selection.dropped and not selection.paths:
+            # The model tried to choose but named no real page: that is a failed selection, not
+            # the model's judgement that the wiki lacks the answer (an empty list is that).
+            fallback = self._fallback(question, catalog, max_pages, "The model named no page of the catalog")
+            fallback.notices[:0] = selection.notices
+            return fallback
+        return selection
+
+    def _fallback(self, question: str, catalog: Catalog, max_pages: int, reason: str) -> Selection:
+        log.warning("%s; falling back to keyword selection", reason)
+        selection = lexical_selection(self.lexical.get(catalog), question, max_pages, "lexical-fallback")
+        selection.notices.append(f"{reason}; fell back to keyword selection.")
+        return selection
 
     async def answer(self, question: str, history: list[Turn], pages: list[ReadPage], meter: UsageMeter) -> AsyncIterator[str]:
         messages = self.prompts.render(

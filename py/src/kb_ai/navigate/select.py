@@ -76,6 +76,7 @@ def resolve_paths(raw_paths: list, catalog: Catalog, limit: int) -> Selection:
 
 
 def _repair(text: str, title_hint: str | None, catalog: Catalog, by_title, by_slug) -> str | None:
+    text = re.sub(r"\.(json|txt|html?|markdown)$", "", text, flags=re.IGNORECASE)
     candidate = text if text.endswith(".md") else text + ".md"
     try:
         normalized = normalize_wiki_path(candidate)

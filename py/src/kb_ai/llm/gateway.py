@@ -1,0 +1,979 @@
+"""The LLM gateway: every model call in kaas goes through ``LLMGateway``.
+
+Design, briefly:
+
+* **litellm, lazily.** ``import litellm`` costs seconds and hundreds of MB, and offline mode never
+  needs it, so it is imported on the first call that does (``_litellm()``), configured to stay
+  quiet (nothing on stdout, which would corrupt MCP stdio) and to use its bundled price list
+  instead of fetching one. Importing this module does not import litellm.
+* **One error vocabulary.** litellm's exceptions (and the openai/httpx ones under them) are mapped
+  to ``kb_ai.errors`` with one-line messages for a person. litellm's own retries are off; the
+  gateway retries timeouts, connection failures, 429 and 5xx itself, with exponential backoff and
+  jitter, honouring ``Retry-After``.
+* **Bounded concurrency** per gateway (a semaphore per event loop, since a CLI may run one
+  ``asyncio.run`` per command with the same gateway).
+* **Structured output that works on real servers.** ``complete_json`` asks with OpenAI's
+  ``json_schema`` response format, falls back to llama.cpp's ``json_object`` + ``schema`` and then
+  to a plain instruction when a server rejects a shape, remembers what worked per
+  (model, api_base), validates the reply with ``jsonschema`` and allows one repair round.
+* **Accounting, caching, tracing.** Every call (and cache hit) adds a ``CallUsage`` to the meter;
+  temperature-0 calls are cached on disk (``cache.py``); with ``trace_file`` set every request and
+  raw reply is appended as JSON lines, to see why the model chose what it chose.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import json
+import logging
+import os
+import random
+import re
+import threading
+import time
+import weakref
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, AsyncIterator
+
+from kb_ai.errors import (
+    KaasError,
+    LLMAuthError,
+    LLMBadRequestError,
+    LLMError,
+    LLMOutputError,
+    LLMRateLimitError,
+    LLMServerError,
+    LLMTimeoutError,
+    LLMUnreachableError,
+    MissingApiKeyError,
+    UnknownModelError,
+)
+from kb_ai.llm.cache import ResponseCache, cache_key
+from kb_ai.llm.tokens import estimate_tokens
+from kb_ai.llm.usage import CallUsage, UsageMeter
+from kb_ai.store.files import append_text, atomic_write_text
+
+Message = dict[str, str]
+
+log = logging.getLogger(__name__)
+
+# Sent when api_base is set but no key: local servers ignore it, the OpenAI client refuses "".
+PLACEHOLDER_API_KEY = "sk-no-key-required"
+
+BACKOFF_BASE = 0.5
+BACKOFF_CAP = 20.0
+RETRY_AFTER_CAP = 60.0
+
+# response_format shapes for complete_json, best first.
+SHAPE_JSON_SCHEMA = "json_schema"  # OpenAI, vLLM, LM Studio, recent Ollama
+SHAPE_JSON_OBJECT = "json_object_schema"  # llama.cpp server: {"type": "json_object", "schema": ...}
+SHAPE_INSTRUCTION = "instruction"  # no response_format: the schema goes into the prompt
+SHAPES = (SHAPE_JSON_SCHEMA, SHAPE_JSON_OBJECT, SHAPE_INSTRUCTION)
+
+CAPABILITIES_FILE = "llm-capabilities.json"
+
+# Providers that run locally (or take credentials from their own chain) and need no API key.
+_KEYLESS_PROVIDERS = {
+    "ollama", "ollama_chat", "lm_studio", "hosted_vllm", "vllm", "llamafile", "xinference",
+    "openai_like", "custom_openai", "oobabooga", "petals", "triton", "custom",
+    "bedrock", "sagemaker", "vertex_ai", "vertex_ai_beta", "azure_ai", "watsonx",
+}
+
+# ---------------------------------------------------------------------------------------------
+# litellm, imported once and on demand
+
+_litellm_module: Any = None
+_litellm_lock = threading.Lock()
+
+
+def _litellm() -> Any:
+    """Import and configure litellm once. Slow the first time (seconds), free afterwards."""
+    global _litellm_module
+    if _litellm_module is not None:
+        return _litellm_module
+    with _litellm_lock:
+        if _litellm_module is None:
+            # Must be set before the import: litellm otherwise fetches its price list over the network.
+            os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+            import litellm  # noqa: PLC0415 (deliberately lazy)
+
+            litellm.suppress_debug_info = True  # else it prints "Give Feedback / Get Help" to stdout
+            litellm.set_verbose = False
+            litellm.telemetry = False
+            for name in ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy", "litellm"):
+                logging.getLogger(name).setLevel(logging.WARNING)
+            _litellm_module = litellm
+    return _litellm_module
+
+
+# ---------------------------------------------------------------------------------------------
+# configuration
+
+
+@dataclass(frozen=True)
+class GatewayConfig:
+    model: str
+    api_base: str | None = None
+    api_key: str | None = None
+    timeout: float = 60.0
+    max_retries: int = 3
+    concurrency: int = 4
+    cache_dir: Path | None = None  # None: no response cache
+    trace_file: Path | None = None  # JSONL of every prompt and raw reply, when set
+
+
+@dataclass
+class _Reply:
+    """One successful model response, as the gateway needs it."""
+
+    text: str | None
+    prompt_tokens: int
+    completion_tokens: int
+    cost_usd: float
+    finish_reason: str | None = None
+
+
+class _ResponseFormatRejected(LLMBadRequestError):
+    """The server (or litellm for this provider) refused the response_format shape we sent."""
+
+
+# ---------------------------------------------------------------------------------------------
+# the gateway
+
+
+class LLMGateway:
+    """Every LLM call of kaas. Safe to share between tasks; one instance per configured model."""
+
+    def __init__(self, config: GatewayConfig):
+        self.config = config
+        self._sleep = asyncio.sleep  # tests replace this to record delays without waiting
+        self._semaphores: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._cache = ResponseCache(config.cache_dir) if config.cache_dir else None
+        self._capabilities_path = (
+            Path(config.cache_dir).parent / CAPABILITIES_FILE if config.cache_dir else None
+        )
+        self._shape_memory: dict[str, str] = {}
+        self._shape_memory_loaded = False
+        self._omit_temperature = False  # set when the model refuses temperature (o-series, gpt-5)
+        self._supported_params: set[str] | None = None
+        self._trace_lock = threading.Lock()
+
+    # -- checks that need no network ----------------------------------------------------------
+
+    def preflight(self) -> None:
+        """Raise UnknownModelError / MissingApiKeyError before any network call."""
+        model = self.config.model
+        if not model or not model.strip():
+            raise UnknownModelError("no model configured: set KAAS_MODEL, e.g. openai/gpt-4o-mini")
+        provider = self._provider()
+        if self.config.api_key or self.config.api_base or provider in _KEYLESS_PROVIDERS:
+            return
+        litellm = _litellm()
+        try:
+            env = litellm.validate_environment(model)
+        except Exception:  # noqa: BLE001 (a failed check must not block a call that may work)
+            return
+        missing = [k for k in (env or {}).get("missing_keys") or [] if "KEY" in k or "TOKEN" in k]
+        if missing:
+            raise MissingApiKeyError(
+                f"missing API key for {provider}: set KAAS_API_KEY or {' / '.join(missing)}"
+            )
+
+    def context_window(self) -> int | None:
+        """The model's input token limit according to litellm's model map; None when unknown."""
+        try:
+            info = _litellm().get_model_info(self.config.model)
+            value = info.get("max_input_tokens")
+            return int(value) if value else None
+        except Exception:  # noqa: BLE001 (unknown models raise; "unknown" is an answer)
+            return None
+
+    def _provider(self) -> str:
+        try:
+            _, provider, _, _ = _litellm().get_llm_provider(self.config.model)
+        except Exception:  # noqa: BLE001 (litellm raises BadRequestError with a page of advice)
+            raise UnknownModelError(
+                f"unknown model {self.config.model!r}: litellm cannot tell which provider serves it; "
+                "use a litellm model string such as openai/gpt-4o-mini "
+                "(or openai/<name> with KAAS_API_BASE for an OpenAI-compatible server)"
+            ) from None
+        return str(provider)
+
+    # -- public calls -------------------------------------------------------------------------
+
+    async def complete(self, messages: list[Message], *, purpose: str, meter: UsageMeter | None = None,
+                       temperature: float = 0.0, max_tokens: int | None = None) -> str:
+        """Send a chat request and return the reply text. Empty replies raise LLMOutputError."""
+        key = self._key("text", messages, temperature, max_tokens)
+        hit = self._cache_get(key, messages, purpose=purpose, meter=meter, kind="text")
+        if hit is not None:
+            return hit
+        reply = await self._call(messages, purpose=purpose, meter=meter, temperature=temperature,
+                                 max_tokens=max_tokens, kind="text")
+        if not reply.text or not reply.text.strip():
+            raise LLMOutputError(f"the model {self.config.model} returned an empty reply ({purpose})")
+        self._cache_put(key, reply)
+        return reply.text
+
+    def stream(self, messages: list[Message], *, purpose: str, meter: UsageMeter | None = None,
+               temperature: float = 0.0, max_tokens: int | None = None) -> AsyncIterator[str]:
+        """Stream the reply: an async iterator of text deltas as they arrive.
+
+        Failures before the first delta are retried like ``complete``; after it they raise (the
+        caller already showed part of the answer). A stream that ends without a finish reason
+        raises LLMOutputError after yielding what came. The concurrency slot is held while the
+        caller iterates, so do not make other calls through this gateway from inside the loop
+        when ``concurrency`` is 1.
+        """
+        return self._stream(messages, purpose=purpose, meter=meter, temperature=temperature,
+                            max_tokens=max_tokens)
+
+    async def complete_json(self, messages: list[Message], *, schema: dict[str, Any], schema_name: str,
+                            purpose: str, meter: UsageMeter | None = None, temperature: float = 0.0,
+                            max_tokens: int | None = None) -> Any:
+        """Ask for JSON matching ``schema`` and return it parsed and validated.
+
+        The response_format shape adapts to the server (see the module docstring). An invalid
+        reply gets one repair round (the bad reply plus what was wrong); a second invalid reply
+        raises LLMOutputError. Only validated JSON is cached.
+        """
+        validator = _validator(schema)
+        key = self._key("json", messages, temperature, max_tokens, schema=schema)
+        if self._cache is not None and key is not None:
+            cached = self._cache.get(key)
+            if cached is not None:
+                value, problem = _parse_and_validate(cached.text, validator)
+                if problem is None:
+                    self._record_hit(cached, messages, purpose=purpose, meter=meter, kind="json")
+                    return value
+
+        start = SHAPES.index(self._remembered_shape())
+        reply: _Reply | None = None
+        request_messages: list[Message] = messages
+        response_format: dict[str, Any] | None = None
+        shape = SHAPES[start]
+        for index in range(start, len(SHAPES)):
+            shape = SHAPES[index]
+            request_messages, response_format = _shape_request(messages, schema, schema_name, shape)
+            try:
+                reply = await self._call(request_messages, purpose=purpose, meter=meter,
+                                         temperature=temperature, max_tokens=max_tokens, kind="json",
+                                         response_format=response_format, shape=shape)
+            except _ResponseFormatRejected:
+                log.info("%s rejected response_format shape %s; trying the next", self.config.model, shape)
+                continue
+            self._remember_shape(shape)
+            break
+        assert reply is not None
+
+        value, problem = _parse_and_validate(reply.text or "", validator)
+        if problem is not None:
+            repair_messages = [
+                *request_messages,
+                {"role": "assistant", "content": reply.text or ""},
+                {"role": "user", "content": _repair_instruction(problem, schema)},
+            ]
+            reply = await self._call(repair_messages, purpose=purpose, meter=meter,
+                                     temperature=temperature, max_tokens=max_tokens, kind="json-repair",
+                                     response_format=response_format, shape=shape)
+            value, problem = _parse_and_validate(reply.text or "", validator)
+            if problem is not None:
+                raise LLMOutputError(
+                    f"the model {self.config.model} did not return valid {schema_name} JSON "
+                    f"after a repair attempt ({purpose}): {problem}"
+                )
+        self._cache_put(key, reply, text=json.dumps(value, ensure_ascii=False))
+        return value
+
+    # -- the request path -----------------------------------------------------------------------
+
+    def _semaphore(self) -> asyncio.Semaphore:
+        # asyncio primitives bind to the loop they are first used on; a gateway may outlive a loop.
+        loop = asyncio.get_running_loop()
+        semaphore = self._semaphores.get(loop)
+        if semaphore is None:
+            semaphore = asyncio.Semaphore(max(1, int(self.config.concurrency)))
+            self._semaphores[loop] = semaphore
+        return semaphore
+
+    def _supports(self, param: str) -> bool:
+        if self._supported_params is None:
+            try:
+                _, provider, _, _ = _litellm().get_llm_provider(self.config.model)
+                params = _litellm().get_supported_openai_params(
+                    model=self.config.model, custom_llm_provider=provider) or []
+                self._supported_params = set(params)
+            except Exception:  # noqa: BLE001
+                self._supported_params = set()
+        return param in self._supported_params
+
+    def _request_kwargs(self, messages: list[Message], *, temperature: float, max_tokens: int | None,
+                        stream: bool, response_format: dict[str, Any] | None) -> dict[str, Any]:
+        cfg = self.config
+        kwargs: dict[str, Any] = {
+            "model": cfg.model,
+            "messages": messages,
+            "timeout": cfg.timeout,
+            "num_retries": 0,  # we retry ourselves, with our own error mapping and backoff
+            "max_retries": 0,  # the openai client's own retries, likewise
+            "drop_params": False,  # a silently dropped response_format would defeat shape detection
+        }
+        if cfg.api_base:
+            kwargs["api_base"] = cfg.api_base
+        api_key = cfg.api_key or (PLACEHOLDER_API_KEY if cfg.api_base else None)
+        if api_key:
+            kwargs["api_key"] = api_key
+        if not self._omit_temperature:
+            kwargs["temperature"] = temperature
+        if max_tokens is not None:
+            kwargs["max_tokens"] = max_tokens
+        if response_format is not None:
+            kwargs["response_format"] = response_format
+        if stream:
+            kwargs["stream"] = True
+            if self._supports("stream_options"):
+                kwargs["stream_options"] = {"include_usage": True}
+        return kwargs
+
+    async def _acompletion(self, messages: list[Message], *, temperature: float, max_tokens: int | None,
+                           stream: bool, response_format: dict[str, Any] | None) -> Any:
+        """One litellm call; raises mapped errors. Retries once without temperature if refused."""
+        litellm = _litellm()
+        for _ in range(2):
+            kwargs = self._request_kwargs(messages, temperature=temperature, max_tokens=max_tokens,
+                                          stream=stream, response_format=response_format)
+            try:
+                if stream:
+                    return await litellm.acompletion(**kwargs)
+                # A server trickling bytes can outlast httpx's per-read timeout: cap the whole call.
+                return await asyncio.wait_for(litellm.acompletion(**kwargs), _deadline(self.config))
+            except Exception as exc:  # noqa: BLE001 (mapped below; cancellation passes through)
+                if not self._omit_temperature and _refuses_temperature(exc):
+                    # o-series / gpt-5 reasoning models accept only the default temperature.
+                    self._omit_temperature = True
+                    continue
+                if response_format is not None and _rejects_response_format(exc):
+                    raise _ResponseFormatRejected(
+                        f"{self._where()} does not accept this response_format: {_one_line(exc)}"
+                    ) from exc
+                raise self._map_error(exc) from exc
+        raise AssertionError("unreachable")
+
+    async def _call(self, messages: list[Message], *, purpose: str, meter: UsageMeter | None,
+                    temperature: float, max_tokens: int | None, kind: str,
+                    response_format: dict[str, Any] | None = None, shape: str | None = None) -> _Reply:
+        """A non-streaming call with retries, usage and trace."""
+        _litellm()  # the one-off import is not part of any call's time
+        attempt = 0
+        while True:
+            started = time.monotonic()
+            try:
+                async with self._semaphore():
+                    response = await self._acompletion(messages, temperature=temperature,
+                                                       max_tokens=max_tokens, stream=False,
+                                                       response_format=response_format)
+                reply = self._reply_from_response(response, messages)
+            except LLMError as err:
+                self._trace(kind=kind, purpose=purpose, shape=shape, messages=messages, reply=None,
+                            usage=None, cached=False, error=err, attempt=attempt,
+                            seconds=time.monotonic() - started)
+                delay = self._retry_delay(err, attempt)
+                if delay is None:
+                    raise
+                attempt += 1
+                await self._sleep(delay)
+                continue
+            seconds = time.monotonic() - started
+            self._record(meter, purpose, reply, seconds)
+            self._trace(kind=kind, purpose=purpose, shape=shape, messages=messages, reply=reply.text,
+                        usage=reply, cached=False, error=None, attempt=attempt, seconds=seconds)
+            return reply
+
+    async def _stream(self, messages: list[Message], *, purpose: str, meter: UsageMeter | None,
+                      temperature: float, max_tokens: int | None) -> AsyncIterator[str]:
+        key = self._key("stream", messages, temperature, max_tokens)
+        if self._cache is not None and key is not None:
+            cached = self._cache.get(key)
+            if cached is not None:
+                self._record_hit(cached, messages, purpose=purpose, meter=meter, kind="stream")
+                for piece in _pieces(cached.text):
+                    yield piece
+                return
+
+        _litellm()  # the one-off import is not part of any call's time
+        attempt = 0
+        while True:
+            started = time.monotonic()
+            pieces: list[str] = []
+            finish_reason: str | None = None
+            usage: Any = None
+            delay: float | None = None
+            async with self._semaphore():
+                response: Any = None
+                consumed = False
+                try:
+                    try:
+                        response = await self._acompletion(messages, temperature=temperature,
+                                                           max_tokens=max_tokens, stream=True,
+                                                           response_format=None)
+                        async for chunk in response:
+                            usage = getattr(chunk, "usage", None) or usage
+                            for choice in getattr(chunk, "choices", None) or []:
+                                delta = getattr(getattr(choice, "delta", None), "content", None)
+                                finish_reason = getattr(choice, "finish_reason", None) or finish_reason
+                                if delta:
+                                    pieces.append(delta)
+                                    yield delta
+                        consumed = True
+                    except LLMError:
+                        raise
+                    except Exception as exc:  # noqa: BLE001 (cancellation and GeneratorExit pass through)
+                        raise self._map_error(exc) from exc
+                    if finish_reason is None:
+                        raise LLMOutputError(
+                            f"the reply stream from {self._where()} ended early (no finish reason); "
+                            "the answer may be incomplete"
+                        )
+                    if not pieces:
+                        raise LLMOutputError(f"the model {self.config.model} returned an empty reply ({purpose})")
+                except (GeneratorExit, asyncio.CancelledError):
+                    # The consumer stopped early (client went away): the tokens were still spent.
+                    if pieces:
+                        self._record_partial(meter, purpose, messages, pieces, usage, started, attempt,
+                                             note="abandoned by the caller")
+                    raise
+                except LLMError as err:
+                    if pieces:
+                        self._record_partial(meter, purpose, messages, pieces, usage, started, attempt,
+                                             error=err)
+                        raise  # part of the answer is out: a retry would repeat it
+                    self._trace(kind="stream", purpose=purpose, shape=None, messages=messages, reply=None,
+                                usage=None, cached=False, error=err, attempt=attempt,
+                                seconds=time.monotonic() - started)
+                    delay = self._retry_delay(err, attempt)
+                    if delay is None:
+                        raise
+                finally:
+                    if response is not None and not consumed:
+                        await _aclose_quietly(response)  # release the connection
+            if delay is not None:
+                attempt += 1
+                await self._sleep(delay)  # outside the semaphore: others may use the slot meanwhile
+                continue
+            break
+
+        text = "".join(pieces)
+        prompt_tokens, completion_tokens = _usage_numbers(usage, messages, text)
+        reply = _Reply(text=text, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
+                       cost_usd=self._cost(prompt_tokens, completion_tokens), finish_reason=finish_reason)
+        seconds = time.monotonic() - started
+        self._record(meter, purpose, reply, seconds)
+        self._trace(kind="stream", purpose=purpose, shape=None, messages=messages, reply=text, usage=reply,
+                    cached=False, error=None, attempt=attempt, seconds=seconds)
+        if text.strip():
+            self._cache_put(key, reply)
+
+    def _record_partial(self, meter: UsageMeter | None, purpose: str, messages: list[Message],
+                        pieces: list[str], usage: Any, started: float, attempt: int, *,
+                        error: LLMError | None = None, note: str | None = None) -> None:
+        """Usage and trace for a stream that stopped part-way (estimated when the server sent none)."""
+        text = "".join(pieces)
+        prompt_tokens, completion_tokens = _usage_numbers(usage, messages, text)
+        reply = _Reply(text=text, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
+                       cost_usd=self._cost(prompt_tokens, completion_tokens))
+        seconds = time.monotonic() - started
+        self._record(meter, purpose, reply, seconds)
+        self._trace(kind="stream", purpose=purpose, shape=None, messages=messages, reply=text or None,
+                    usage=reply, cached=False, error=error, attempt=attempt, seconds=seconds, note=note)
+
+    # -- retries --------------------------------------------------------------------------------
+
+    def _retry_delay(self, err: LLMError, attempt: int) -> float | None:
+        """Seconds to wait before retrying ``err``, or None to give up."""
+        if isinstance(err, LLMOutputError) or not err.retryable or attempt >= self.config.max_retries:
+            return None
+        retry_after = getattr(err, "retry_after", None)
+        if retry_after is not None:
+            return min(RETRY_AFTER_CAP, max(0.0, retry_after))
+        return _backoff(attempt)
+
+    # -- error mapping ----------------------------------------------------------------------------
+
+    def _where(self) -> str:
+        if self.config.api_base:
+            return f"the LLM server at {self.config.api_base}"
+        try:
+            _, provider, _, _ = _litellm().get_llm_provider(self.config.model)
+            return f"the {provider} API"
+        except Exception:  # noqa: BLE001
+            return "the LLM server"
+
+    def _map_error(self, exc: BaseException) -> LLMError:
+        """Turn litellm/openai/httpx exceptions into kb_ai.errors, with a one-line message."""
+        if isinstance(exc, LLMError):
+            return exc
+        if isinstance(exc, KaasError):
+            return LLMError(exc.message)
+        model = self.config.model
+        where = self._where()
+        name = type(exc).__name__
+        detail = _one_line(exc)
+        chain = _exception_chain(exc)
+        names = {type(e).__name__ for e in chain}
+
+        if name == "MidStreamFallbackError":
+            if "finish_reason" in str(exc):
+                return LLMOutputError(f"the reply stream from {where} ended early (no finish reason); "
+                                      "the answer may be incomplete")
+            original = getattr(exc, "original_exception", None)
+            if isinstance(original, BaseException) and original is not exc:
+                return self._map_error(original)
+
+        status = _status_code(exc)
+        if name == "Timeout" or isinstance(exc, (asyncio.TimeoutError, TimeoutError)) or names & _TIMEOUT_NAMES:
+            return LLMTimeoutError(f"{where} did not answer within {self.config.timeout:g} s ({model})")
+        if _is_connection_failure(chain):
+            return LLMUnreachableError(f"cannot reach {where}: {_root_cause(chain)}")
+        if name in ("AuthenticationError", "CallerCredentialAuthenticationError") or status == 401:
+            return LLMAuthError(f"{where} rejected the API key (set KAAS_API_KEY): {detail}")
+        if name == "PermissionDeniedError" or status == 403:
+            return LLMAuthError(f"{where} denied access to {model}: {detail}")
+        if name == "NotFoundError" or status == 404:
+            return UnknownModelError(
+                f"{where} does not know model {model!r} (404): check KAAS_MODEL and KAAS_API_BASE "
+                f"(an OpenAI-compatible base usually ends in /v1): {detail}"
+            )
+        if name in ("RateLimitError", "CallerCredentialRateLimitError") or status == 429:
+            err: LLMError = LLMRateLimitError(f"{where} is rate limiting requests (429): {detail}")
+            err.retry_after = _retry_after(exc)  # type: ignore[attr-defined]
+            return err
+        if name == "ContextWindowExceededError":
+            return LLMBadRequestError(f"the prompt is too long for {model}'s context window: {detail}")
+        if name in _BAD_REQUEST_NAMES or status in (400, 413, 422):
+            return LLMBadRequestError(f"{where} refused the request ({status or 400}): {detail}")
+        if name in _SERVER_ERROR_NAMES or (status is not None and status >= 500):
+            err = LLMServerError(f"{where} failed ({status or 500}): {detail}")
+            err.retry_after = _retry_after(exc)  # type: ignore[attr-defined]
+            return err
+        if name == "APIConnectionError":
+            # litellm wraps failures it could not classify as APIConnectionError, with a traceback.
+            if "connect" in detail.lower():
+                return LLMUnreachableError(f"cannot reach {where}: {detail}")
+        return LLMError(f"the LLM call to {model} failed ({name}): {detail}")
+
+    # -- responses, usage, cost -----------------------------------------------------------------
+
+    def _reply_from_response(self, response: Any, messages: list[Message]) -> _Reply:
+        try:
+            choice = response.choices[0]
+            text = choice.message.content
+            finish_reason = getattr(choice, "finish_reason", None)
+        except (AttributeError, IndexError, TypeError):
+            raise LLMOutputError(f"{self._where()} sent a reply without choices") from None
+        if text is not None and not isinstance(text, str):
+            text = str(text)
+        prompt_tokens, completion_tokens = _usage_numbers(getattr(response, "usage", None), messages, text or "")
+        return _Reply(text=text, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
+                      cost_usd=self._cost(prompt_tokens, completion_tokens), finish_reason=finish_reason)
+
+    def _cost(self, prompt_tokens: int, completion_tokens: int) -> float:
+        """USD per litellm's price list; 0.0 for local or unknown models. Never raises."""
+        try:
+            prompt_cost, completion_cost = _litellm().cost_per_token(
+                model=self.config.model, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens)
+            return float(prompt_cost or 0.0) + float(completion_cost or 0.0)
+        except Exception:  # noqa: BLE001
+            return 0.0
+
+    def _record(self, meter: UsageMeter | None, purpose: str, reply: _Reply, seconds: float) -> None:
+        if meter is not None:
+            meter.add(CallUsage(purpose=purpose, model=self.config.model, prompt_tokens=reply.prompt_tokens,
+                                completion_tokens=reply.completion_tokens, cost_usd=reply.cost_usd,
+                                seconds=round(seconds, 4), cached=False))
+
+    # -- cache ------------------------------------------------------------------------------------
+
+    def _key(self, kind: str, messages: list[Message], temperature: float, max_tokens: int | None,
+             schema: dict[str, Any] | None = None) -> str | None:
+        # Only deterministic requests are worth replaying.
+        if self._cache is None or temperature != 0:
+            return None
+        return cache_key(kind=kind, model=self.config.model, api_base=self.config.api_base,
+                         messages=messages, temperature=temperature, max_tokens=max_tokens, schema=schema)
+
+    def _cache_get(self, key: str | None, messages: list[Message], *, purpose: str,
+                   meter: UsageMeter | None, kind: str) -> str | None:
+        if self._cache is None or key is None:
+            return None
+        cached = self._cache.get(key)
+        if cached is None or not cached.text:
+            return None
+        self._record_hit(cached, messages, purpose=purpose, meter=meter, kind=kind)
+        return cached.text
+
+    def _record_hit(self, cached: Any, messages: list[Message], *, purpose: str, meter: UsageMeter | None,
+                    kind: str) -> None:
+        if meter is not None:
+            meter.add(CallUsage(purpose=purpose, model=self.config.model, prompt_tokens=cached.prompt_tokens,
+                                completion_tokens=cached.completion_tokens, cost_usd=0.0, seconds=0.0,
+                                cached=True))
+        usage = _Reply(text=cached.text, prompt_tokens=cached.prompt_tokens,
+                       completion_tokens=cached.completion_tokens, cost_usd=0.0)
+        self._trace(kind=kind, purpose=purpose, shape=None, messages=messages, reply=cached.text, usage=usage,
+                    cached=True, error=None, attempt=0, seconds=0.0)
+
+    def _cache_put(self, key: str | None, reply: _Reply, text: str | None = None) -> None:
+        if self._cache is None or key is None:
+            return
+        self._cache.put(key, text=text if text is not None else (reply.text or ""),
+                        prompt_tokens=reply.prompt_tokens, completion_tokens=reply.completion_tokens,
+                        model=self.config.model)
+
+    # -- response_format memory -------------------------------------------------------------------
+
+    def _shape_key(self) -> str:
+        return f"{self.config.model}|{self.config.api_base or ''}"
+
+    def _remembered_shape(self) -> str:
+        if not self._shape_memory_loaded:
+            self._shape_memory_loaded = True
+            if self._capabilities_path is not None:
+                try:
+                    data = json.loads(self._capabilities_path.read_text(encoding="utf-8"))
+                    shapes = data.get("response_format", {}) if isinstance(data, dict) else {}
+                    self._shape_memory.update(
+                        {k: v for k, v in shapes.items() if isinstance(v, str) and v in SHAPES})
+                except (OSError, ValueError):
+                    pass  # no file yet, or unreadable: start from the best shape
+        return self._shape_memory.get(self._shape_key(), SHAPE_JSON_SCHEMA)
+
+    def _remember_shape(self, shape: str) -> None:
+        key = self._shape_key()
+        if self._shape_memory.get(key) == shape:
+            return
+        self._shape_memory[key] = shape
+        if self._capabilities_path is None:
+            return
+        try:
+            try:
+                data = json.loads(self._capabilities_path.read_text(encoding="utf-8"))
+                if not isinstance(data, dict):
+                    data = {}
+            except (OSError, ValueError):
+                data = {}
+            data.setdefault("response_format", {})[key] = shape
+            atomic_write_text(self._capabilities_path, json.dumps(data, indent=2, sort_keys=True) + "\n")
+        except OSError as exc:
+            log.warning("could not save %s (%s)", self._capabilities_path, exc)
+
+    # -- trace --------------------------------------------------------------------------------------
+
+    def _trace(self, *, kind: str, purpose: str, shape: str | None, messages: list[Message],
+               reply: str | None, usage: _Reply | None, cached: bool, error: LLMError | None,
+               attempt: int, seconds: float, note: str | None = None) -> None:
+        path = self.config.trace_file
+        if path is None:
+            return
+        record = {
+            "time": datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
+            "purpose": purpose,
+            "kind": kind,
+            "model": self.config.model,
+            "api_base": self.config.api_base,
+            "response_format": shape,
+            "attempt": attempt,
+            "messages": messages,
+            "reply": reply,
+            "usage": None if usage is None else {
+                "prompt_tokens": usage.prompt_tokens,
+                "completion_tokens": usage.completion_tokens,
+                "cost_usd": usage.cost_usd,
+            },
+            "cached": cached,
+            "seconds": round(seconds, 4),
+            "error": None if error is None else {"code": error.code, "message": error.message},
+        }
+        if note:
+            record["note"] = note
+        try:
+            with self._trace_lock:
+                append_text(Path(path), json.dumps(record, ensure_ascii=False) + "\n")
+        except OSError as exc:
+            log.warning("could not write LLM trace %s (%s)", path, exc)
+
+
+# ---------------------------------------------------------------------------------------------
+# helpers
+
+
+_TIMEOUT_NAMES = {"APITimeoutError", "ReadTimeout", "WriteTimeout", "ConnectTimeout", "PoolTimeout",
+                  "TimeoutException", "ServerTimeoutError"}
+_CONNECTION_NAMES = {"ConnectError", "ConnectionRefusedError", "ConnectionResetError", "ConnectionError",
+                     "ClientConnectorError", "ClientConnectionError", "ServerDisconnectedError",
+                     "RemoteProtocolError", "gaierror", "NetworkError"}
+_BAD_REQUEST_NAMES = {"BadRequestError", "UnprocessableEntityError", "UnsupportedParamsError",
+                      "InvalidRequestError", "LiteLLMUnknownProvider", "ContentPolicyViolationError",
+                      "RejectedRequestError", "MalformedRequestFieldError", "UnsupportedEndpointError",
+                      "EndpointNotSupportedByModelError"}
+_SERVER_ERROR_NAMES = {"InternalServerError", "ServiceUnavailableError", "BadGatewayError",
+                       "MidStreamFallbackError"}
+
+
+def _deadline(config: GatewayConfig) -> float:
+    """Hard deadline for one non-streaming call: the configured timeout plus a little slack."""
+    return float(config.timeout) + 1.0
+
+
+def _exception_chain(exc: BaseException) -> list[BaseException]:
+    chain: list[BaseException] = []
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        chain.append(current)
+        current = current.__cause__ or current.__context__
+    return chain
+
+
+def _is_connection_failure(chain: list[BaseException]) -> bool:
+    # litellm reports "connection refused" as InternalServerError("Connection error."): the cause
+    # chain (openai.APIConnectionError <- httpx.ConnectError <- ConnectionRefusedError) tells.
+    for e in chain:
+        name = type(e).__name__
+        module = type(e).__module__ or ""
+        if name in _CONNECTION_NAMES:
+            return True
+        if name == "APIConnectionError" and module.startswith("openai"):
+            return True
+    return False
+
+
+def _root_cause(chain: list[BaseException]) -> str:
+    for e in reversed(chain):
+        if type(e).__module__.startswith("respx"):
+            continue
+        text = _one_line(e)
+        if text:
+            return text
+    return "connection failed"
+
+
+def _status_code(exc: BaseException) -> int | None:
+    for value in (getattr(exc, "status_code", None), getattr(getattr(exc, "response", None), "status_code", None)):
+        try:
+            if value is not None:
+                return int(value)
+        except (TypeError, ValueError):
+            continue
+    return None
+
+
+_PREFIX = re.compile(r"^\s*(?:litellm\.)?[A-Za-z]+(?:Error|Exception|Timeout)\s*:\s*")
+_PROVIDER_PREFIX = re.compile(r"^\s*[A-Za-z]+Exception\s*-\s*")
+
+
+def _one_line(exc: BaseException | str, limit: int = 300) -> str:
+    """The useful first line of an exception message, without litellm's class-name prefixes."""
+    text = exc if isinstance(exc, str) else str(getattr(exc, "message", None) or exc or type(exc).__name__)
+    line = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+    for _ in range(4):
+        stripped = _PROVIDER_PREFIX.sub("", _PREFIX.sub("", line))
+        if stripped == line:
+            break
+        line = stripped
+    if len(line) > limit:
+        line = line[: limit - 1] + "…"
+    return line or type(exc).__name__
+
+
+def _retry_after(exc: BaseException) -> float | None:
+    """Seconds from a Retry-After header (seconds or HTTP date) on a litellm exception, if any."""
+    candidates = (
+        getattr(getattr(exc, "response", None), "headers", None),
+        getattr(exc, "litellm_response_headers", None),
+        getattr(exc, "headers", None),
+    )
+    for headers in candidates:
+        if not headers:
+            continue
+        try:
+            items = {str(k).lower(): str(v) for k, v in headers.items()}
+        except Exception:  # noqa: BLE001
+            continue
+        if "retry-after-ms" in items:
+            try:
+                return max(0.0, float(items["retry-after-ms"]) / 1000.0)
+            except ValueError:
+                pass
+        value = items.get("retry-after")
+        if value is None:
+            continue
+        try:
+            return max(0.0, float(value))
+        except ValueError:
+            pass
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError, IndexError):
+            continue
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=timezone.utc)
+        return max(0.0, (when - datetime.now(timezone.utc)).total_seconds())
+    return None
+
+
+def _backoff(attempt: int) -> float:
+    # Exponential with jitter, so parallel callers that failed together do not retry together.
+    return min(BACKOFF_CAP, BACKOFF_BASE * (2 ** attempt)) * random.uniform(0.5, 1.0)
+
+
+def _refuses_temperature(exc: BaseException) -> bool:
+    return type(exc).__name__ == "UnsupportedParamsError" and "temperature" in str(exc).lower()
+
+
+_FORMAT_WORDS = ("response_format", "json_schema", "schema", "not supported", "unsupported")
+
+
+def _rejects_response_format(exc: BaseException) -> bool:
+    name = type(exc).__name__
+    if name in ("ContextWindowExceededError", "ContentPolicyViolationError", "AuthenticationError"):
+        return False
+    status = _status_code(exc)
+    text = str(exc).lower()
+    # llama-cpp-python's server answers an unknown response_format type with a 500 carrying its
+    # request-validation error ("loc: body.response_format.type ... Input should be ...").
+    if "response_format" in text and ("validation error" in text or "input should be" in text):
+        return True
+    if not (name in ("BadRequestError", "UnprocessableEntityError", "UnsupportedParamsError")
+            or status in (400, 422)):
+        return False
+    return status == 422 or any(word in text for word in _FORMAT_WORDS)
+
+
+def _usage_numbers(usage: Any, messages: list[Message], text: str) -> tuple[int, int]:
+    prompt = completion = 0
+    if usage is not None:
+        get = usage.get if isinstance(usage, dict) else (lambda k: getattr(usage, k, None))
+        prompt = int(get("prompt_tokens") or 0)
+        completion = int(get("completion_tokens") or 0)
+    if prompt <= 0:
+        prompt = sum(estimate_tokens(str(m.get("content") or "")) for m in messages)
+    if completion <= 0 and text:
+        completion = estimate_tokens(text)
+    return prompt, completion
+
+
+def _pieces(text: str, size: int = 200) -> list[str]:
+    """A cached reply replayed as a few chunks, so stream consumers see a normal stream."""
+    return [text[i:i + size] for i in range(0, len(text), size)] or [""]
+
+
+async def _aclose_quietly(response: Any) -> None:
+    close = getattr(response, "aclose", None)
+    if close is None:
+        return
+    try:
+        await close()
+    except Exception:  # noqa: BLE001 (closing an abandoned stream must not mask the real outcome)
+        pass
+
+
+# -- structured output -------------------------------------------------------------------------
+
+
+def _schema_instruction(schema: dict[str, Any]) -> str:
+    what = "a JSON object" if schema.get("type") == "object" else "JSON"
+    return (f"Answer with only {what} matching this JSON schema, with no prose and no code fences:\n"
+            + json.dumps(schema, ensure_ascii=False))
+
+
+def _shape_request(messages: list[Message], schema: dict[str, Any], schema_name: str,
+                   shape: str) -> tuple[list[Message], dict[str, Any] | None]:
+    if shape == SHAPE_JSON_SCHEMA:
+        return messages, {"type": "json_schema",
+                          "json_schema": {"name": _safe_schema_name(schema_name), "schema": schema,
+                                          "strict": False}}
+    if shape == SHAPE_JSON_OBJECT:
+        return messages, {"type": "json_object", "schema": schema}
+    # Instruction only: copy, never mutate the caller's messages.
+    copied = [dict(m) for m in messages]
+    instruction = _schema_instruction(schema)
+    if copied and copied[-1].get("role") == "user":
+        copied[-1]["content"] = f"{copied[-1].get('content') or ''}\n\n{instruction}"
+    else:
+        copied.append({"role": "user", "content": instruction})
+    return copied, None
+
+
+def _safe_schema_name(name: str) -> str:
+    # OpenAI requires ^[a-zA-Z0-9_-]{1,64}$.
+    return (re.sub(r"[^A-Za-z0-9_-]", "_", name) or "output")[:64]
+
+
+def _repair_instruction(problem: str, schema: dict[str, Any]) -> str:
+    return (f"Your previous reply was not valid: {problem}. Answer again with only valid JSON matching "
+            "this JSON schema, with no prose and no code fences:\n" + json.dumps(schema, ensure_ascii=False))
+
+
+def _validator(schema: dict[str, Any]) -> Any:
+    import jsonschema  # noqa: PLC0415 (kept off the import path of offline mode)
+
+    cls = jsonschema.validators.validator_for(schema)
+    try:
+        cls.check_schema(schema)
+    except jsonschema.SchemaError as exc:
+        raise ValueError(f"invalid JSON schema: {exc.message}") from None  # a bug in kaas, not the model
+    return cls(schema)
+
+
+_THINK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
+_FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.DOTALL)
+
+
+def parse_json_reply(text: str) -> Any:
+    """Parse a model's JSON reply robustly: drop <think> blocks and ``` fences, and take the first
+    {...} or [...] block when prose surrounds it. Raises ValueError with a short reason."""
+    cleaned = _THINK.sub("", text or "").strip()
+    if not cleaned:
+        raise ValueError("the reply was empty")
+    fenced = _FENCE.search(cleaned)
+    candidates = [fenced.group(1).strip()] if fenced else []
+    candidates.append(cleaned)
+    decoder = json.JSONDecoder()
+    first_error: str | None = None
+    for candidate in candidates:
+        try:
+            return json.loads(candidate)
+        except ValueError as exc:
+            first_error = first_error or f"not valid JSON ({exc})"
+        starts = sorted(i for i in (candidate.find("{"), candidate.find("[")) if i >= 0)
+        for start in starts:
+            try:
+                value, _ = decoder.raw_decode(candidate, start)
+                return value
+            except ValueError:
+                continue
+    raise ValueError(first_error or "no JSON found in the reply")
+
+
+def _parse_and_validate(text: str, validator: Any) -> tuple[Any, str | None]:
+    """(value, None) when ``text`` holds JSON valid for the schema, else (None, what was wrong)."""
+    try:
+        value = parse_json_reply(text)
+    except ValueError as exc:
+        return None, str(exc)
+    errors = sorted(validator.iter_errors(value), key=lambda e: (len(list(e.absolute_path)), e.message))
+    if errors:
+        import jsonschema  # noqa: PLC0415
+
+        best = jsonschema.exceptions.best_match(errors) or errors[0]
+        where = "/".join(str(p) for p in best.absolute_path) or "(root)"
+        message = best.message if len(best.message) <= 200 else best.message[:199] + "…"
+        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+        return None, f"schema mismatch at {where}: {message}{more}"
+    return value, None

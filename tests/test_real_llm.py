@@ -1,0 +1,54 @@
+"""Opt-in: the ask path against a real OpenAI-compatible server (llama.cpp via
+../shared/tools/real-llm-server, SmolLM2-135M). Run it with the server up:
+
+    ../shared/tools/real-llm-server 8765 &
+    KAAS_REAL_LLM=1 .venv/bin/pytest -q -m real_llm
+
+The model is tiny, so answer quality is not asserted; what is proven is the real protocol path:
+llama.cpp rejects OpenAI's json_schema response_format and the gateway adapts, streaming works,
+usage is counted, and every citation returned is a page that was read.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import httpx
+import pytest
+
+from kb_ai.config import Settings
+from kb_ai.navigate.ask import ask, build_service
+from kb_ai.navigate.records import AskRequest
+
+pytestmark = pytest.mark.real_llm
+
+BASE = os.environ.get("KAAS_REAL_LLM_BASE", "http://127.0.0.1:8765/v1")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _server_up():
+    if os.environ.get("KAAS_REAL_LLM") != "1":
+        pytest.skip("set KAAS_REAL_LLM=1 and start ../shared/tools/real-llm-server to run")
+    try:
+        httpx.get(BASE + "/models", timeout=5).raise_for_status()
+    except httpx.HTTPError as exc:
+        pytest.fail(f"KAAS_REAL_LLM=1 but no server at {BASE}: {exc}")
+
+
+async def test_ask_against_a_real_llama_cpp_server(sample_kb):
+    settings = Settings(kb=sample_kb.root, model="openai/smollm2", api_base=BASE, api_key="none",
+                        timeout=120.0, max_retries=1, cache=True)  # a fresh KB: no hits
+    result = await ask(build_service(settings), AskRequest(question="How are citations validated?", suggest=True))
+    assert result.error is None, result.error
+    assert result.mode == "llm"
+    assert result.pages, result.notices
+    read = {p["path"] for p in result.pages}
+    assert all(c["path"] in read for c in result.citations)
+    assert result.answer.strip()
+    purposes = [c["purpose"] for c in result.usage["calls"]]
+    assert "select" in purposes and "answer" in purposes and "suggest" in purposes
+    assert result.usage["prompt_tokens"] > 0 and result.usage["completion_tokens"] > 0
+    assert result.usage["cost_usd"] == 0.0  # a local model has no price
+    capabilities = json.loads((sample_kb.state_dir / "cache" / "llm-capabilities.json").read_text())
+    assert "json_schema" not in json.dumps(capabilities)  # llama.cpp refused OpenAI's shape; the gateway adapted
