@@ -104,3 +104,20 @@ def test_best_sentences_cover_different_terms():
     picked = best_sentences("When was the bridge built over the river?", pages, limit=2)
     assert picked[0].path == "b.md" and "1850" in picked[0].sentence
     assert len(picked) == 2
+
+
+def test_offline_ask_never_imports_litellm(sample_kb):
+    import subprocess
+    import sys
+
+    code = (
+        "import asyncio, sys\n"
+        "from kb_ai.config import load_settings\n"
+        "from kb_ai.navigate.ask import ask, build_service\n"
+        "from kb_ai.navigate.records import AskRequest\n"
+        f"r = asyncio.run(ask(build_service(load_settings({str(sample_kb.root)!r}, env={{}})), AskRequest(question='citations')))\n"
+        "assert r.citations, r\n"
+        "print('litellm' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
