@@ -33,6 +33,20 @@ def test_article_round_trip_keeps_key_order_and_body(tmp_path):
     assert not [p for p in tmp_path.rglob("*") if p.name.startswith(".kaas-tmp-")]
 
 
+def test_atomic_writes_keep_normal_permissions(tmp_path):
+    write_article(tmp_path, "a/new.md", {"title": "New"}, "# New\n")
+    assert (tmp_path / "a/new.md").stat().st_mode & 0o777 == 0o666 & ~_umask()
+    (tmp_path / "a/new.md").chmod(0o640)
+    write_article(tmp_path, "a/new.md", {"title": "New"}, "# Changed\n")
+    assert (tmp_path / "a/new.md").stat().st_mode & 0o777 == 0o640
+
+
+def _umask() -> int:
+    current = os.umask(0)
+    os.umask(current)
+    return current
+
+
 def test_missing_fields_get_defaults_and_warnings():
     article = parse_article("# Hand Written Page\n\nThis page was written by hand. It has no frontmatter.\n", "notes/hand.md")
     assert article.title == "Hand Written Page"

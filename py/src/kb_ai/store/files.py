@@ -9,6 +9,17 @@ from pathlib import Path
 TEMP_PREFIX = ".kaas-tmp-"
 
 
+def _target_mode(path: Path) -> int:
+    """The existing file's permissions, or what a plain open() would give (0666 minus umask):
+    mkstemp's private 0600 must not leak into the wiki."""
+    try:
+        return path.stat().st_mode & 0o7777
+    except FileNotFoundError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask
+
+
 def atomic_write_text(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` via a temp file in the same folder, fsync, then rename."""
     atomic_write_bytes(path, text.encode("utf-8"))
@@ -18,6 +29,7 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=TEMP_PREFIX, dir=path.parent)
     try:
+        os.fchmod(fd, _target_mode(path))
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
