@@ -7,6 +7,9 @@ import tempfile
 from pathlib import Path
 
 TEMP_PREFIX = ".kaas-tmp-"
+# Read once at import: os.umask can only be read by setting it, which races with other threads.
+_UMASK = os.umask(0)
+os.umask(_UMASK)
 
 
 def _target_mode(path: Path) -> int:
@@ -15,9 +18,7 @@ def _target_mode(path: Path) -> int:
     try:
         return path.stat().st_mode & 0o7777
     except FileNotFoundError:
-        umask = os.umask(0)
-        os.umask(umask)
-        return 0o666 & ~umask
+        return 0o666 & ~_UMASK
 
 
 def atomic_write_text(path: Path, text: str) -> None:
