@@ -100,3 +100,11 @@ def test_init_and_index(runner, tmp_path):
 def test_bad_config_is_one_line(runner, sample_kb):
     (sample_kb.root / "kaas.toml").write_text("model = [")
     _one_line_error(runner.invoke(cli, ["--kb", str(sample_kb.root), "ask", "x"]), "not valid TOML")
+
+
+def test_json_error_still_prints_the_object(runner, tmp_path):
+    result = runner.invoke(cli, ["ask", "--kb", str(tmp_path), "anything", "--json"])  # --kb after the command works too
+    assert result.exit_code == 2
+    data = json.loads(result.stdout)
+    assert data["error"]["code"] == "no_wiki" and data["answer"] == ""
+    assert result.stderr.startswith("kaas: error: no wiki")

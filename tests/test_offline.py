@@ -121,3 +121,9 @@ def test_offline_ask_never_imports_litellm(sample_kb):
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_question_words_do_not_outrank_content_words():
+    from kb_ai.offline.text import tokenize
+
+    assert tokenize("What is offline mode and how does it work?") == ["offlin", "mode", "work"]

@@ -192,3 +192,15 @@ def test_bad_settings_are_clear_errors(tmp_path, toml, message):
 
 def test_render_article_without_meta_is_just_the_body():
     assert render_article({}, "# T\n\nx\n\n") == "# T\n\nx\n"
+
+
+def test_plain_text_keeps_underscores_inside_words():
+    from kb_ai.store.markdown_text import plain_text
+
+    assert plain_text("Set `KAAS_MODEL` and _max_pages_ or **bold** [link](x.md).") == "Set KAAS_MODEL and max_pages or bold link."
+
+
+def test_zero_retries_is_a_valid_setting(tmp_path):
+    assert load_settings(tmp_path, env={"KAAS_MAX_RETRIES": "0"}).max_retries == 0
+    with pytest.raises(ConfigError):
+        load_settings(tmp_path, env={"KAAS_MAX_PAGES": "0"})

@@ -18,6 +18,8 @@ from kb_ai.config import Settings, load_settings
 from kb_ai.errors import KaasError
 
 log = logging.getLogger("kb_ai")
+# Error codes that mean "fix your setup" (exit 2) rather than "this run failed" (exit 1).
+_USER_CONFIG_ERRORS = {"no_wiki", "empty_catalog", "unknown_model", "missing_api_key", "llm_auth", "config_error"}
 
 
 class _OneLineFormatter(logging.Formatter):
@@ -49,6 +51,17 @@ def _settings(ctx: click.Context, **overrides) -> Settings:
     return settings.with_overrides(**overrides)
 
 
+def _remember_kb(ctx: click.Context, _param: click.Parameter, value: Path | None) -> None:
+    if value is not None:
+        ctx.ensure_object(dict)["kb"] = value
+
+
+def kb_option(command):
+    """``--kb DIR`` on a subcommand too (``kaas ask --kb DIR ...``), same as before it."""
+    return click.option("--kb", type=click.Path(file_okay=False, path_type=Path), default=None, expose_value=False,
+                        callback=_remember_kb, help="Knowledge base folder (default: current folder).")(command)
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--kb", type=click.Path(file_okay=False, path_type=Path), default=None, envvar="KAAS_KB",
               help="Knowledge base folder (default: current folder).")
@@ -62,6 +75,7 @@ def cli(ctx: click.Context, kb: Path | None, verbose: bool) -> None:
 
 
 @cli.command()
+@kb_option
 @click.argument("directory", required=False, type=click.Path(file_okay=False, path_type=Path))
 @click.pass_context
 def init(ctx: click.Context, directory: Path | None) -> None:
@@ -80,6 +94,7 @@ def init(ctx: click.Context, directory: Path | None) -> None:
 
 
 @cli.command()
+@kb_option
 @click.pass_context
 def index(ctx: click.Context) -> None:
     """Rebuild wiki/master-index.md from the articles' frontmatter."""
@@ -97,6 +112,7 @@ def index(ctx: click.Context) -> None:
 
 
 @cli.command()
+@kb_option
 @click.argument("question")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of streaming text.")
 @click.option("--rewrite", is_flag=True, help="Rewrite the question into a standalone query first.")
@@ -138,11 +154,12 @@ def ask(ctx: click.Context, question: str, as_json: bool, rewrite: bool, suggest
                 click.echo(f"kaas: rewritten query: {event.data['query']}", err=True)
 
     asyncio.run(run())
+    if as_json:  # on error too: scripts get the object with its "error" key, and the exit code
+        click.echo(json.dumps(result.to_json(), ensure_ascii=False, indent=2))
     if result.error:
         click.echo(f"kaas: error: {result.error['message']}", err=True)
-        sys.exit(2 if result.error["code"] in {"no_wiki", "empty_catalog", "unknown_model", "missing_api_key", "llm_auth", "config_error"} else 1)
+        sys.exit(2 if result.error["code"] in _USER_CONFIG_ERRORS else 1)
     if as_json:
-        click.echo(json.dumps(result.to_json(), ensure_ascii=False, indent=2))
         return
     if not result.answer.endswith("\n"):
         out.write("\n")
@@ -156,14 +173,16 @@ def ask(ctx: click.Context, question: str, as_json: bool, rewrite: bool, suggest
             click.echo(f"  - {suggestion}")
     usage = result.usage
     if usage.get("mode") == "llm":
+        cached = f", {usage['cache_hits']} more answered from the cache" if usage.get("cache_hits") else ""
         click.echo(
-            f"kaas: {usage['llm_calls']} LLM calls ({usage.get('cache_hits', 0)} cached), "
-            f"{usage['prompt_tokens']}+{usage['completion_tokens']} tokens, ${usage['cost_usd']:.4f}",
+            f"kaas: {usage['llm_calls']} LLM calls{cached}; "
+            f"{usage['prompt_tokens']} prompt + {usage['completion_tokens']} completion tokens, ${usage['cost_usd']:.4f}",
             err=True,
         )
 
 
 @cli.command(name="compile")
+@kb_option
 @click.option("--full", is_flag=True, help="Reprocess every source, not only new and changed ones.")
 @click.option("--dry-run", is_flag=True, help="Print the plan and an estimate of LLM calls and cost; write nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
@@ -181,6 +200,22 @@ def compile_command(ctx: click.Context, full: bool, dry_run: bool, as_json: bool
     except KaasError as exc:
         _fail(exc)
     click.echo(json.dumps(report.to_dict(), ensure_ascii=False, indent=2) if as_json else report.render_text())
+
+
+@cli.command()
+@kb_option
+@click.pass_context
+def mcp(ctx: click.Context) -> None:
+    """Serve the MCP tools (ask, read_page, list_pages) over stdio."""
+    from kb_ai.server_mcp import run_stdio
+    from kb_ai.store.kb import KnowledgeBase
+
+    settings = _settings(ctx)
+    try:
+        KnowledgeBase(settings.kb).require_wiki()  # a wrong --kb is a one-line error, not a silent server
+    except KaasError as exc:
+        _fail(exc)
+    run_stdio(settings)
 
 
 def main() -> None:

@@ -53,6 +53,7 @@ class Settings:
 
 
 _INT_FIELDS = {"max_retries", "concurrency", "select_budget", "read_budget", "max_pages"}
+_ZERO_ALLOWED = {"max_retries"}
 _FLOAT_FIELDS = {"timeout"}
 _BOOL_FIELDS = {"cache", "debug"}
 _PATH_FIELDS = {"kb", "prompts_dir"}
@@ -64,7 +65,7 @@ def _coerce(name: str, value: Any, origin: str) -> Any:
     try:
         if name in _INT_FIELDS:
             number = int(value)
-            if number <= 0:
+            if number < 0 or (number == 0 and name not in _ZERO_ALLOWED):
                 raise ValueError("must be positive")
             return number
         if name in _FLOAT_FIELDS:

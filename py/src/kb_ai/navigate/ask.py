@@ -120,7 +120,7 @@ async def ask_events(service: AskService, request: AskRequest) -> AsyncIterator[
             answer_parts.append(text)
             yield AskEvent("token", {"text": text})
         else:
-            async for delta in navigator.answer(query, request.history, pages, meter):
+            async for delta in navigator.answer(query, request.history, pages, catalog, meter):
                 if delta:
                     answer_parts.append(delta)
                     yield AskEvent("token", {"text": delta})

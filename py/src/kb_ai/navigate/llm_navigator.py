@@ -92,7 +92,8 @@ class LLMNavigator:
         selection.notices.append(f"{reason}; fell back to keyword selection.")
         return selection
 
-    async def answer(self, question: str, history: list[Turn], pages: list[ReadPage], meter: UsageMeter) -> AsyncIterator[str]:
+    async def answer(self, question: str, history: list[Turn], pages: list[ReadPage], catalog: Catalog,
+                     meter: UsageMeter) -> AsyncIterator[str]:
         messages = self.prompts.render(
             "answer",
             question=_delimit(question),

@@ -26,7 +26,8 @@ class Navigator(Protocol):
     async def select(self, question: str, catalog: Catalog, max_pages: int, meter: UsageMeter) -> Selection:
         """The pages to read, best first (possibly none)."""
 
-    def answer(self, question: str, history: list[Turn], pages: list[ReadPage], meter: UsageMeter) -> AsyncIterator[str]:
+    def answer(self, question: str, history: list[Turn], pages: list[ReadPage], catalog: Catalog,
+               meter: UsageMeter) -> AsyncIterator[str]:
         """The answer text, streamed, citing pages as [Title](path)."""
 
     async def suggest(self, question: str, answer: str, pages: list[ReadPage], catalog: Catalog,

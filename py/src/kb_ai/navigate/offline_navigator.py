@@ -31,7 +31,6 @@ class OfflineNavigator:
 
     def __init__(self, lexical: LexicalIndexCache):
         self.lexical = lexical
-        self._catalog: Catalog | None = None
 
     async def rewrite(self, question: str, history: list[Turn], meter: UsageMeter) -> tuple[str, list[str]]:
         previous = [t.content for t in history if t.role == "user"]
@@ -40,10 +39,10 @@ class OfflineNavigator:
         return f"{previous[-1]} {question}", ["Offline rewrite: the previous question was added to the query."]
 
     async def select(self, question: str, catalog: Catalog, max_pages: int, meter: UsageMeter) -> Selection:
-        self._catalog = catalog
         return lexical_selection(self.lexical.get(catalog), question, max_pages, "lexical")
 
-    async def answer(self, question: str, history: list[Turn], pages: list[ReadPage], meter: UsageMeter) -> AsyncIterator[str]:
+    async def answer(self, question: str, history: list[Turn], pages: list[ReadPage], catalog: Catalog,
+                     meter: UsageMeter) -> AsyncIterator[str]:
         evidence = best_sentences(question, [PageText(p.path, p.title, p.text) for p in pages])
         lines = [OFFLINE_LABEL, ""]
         if evidence:
@@ -51,10 +50,9 @@ class OfflineNavigator:
         else:
             lines += ["No single sentence matches the question; these pages are the closest:"]
             lines += [f"- [{p.title}]({p.path})" for p in pages]
-        if self._catalog is not None:
-            _found, missing = self.lexical.get(self._catalog).known_terms(question)
-            if missing:
-                lines += ["", f"No page of the wiki mentions: {', '.join(missing)}."]
+        _found, missing = self.lexical.get(catalog).known_terms(question)
+        if missing:
+            lines += ["", f"No page of the wiki mentions: {', '.join(missing)}."]
         for line in lines:
             yield line + "\n"
 

@@ -1,7 +1,7 @@
 """Reading selected pages whole, within a token budget.
 
-Pages are taken in rank order. A page that fits is read whole. The first page that does not fit
-is trimmed by section: its lead plus the sections that best match the question, in document
+Pages are taken in rank order. A page that fits is read whole. A page that does not fit, while
+at least 120 tokens of budget remain, is trimmed by section: its lead plus the sections that best match the question, in document
 order, with a visible note naming what was left out. A page that cannot fit even trimmed is not
 read, and a notice says so. Nothing is cut silently, and only pages read can be cited.
 """

@@ -4,14 +4,27 @@ removed, Snowball-stemmed (PyStemmer), so "selection", "selected" and "selects" 
 from __future__ import annotations
 
 import html
+import logging
 import re
 from functools import lru_cache
 
 import Stemmer
 from bm25s.stopwords import STOPWORDS_EN
 
+# bm25s sets its own logger to DEBUG at import; its progress chatter must not reach a
+# terminal, and never stdout (where `kaas mcp` speaks the protocol).
+logging.getLogger("bm25s").setLevel(logging.WARNING)
+
 _WORD = re.compile(r"\w+", re.UNICODE)
-_STOP = frozenset(STOPWORDS_EN)
+# bm25s's list is short (33 words); questions add their own function words, which would
+# otherwise outweigh the content words ("what is offline mode?" ranked pages by "what").
+_QUESTION_WORDS = {
+    "how", "what", "why", "when", "where", "which", "who", "whom", "whose", "does", "do", "did", "done",
+    "can", "could", "should", "would", "will", "shall", "may", "might", "must", "has", "have", "had",
+    "am", "been", "being", "i", "me", "my", "you", "your", "we", "our", "us", "tell", "explain", "please",
+    "about", "from", "its", "it's", "so", "than", "too", "very", "just", "also", "any", "some", "all",
+}
+_STOP = frozenset(STOPWORDS_EN) | _QUESTION_WORDS
 _stemmer = Stemmer.Stemmer("english")
 
 

@@ -9,7 +9,8 @@ _HEADING = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$")
 _FENCE = re.compile(r"^\s*(```|~~~)")
 _SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[A-Z0-9\"'(\[`*_])")
 _INLINE_LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
-_MARKUP = re.compile(r"[*_`]+")
+# Emphasis markers at word edges and code backticks; underscores inside words (KAAS_MODEL) stay.
+_MARKUP = re.compile(r"`+|(?<!\w)[*_]+|[*_]+(?!\w)")
 
 
 @dataclass(frozen=True)
