@@ -1,0 +1,201 @@
+"""The MCP server: ``ask``, ``read_page`` and ``list_pages`` for agents.
+
+Built with the official SDK's ``MCPServer`` (mcp 2.x). The same ``AskService`` as the CLI and
+the HTTP server answers; this module only shapes the results for MCP: structured content with
+a published output schema, plus a readable text form that lists the sources. A bad argument
+or a wiki problem is a tool error result the calling model can act on, never a crashed server.
+Served over stdio by ``kaas mcp`` (protocol only on stdout; logs go to stderr) and over
+streamable HTTP at ``/mcp`` inside ``kaas serve``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Annotated
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import BaseModel, Field
+
+from kb_ai import __version__
+from kb_ai.config import Settings
+from kb_ai.errors import KaasError
+from kb_ai.navigate.ask import AskService, ask_events, build_service
+from kb_ai.navigate.records import AskRequest, AskResult
+
+log = logging.getLogger(__name__)
+
+INSTRUCTIONS = (
+    "A wiki compiled by KaaS. Use `ask` for a cited answer to a question (it selects and reads the "
+    "relevant pages itself), or navigate yourself with `list_pages` (the catalog: path, title, "
+    "one-line summary) and `read_page` (one article's Markdown). Citations are [Title](path) with "
+    "paths relative to the wiki; only pages that were read are returned as citations."
+)
+PROGRESS_INTERVAL = 0.5  # seconds between progress notifications while an answer streams
+
+
+class PageRef(BaseModel):
+    path: str
+    title: str
+
+
+class AskOutput(BaseModel):
+    answer: str
+    citations: list[PageRef]
+    pages: list[PageRef]
+    suggestions: list[str] = Field(default_factory=list)
+    mode: str = Field(description="'llm' or 'offline'")
+    notices: list[str] = Field(default_factory=list, description="fallbacks, trimmed pages, dropped citations")
+    invalid_citations: list[str] = Field(default_factory=list)
+
+
+class PageOutput(BaseModel):
+    path: str
+    title: str
+    summary: str
+    topic: str
+    frontmatter: dict
+    markdown: str
+
+
+class CatalogLine(BaseModel):
+    path: str
+    title: str
+    summary: str
+    topic: str
+
+
+class PageList(BaseModel):
+    pages: list[CatalogLine]
+    topics: list[str]
+    total: int
+
+
+def _text_form(result: AskResult) -> str:
+    lines = [result.answer.rstrip()]
+    if result.citations:
+        lines += ["", "Sources:"] + [f"- {c['title']} ({c['path']})" for c in result.citations]
+    if result.suggestions:
+        lines += ["", "Follow-up questions:"] + [f"- {q}" for q in result.suggestions]
+    if result.notices:
+        lines += ["", "Notes:"] + [f"- {n}" for n in result.notices]
+    return "\n".join(lines)
+
+
+def _tool_error(exc: KaasError) -> ToolError:
+    return ToolError(f"{exc.message} [{exc.code}]")
+
+
+def build_mcp_server(settings: Settings, service: AskService | None = None) -> MCPServer:
+    """An MCP server answering from the knowledge base in ``settings``."""
+    service = service or build_service(settings)
+    server = MCPServer(name="kaas", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING")
+
+    @server.tool(
+        description=(
+            "Answer a question from the wiki with inline citations [Title](path). Selects the relevant "
+            "pages itself unless `paths` names the pages to read. Says so when the wiki does not cover it."
+        ),
+        annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False),
+    )
+    async def ask(
+        question: Annotated[str, Field(description="The question, in natural language.")],
+        ctx: Context,
+        paths: Annotated[list[str] | None, Field(description="Read exactly these pages (paths from list_pages) instead of selecting.")] = None,
+        rewrite: Annotated[bool, Field(description="Rewrite the question into a standalone query first.")] = False,
+        suggest: Annotated[bool, Field(description="Also return three follow-up questions.")] = False,
+    ) -> Annotated[CallToolResult, AskOutput]:
+        if not question or not question.strip():
+            raise ToolError("the question is empty: pass the question to answer as `question`")
+        request = AskRequest(question=question, rewrite=rewrite, suggest=suggest, paths=paths or None)
+        result = AskResult(mode=service.navigator.mode)
+        tokens, last_report = 0, 0.0
+        async for event in ask_events(service, request):
+            result.add(event)
+            if event.name == "pages":
+                await _progress(ctx, 1, f"reading {len(event.data['pages'])} pages")
+            elif event.name == "token":
+                tokens += 1
+                now = time.monotonic()
+                if now - last_report >= PROGRESS_INTERVAL:
+                    last_report = now
+                    await _progress(ctx, 2 + tokens, f"answering ({len(result.answer)} characters so far)")
+        if result.error:
+            raise ToolError(f"{result.error['message']} [{result.error['code']}]")
+        structured = AskOutput(
+            answer=result.answer, citations=result.citations, pages=[{"path": p["path"], "title": p["title"]} for p in result.pages],
+            suggestions=result.suggestions, mode=result.mode, notices=result.notices,
+            invalid_citations=result.invalid_citations,
+        )
+        return CallToolResult(content=[TextContent(type="text", text=_text_form(result))],
+                              structured_content=structured.model_dump(mode="json"))
+
+    @server.tool(
+        description="Read one wiki page: its frontmatter and full Markdown. `path` is a catalog path such as `topic/page.md`.",
+        annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False),
+    )
+    async def read_page(
+        path: Annotated[str, Field(description="Page path relative to the wiki, as listed by list_pages.")],
+    ) -> Annotated[CallToolResult, PageOutput]:
+        try:
+            catalog = service.kb.catalog()
+            article = service.kb.read_article(path)
+        except KaasError as exc:
+            raise ToolError(f"{exc.message}; call list_pages to see the page paths [{exc.code}]") from None
+        entry = catalog.get(article.path)
+        page = PageOutput(
+            path=article.path, title=entry.title if entry else article.title, summary=article.summary,
+            topic=article.topic, frontmatter={k: _jsonable(v) for k, v in article.meta.items()}, markdown=article.body,
+        )
+        return CallToolResult(content=[TextContent(type="text", text=f"# {page.title} ({page.path})\n\n{article.body}")],
+                              structured_content=page.model_dump(mode="json"))
+
+    @server.tool(
+        description="List the wiki's pages (the catalog: path, title, one-line summary), optionally only one topic.",
+        annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False),
+    )
+    async def list_pages(
+        topic: Annotated[str | None, Field(description="Only pages of this topic.")] = None,
+    ) -> Annotated[CallToolResult, PageList]:
+        try:
+            catalog = service.kb.catalog()
+        except KaasError as exc:
+            raise _tool_error(exc) from None
+        entries = catalog.entries
+        if topic:
+            entries = [e for e in entries if e.topic.casefold() == topic.strip().casefold()]
+            if not entries:
+                raise ToolError(f"no topic {topic!r}; topics: {', '.join(catalog.topics) or '(none)'}")
+        listing = PageList(
+            pages=[CatalogLine(path=e.path, title=e.title, summary=e.summary, topic=e.topic) for e in entries],
+            topics=catalog.topics, total=len(catalog),
+        )
+        text = "\n".join(e.line() for e in entries) or "(the catalog is empty)"
+        return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=listing.model_dump(mode="json"))
+
+    return server
+
+
+async def _progress(ctx: Context, progress: float, message: str) -> None:
+    """Progress where the transport allows it; a client that asked for none is not an error."""
+    try:
+        await ctx.report_progress(progress, None, message)
+    except Exception as exc:  # noqa: BLE001 - progress is best-effort by design
+        log.debug("progress notification not sent: %s", exc)
+
+
+def _jsonable(value):
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    return str(value)
+
+
+def run_stdio(settings: Settings) -> None:
+    """Serve MCP over stdin/stdout. Nothing but protocol may reach stdout."""
+    build_mcp_server(settings).run("stdio")

@@ -1,0 +1,111 @@
+"""The MCP server through the official MCP client: in-process, over a real stdio subprocess,
+offline and with a mocked LLM, and with bad arguments (tool errors, never a crash)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+
+from kb_ai.config import Settings, load_settings
+from kb_ai.server_mcp import build_mcp_server
+
+from llm_fakes import API_BASE, MODEL, FakeOpenAI
+
+KAAS = str(Path(sys.executable).with_name("kaas"))
+
+
+async def test_tools_are_listed_with_schemas(sample_kb):
+    async with Client(build_mcp_server(load_settings(sample_kb.root, env={}))) as client:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+    assert set(tools) == {"ask", "read_page", "list_pages"}
+    assert tools["ask"].input_schema["required"] == ["question"]
+    assert set(tools["ask"].input_schema["properties"]) == {"question", "paths", "rewrite", "suggest"}
+    assert {"answer", "citations", "pages", "suggestions"} <= set(tools["ask"].output_schema["properties"])
+    assert tools["read_page"].annotations.read_only_hint is True
+
+
+async def test_ask_offline_returns_structured_cited_answer_and_readable_text(sample_kb):
+    async with Client(build_mcp_server(load_settings(sample_kb.root, env={}))) as client:
+        result = await client.call_tool("ask", {"question": "How are citations validated?", "suggest": True})
+    assert not result.is_error
+    data = result.structured_content
+    assert data["mode"] == "offline"
+    assert {"path": "retrieval/citations.md", "title": "Citations"} in data["citations"]
+    assert all(c in data["pages"] for c in data["citations"])
+    assert isinstance(data["suggestions"], list)
+    text = result.content[0].text
+    assert "Sources:\n- Citations (retrieval/citations.md)" in text
+
+
+async def test_ask_with_paths_reads_those_pages(sample_kb):
+    async with Client(build_mcp_server(load_settings(sample_kb.root, env={}))) as client:
+        result = await client.call_tool("ask", {"question": "reverse proxy", "paths": ["ops/deployment.md"]})
+    assert [p["path"] for p in result.structured_content["pages"]] == ["ops/deployment.md"]
+
+
+async def test_ask_with_a_mocked_llm(sample_kb):
+    settings = Settings(kb=sample_kb.root, model=MODEL, api_base=API_BASE, api_key="k", max_retries=0, cache=False)
+    with FakeOpenAI() as fake:
+        fake.reply_json({"paths": ["ops/configuration.md"]}, when="navigator of a wiki")
+        fake.reply_stream(["Set KAAS_MODEL ", "[Configuration](ops/configuration.md)."], when="You answer questions")
+        async with Client(build_mcp_server(settings)) as client:
+            result = await client.call_tool("ask", {"question": "How do I pick a model?"})
+    assert not result.is_error, result.content
+    assert result.structured_content["mode"] == "llm"
+    assert result.structured_content["answer"] == "Set KAAS_MODEL [Configuration](ops/configuration.md)."
+    assert result.structured_content["citations"] == [{"path": "ops/configuration.md", "title": "Configuration"}]
+
+
+async def test_bad_arguments_are_tool_errors_the_model_can_act_on(sample_kb):
+    async with Client(build_mcp_server(load_settings(sample_kb.root, env={}))) as client:
+        empty = await client.call_tool("ask", {"question": "   "})
+        unknown = await client.call_tool("read_page", {"path": "ops/nope.md"})
+        hostile = await client.call_tool("read_page", {"path": "../../etc/passwd"})
+        bad_paths = await client.call_tool("ask", {"question": "x", "paths": ["made/up.md"]})
+        bad_topic = await client.call_tool("list_pages", {"topic": "cooking"})
+        missing = await client.call_tool("ask", {})
+        still_alive = await client.call_tool("list_pages", {})
+    assert empty.is_error and "question is empty" in empty.content[0].text
+    assert unknown.is_error and "list_pages" in unknown.content[0].text
+    assert hostile.is_error and "etc/passwd" in hostile.content[0].text and "root:" not in hostile.content[0].text
+    assert bad_paths.is_error and "made/up.md" in bad_paths.content[0].text
+    assert bad_topic.is_error and "ops" in bad_topic.content[0].text and "retrieval" in bad_topic.content[0].text
+    assert missing.is_error
+    assert not still_alive.is_error and still_alive.structured_content["total"] == 4
+
+
+async def test_read_page_and_list_pages(sample_kb):
+    async with Client(build_mcp_server(load_settings(sample_kb.root, env={}))) as client:
+        listing = await client.call_tool("list_pages", {"topic": "ops"})
+        page = await client.call_tool("read_page", {"path": "ops/configuration.md"})
+    assert [p["path"] for p in listing.structured_content["pages"]] == ["ops/configuration.md", "ops/deployment.md"]
+    assert listing.structured_content["topics"] == ["ops", "retrieval"]
+    assert page.structured_content["title"] == "Configuration"
+    assert page.structured_content["frontmatter"]["topic"] == "ops"
+    assert "KAAS_MODEL variable selects" in page.structured_content["markdown"]
+
+
+async def test_stdio_subprocess_speaks_only_protocol(sample_kb, tmp_path):
+    errlog = tmp_path / "stderr.txt"
+    params = StdioServerParameters(command=KAAS, args=["--kb", str(sample_kb.root), "mcp"], env={"PATH": "/usr/bin:/bin"})
+    with open(errlog, "w") as err:
+        async with Client(StdioServerParameters(**{**params.__dict__})) as client:
+            tools = await client.list_tools()
+            result = await client.call_tool("ask", {"question": "Which variable selects the language model?"})
+            page = await client.call_tool("read_page", {"path": "ops/configuration.md"})
+    assert {t.name for t in tools.tools} == {"ask", "read_page", "list_pages"}
+    assert not result.is_error
+    assert result.structured_content["citations"][0]["path"] == "ops/configuration.md"
+    assert page.structured_content["path"] == "ops/configuration.md"
+    # Any stray print on stdout would have broken the JSON-RPC stream above: reaching here proves it.
+
+
+def test_mcp_command_with_a_wrong_kb_is_a_one_line_error(tmp_path):
+    import subprocess
+
+    out = subprocess.run([KAAS, "--kb", str(tmp_path / "nowhere"), "mcp"], capture_output=True, text=True, timeout=60)
+    assert out.returncode != 0 and out.stdout == ""
+    assert out.stderr.strip().startswith("kaas: error: no wiki")
