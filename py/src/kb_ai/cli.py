@@ -138,7 +138,6 @@ def ask(ctx: click.Context, question: str, as_json: bool, rewrite: bool, suggest
     request = AskRequest(question=question, rewrite=rewrite, suggest=suggest, max_pages=max_pages,
                          paths=list(paths) or None)
     result = AskResult(mode=service.navigator.mode)
-    out = click.get_text_stream("stdout")
 
     async def run() -> None:
         async for event in ask_events(service, request):
@@ -146,8 +145,7 @@ def ask(ctx: click.Context, question: str, as_json: bool, rewrite: bool, suggest
             if as_json:
                 continue
             if event.name == "token":
-                out.write(event.data["text"])
-                out.flush()
+                click.echo(event.data["text"], nl=False)
             elif event.name == "notice":
                 click.echo(f"kaas: note: {event.data['message']}", err=True)
             elif event.name == "rewrite":
@@ -162,7 +160,7 @@ def ask(ctx: click.Context, question: str, as_json: bool, rewrite: bool, suggest
     if as_json:
         return
     if not result.answer.endswith("\n"):
-        out.write("\n")
+        click.echo()
     if result.citations:
         click.echo("\nSources:")
         for citation in result.citations:
