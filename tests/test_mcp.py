@@ -22,7 +22,7 @@ async def test_tools_are_listed_with_schemas(sample_kb):
         tools = {t.name: t for t in (await client.list_tools()).tools}
     assert set(tools) == {"ask", "read_page", "list_pages"}
     assert tools["ask"].input_schema["required"] == ["question"]
-    assert set(tools["ask"].input_schema["properties"]) == {"question", "paths", "rewrite", "suggest"}
+    assert set(tools["ask"].input_schema["properties"]) == {"question", "paths", "rewrite", "suggest", "save"}
     assert {"answer", "citations", "pages", "suggestions"} <= set(tools["ask"].output_schema["properties"])
     assert tools["read_page"].annotations.read_only_hint is True
 

@@ -121,9 +121,10 @@ def index(ctx: click.Context) -> None:
 @click.option("--page", "paths", multiple=True, help="Read this page (path in wiki/) instead of selecting; repeatable.")
 @click.option("--offline", is_flag=True, help="Ignore any configured model: lexical selection, extractive answer.")
 @click.option("--debug", is_flag=True, help="Log every prompt and raw model reply to .kaas/logs/llm-trace.jsonl.")
+@click.option("--save", is_flag=True, help="File the answer into wiki/answers/ (navigation only, never cited).")
 @click.pass_context
 def ask(ctx: click.Context, question: str, as_json: bool, rewrite: bool, suggest: bool, max_pages: int | None,
-        paths: tuple[str, ...], offline: bool, debug: bool) -> None:
+        paths: tuple[str, ...], offline: bool, debug: bool, save: bool) -> None:
     """Answer QUESTION from the wiki, citing the pages it used."""
     from kb_ai.navigate.ask import ask_events, build_service
     from kb_ai.navigate.records import AskRequest, AskResult
@@ -152,6 +153,16 @@ def ask(ctx: click.Context, question: str, as_json: bool, rewrite: bool, suggest
                 click.echo(f"kaas: rewritten query: {event.data['query']}", err=True)
 
     asyncio.run(run())
+    if save and not result.error:
+        from kb_ai.navigate.save import save_answer
+
+        try:
+            result.saved_path = save_answer(service.kb, question, result)
+        except KaasError as exc:
+            result.notices.append(exc.message)
+            click.echo(f"kaas: note: {exc.message}", err=True)
+        else:
+            click.echo(f"kaas: saved the answer as wiki/{result.saved_path}", err=True)
     if as_json:  # on error too: scripts get the object with its "error" key, and the exit code
         click.echo(json.dumps(result.to_json(), ensure_ascii=False, indent=2))
     if result.error:

@@ -24,6 +24,7 @@ from kb_ai.config import Settings
 from kb_ai.errors import KaasError
 from kb_ai.navigate.ask import AskService, ask_events, build_service
 from kb_ai.navigate.records import AskRequest, AskResult
+from kb_ai.navigate.save import save_answer
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +50,7 @@ class AskOutput(BaseModel):
     mode: str = Field(description="'llm' or 'offline'")
     notices: list[str] = Field(default_factory=list, description="fallbacks, trimmed pages, dropped citations")
     invalid_citations: list[str] = Field(default_factory=list)
+    saved_path: str | None = Field(default=None, description="where the answer was filed, when save was asked")
 
 
 class PageOutput(BaseModel):
@@ -81,6 +83,8 @@ def _text_form(result: AskResult) -> str:
         lines += ["", "Follow-up questions:"] + [f"- {q}" for q in result.suggestions]
     if result.notices:
         lines += ["", "Notes:"] + [f"- {n}" for n in result.notices]
+    if result.saved_path:
+        lines += ["", f"Saved as {result.saved_path}."]
     return "\n".join(lines)
 
 
@@ -106,6 +110,7 @@ def build_mcp_server(settings: Settings, service: AskService | None = None) -> M
         paths: Annotated[list[str] | None, Field(description="Read exactly these pages (paths from list_pages) instead of selecting.")] = None,
         rewrite: Annotated[bool, Field(description="Rewrite the question into a standalone query first.")] = False,
         suggest: Annotated[bool, Field(description="Also return three follow-up questions.")] = False,
+        save: Annotated[bool, Field(description="File the answer into the wiki's answers/ folder (navigation only, never cited as evidence).")] = False,
     ) -> Annotated[CallToolResult, AskOutput]:
         if not question or not question.strip():
             raise ToolError("the question is empty: pass the question to answer as `question`")
@@ -124,10 +129,15 @@ def build_mcp_server(settings: Settings, service: AskService | None = None) -> M
                     await _progress(ctx, 2 + tokens, f"answering ({len(result.answer)} characters so far)")
         if result.error:
             raise ToolError(f"{result.error['message']} [{result.error['code']}]")
+        if save:
+            try:
+                result.saved_path = save_answer(service.kb, question, result)
+            except KaasError as exc:
+                result.notices.append(exc.message)
         structured = AskOutput(
             answer=result.answer, citations=result.citations, pages=[{"path": p["path"], "title": p["title"]} for p in result.pages],
             suggestions=result.suggestions, mode=result.mode, notices=result.notices,
-            invalid_citations=result.invalid_citations,
+            invalid_citations=result.invalid_citations, saved_path=result.saved_path,
         )
         return CallToolResult(content=[TextContent(type="text", text=_text_form(result))],
                               structured_content=structured.model_dump(mode="json"))

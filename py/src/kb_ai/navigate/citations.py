@@ -19,8 +19,8 @@ def find_citation_targets(answer: str) -> list[tuple[str, str]]:
 def validate_citations(answer: str, pages_read: list[ReadPage]) -> tuple[list[Citation], list[str]]:
     """Split the answer's links into valid citations (pages read, de-duplicated, in order of first
     appearance, titled from the catalog) and invalid ones (anything else: pages not read,
-    invented paths, external links)."""
-    read = {p.path: p for p in pages_read}
+    invented paths, external links, and saved answers, which are navigation, not evidence)."""
+    read = {p.path: p for p in pages_read if p.is_evidence}
     valid: list[Citation] = []
     invalid: list[str] = []
     seen: set[str] = set()

@@ -98,7 +98,8 @@ class LLMNavigator:
             "answer",
             question=_delimit(question),
             history=_history(history),
-            pages=[{"path": p.path, "title": p.title.replace('"', "'"), "text": _delimit(p.text), "truncated": p.truncated} for p in pages],
+            pages=[{"path": p.path, "title": p.title.replace('"', "'"), "text": _delimit(p.text), "truncated": p.truncated,
+                    "saved_answer": not p.is_evidence} for p in pages],
         )
         async for delta in self.gateway.stream(messages, purpose="answer", meter=meter):
             yield delta

@@ -43,13 +43,13 @@ class OfflineNavigator:
 
     async def answer(self, question: str, history: list[Turn], pages: list[ReadPage], catalog: Catalog,
                      meter: UsageMeter) -> AsyncIterator[str]:
-        evidence = best_sentences(question, [PageText(p.path, p.title, p.text) for p in pages])
+        evidence = best_sentences(question, [PageText(p.path, p.title, p.text) for p in pages if p.is_evidence])
         lines = [OFFLINE_LABEL, ""]
         if evidence:
             lines += [f"- {e.sentence} [{e.title}]({e.path})" for e in evidence]
         else:
             lines += ["No single sentence matches the question; these pages are the closest:"]
-            lines += [f"- [{p.title}]({p.path})" for p in pages]
+            lines += [f"- [{p.title}]({p.path})" for p in pages if p.is_evidence]
         _found, missing = self.lexical.get(catalog).known_terms(question)
         if missing:
             lines += ["", f"No page of the wiki mentions: {', '.join(missing)}."]

@@ -60,12 +60,21 @@ def _trim_to_budget(title: str, body: str, question: str, budget: int) -> tuple[
 
 
 def read_pages(kb: KnowledgeBase, paths: list[str], budget_tokens: int, question: str) -> tuple[list[ReadPage], list[str]]:
-    """Read ``paths`` (best first) within ``budget_tokens``. Returns (pages read, notices)."""
+    """Read ``paths`` (best first) within ``budget_tokens``. Returns (pages read, notices).
+
+    A saved answer (``kind: answer``) is navigation, not evidence: it is read, and the article
+    pages it cites are queued right after it, so the answer can cite those instead."""
     pages: list[ReadPage] = []
     notices: list[str] = []
     remaining = budget_tokens
     catalog = kb.catalog()
-    for path in paths:
+    queue = list(paths)
+    seen: set[str] = set()
+    while queue:
+        path = queue.pop(0)
+        if path in seen:
+            continue
+        seen.add(path)
         try:
             article = kb.read_article(path)
         except KaasError as exc:
@@ -74,9 +83,13 @@ def read_pages(kb: KnowledgeBase, paths: list[str], budget_tokens: int, question
         entry = catalog.get(path)
         title = entry.title if entry else article.title
         text = article.body.strip()
+        kind = article.kind
+        if kind == "answer":
+            cited = [p for p in article.cited_paths if p in catalog and p not in seen]
+            queue[0:0] = cited
         cost = estimate_tokens(text)
         if cost <= remaining:
-            pages.append(ReadPage(path, title, text))
+            pages.append(ReadPage(path, title, text, kind=kind))
             remaining -= cost
             continue
         trimmed = _trim_to_budget(title, text, question, remaining) if remaining >= MIN_USEFUL_TOKENS else None
@@ -84,7 +97,7 @@ def read_pages(kb: KnowledgeBase, paths: list[str], budget_tokens: int, question
             notices.append(f"Not read: {title} ({path}) — the reading budget of {budget_tokens} tokens was used up.")
             continue
         trimmed_text, omitted = trimmed
-        pages.append(ReadPage(path, title, trimmed_text, truncated=True, omitted_sections=tuple(omitted)))
+        pages.append(ReadPage(path, title, trimmed_text, truncated=True, omitted_sections=tuple(omitted), kind=kind))
         remaining -= estimate_tokens(trimmed_text)
         notices.append(
             f"Shortened to fit the reading budget: {title} ({path})"

@@ -42,11 +42,18 @@ class ReadPage:
     text: str
     truncated: bool = False
     omitted_sections: tuple[str, ...] = ()
+    kind: str = "article"  # "answer" = a saved answer: navigation, never evidence
+
+    @property
+    def is_evidence(self) -> bool:
+        return self.kind != "answer"
 
     def ref(self) -> dict[str, Any]:
         ref: dict[str, Any] = {"path": self.path, "title": self.title}
         if self.truncated:
             ref["truncated"] = True
+        if not self.is_evidence:
+            ref["kind"] = self.kind
         return ref
 
 
@@ -81,6 +88,7 @@ class AskResult:
     usage: dict[str, Any] = field(default_factory=dict)
     mode: str = "offline"
     error: dict[str, str] | None = None
+    saved_path: str | None = None  # set when the answer was filed into wiki/answers/
 
     def add(self, event: AskEvent) -> None:
         data = event.data
@@ -117,6 +125,8 @@ class AskResult:
         }
         if self.rewritten_query is not None:
             out["rewritten_query"] = self.rewritten_query
+        if self.saved_path is not None:
+            out["saved_path"] = self.saved_path
         if self.error:
             out["error"] = self.error
         return out

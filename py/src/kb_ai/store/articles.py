@@ -77,7 +77,13 @@ class Article:
 
     @property
     def kind(self) -> str:
+        """``article`` (evidence) or ``answer`` (a saved chat answer: navigation only)."""
         return str(self.meta.get("kind") or "article")
+
+    @property
+    def cited_paths(self) -> list[str]:
+        """For a saved answer: the catalog paths of the articles it cited."""
+        return _string_list(self.meta.get("citations"))
 
 
 def _string_list(value: Any) -> list[str]:

@@ -1,0 +1,65 @@
+"""Filing an answer back into the wiki as ``answers/<slug>.md`` with ``kind: answer``.
+
+A saved answer is navigation, not evidence: it can be selected and linked, and reading it
+leads to the articles it cites, but an answer may never cite it (see ``read.py`` and
+``citations.py``). It is re-indexed at once so the next question can find it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+
+from kb_ai.errors import KaasError
+from kb_ai.navigate.records import AskResult
+from kb_ai.store.articles import SUMMARY_LIMIT, write_article
+from kb_ai.store.kb import KnowledgeBase
+from kb_ai.store.markdown_text import clip
+from kb_ai.store.paths import slugify
+
+ANSWERS_TOPIC = "answers"
+_LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def _relative_links(answer: str, cited: set[str]) -> str:
+    """Citations are catalog paths; inside wiki/answers/ the same page is ``../<path>``."""
+    return _LINK.sub(lambda m: f"](../{m.group(1)})" if m.group(1) in cited else m.group(0), answer)
+
+
+def save_answer(kb: KnowledgeBase, question: str, result: AskResult, today: dt.date | None = None) -> str:
+    """Write ``result`` as a saved answer and re-index. Returns its catalog path."""
+    if result.error:
+        raise KaasError(f"not saved: the answer failed ({result.error['message']})")
+    if not result.citations:
+        raise KaasError("not saved: the answer cites no page of the wiki, so it cannot lead anywhere")
+    question = " ".join(question.split())
+    today = today or dt.date.today()
+    slug = slugify(question)[:60].rstrip("-") or "answer"
+    path, n = f"{ANSWERS_TOPIC}/{slug}.md", 2
+    while (kb.wiki_dir / path).exists():
+        path, n = f"{ANSWERS_TOPIC}/{slug}-{n}.md", n + 1
+    cited = [c["path"] for c in result.citations]
+    meta = {
+        "title": clip(question, 120),
+        "summary": clip(f"Saved answer to the question: {question}", SUMMARY_LIMIT),
+        "topic": ANSWERS_TOPIC,
+        "kind": "answer",
+        "question": question,
+        "citations": cited,
+        "mode": result.mode,
+        "updated": today,
+    }
+    body = "\n".join([
+        f"# {clip(question, 120)}",
+        "",
+        f"> Saved answer ({result.mode} mode, {today.isoformat()}). Navigation only: the articles it cites are the evidence.",
+        "",
+        _relative_links(result.answer.strip(), set(cited)),
+        "",
+        "## Sources",
+        "",
+        *[f"- [{c['title']}](../{c['path']})" for c in result.citations],
+    ])
+    write_article(kb.wiki_dir, path, meta, body)
+    kb.reindex()
+    return path
