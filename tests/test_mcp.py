@@ -109,3 +109,31 @@ def test_mcp_command_with_a_wrong_kb_is_a_one_line_error(tmp_path):
     out = subprocess.run([KAAS, "--kb", str(tmp_path / "nowhere"), "mcp"], capture_output=True, text=True, timeout=60)
     assert out.returncode != 0 and out.stdout == ""
     assert out.stderr.strip().startswith("kaas: error: no wiki")
+
+
+async def test_streamable_http_at_mcp_inside_the_chat_server(sample_kb):
+    import dataclasses
+
+    import httpx2
+    from mcp.client.streamable_http import streamable_http_client
+
+    from kb_ai.server.app import create_app
+    from server_fakes import ServerThread
+
+    settings = dataclasses.replace(load_settings(sample_kb.root, env={}), api_token="s3cret-token")
+    with ServerThread(create_app(settings, allowed_hosts=["127.0.0.1", "localhost"])) as server:
+        url = server.url + "/mcp"
+        async with httpx2.AsyncClient(headers={"Authorization": "Bearer s3cret-token"}, timeout=30) as http:
+            async with Client(streamable_http_client(url, http_client=http)) as client:
+                tools = await client.list_tools()
+                result = await client.call_tool("ask", {"question": "How are citations validated?"})
+                page = await client.call_tool("read_page", {"path": "retrieval/citations.md"})
+        assert {t.name for t in tools.tools} == {"ask", "read_page", "list_pages"}
+        assert not result.is_error
+        assert result.structured_content["citations"][0] == {"path": "retrieval/citations.md", "title": "Citations"}
+        assert page.structured_content["title"] == "Citations"
+        # The same bearer-token rule as the API: no token, no MCP.
+        async with httpx2.AsyncClient(timeout=10) as http:
+            refused = await http.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+                                      headers={"Accept": "application/json, text/event-stream"})
+        assert refused.status_code == 401

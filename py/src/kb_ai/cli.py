@@ -227,6 +227,11 @@ def mcp(ctx: click.Context) -> None:
     run_stdio(settings)
 
 
+from kb_ai.cli_serve import serve  # noqa: E402 (cheap: click only; the server loads on use)
+
+cli.add_command(serve)
+
+
 def main() -> None:
     try:
         cli(prog_name="kaas")

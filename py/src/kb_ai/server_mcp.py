@@ -12,12 +12,15 @@ from __future__ import annotations
 
 import logging
 import time
+from contextlib import asynccontextmanager
 from typing import Annotated
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.transport_security import TransportSecuritySettings
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field
+from starlette.responses import JSONResponse
 
 from kb_ai import __version__
 from kb_ai.config import Settings
@@ -204,6 +207,42 @@ def _jsonable(value):
     if isinstance(value, dict):
         return {str(k): _jsonable(v) for k, v in value.items()}
     return str(value)
+
+
+class MCPHttpEndpoint:
+    """The streamable-HTTP MCP endpoint as an ASGI app to route at ``/mcp`` in the chat app.
+
+    The SDK's session manager can run only once, but an app's lifespan may run several times
+    (tests, reloads): ``running()`` builds a fresh server and session manager for each lifespan,
+    which the app enters. Host checks and the bearer token are the chat app's guard's job, for
+    /mcp as for /api, so the SDK's own DNS-rebinding check is off here rather than done twice
+    with two different lists."""
+
+    def __init__(self, settings: Settings, service: AskService):
+        self.settings = settings
+        self.service = service
+        self._app = None
+
+    @asynccontextmanager
+    async def running(self):
+        server = build_mcp_server(self.settings, self.service)
+        app = server.streamable_http_app(
+            streamable_http_path="/mcp",
+            transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+        )
+        async with server.session_manager.run():
+            self._app = app
+            try:
+                yield
+            finally:
+                self._app = None
+
+    async def __call__(self, scope, receive, send) -> None:
+        if self._app is None:
+            response = JSONResponse({"error": {"code": "unavailable", "message": "the MCP endpoint is not running"}}, 503)
+            await response(scope, receive, send)
+            return
+        await self._app(scope, receive, send)
 
 
 def run_stdio(settings: Settings) -> None:

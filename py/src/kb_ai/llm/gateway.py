@@ -89,6 +89,11 @@ _litellm_module: Any = None
 _litellm_lock = threading.Lock()
 
 
+def warm_up() -> None:
+    """Import litellm now (a server calls this at start-up so the first question does not wait)."""
+    _litellm()
+
+
 def _litellm() -> Any:
     """Import and configure litellm once. Slow the first time (seconds), free afterwards."""
     global _litellm_module

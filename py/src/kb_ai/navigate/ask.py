@@ -9,6 +9,7 @@ stream ends) when a ``KaasError`` stops the answer.
 from __future__ import annotations
 
 import logging
+from contextlib import aclosing
 from dataclasses import dataclass
 from typing import AsyncIterator
 
@@ -120,10 +121,13 @@ async def ask_events(service: AskService, request: AskRequest) -> AsyncIterator[
             answer_parts.append(text)
             yield AskEvent("token", {"text": text})
         else:
-            async for delta in navigator.answer(query, request.history, pages, catalog, meter):
-                if delta:
-                    answer_parts.append(delta)
-                    yield AskEvent("token", {"text": delta})
+            # aclosing: a consumer that stops early (a disconnected client) closes the model
+            # stream now, not whenever the garbage collector gets to it.
+            async with aclosing(navigator.answer(query, request.history, pages, catalog, meter)) as stream:
+                async for delta in stream:
+                    if delta:
+                        answer_parts.append(delta)
+                        yield AskEvent("token", {"text": delta})
         answer = "".join(answer_parts)
 
         citations, invalid = validate_citations(answer, pages)

@@ -1,0 +1,243 @@
+"""Article Markdown to safe HTML: a table of contents, and links between articles that work.
+
+Article text is untrusted (it comes from sources and models), and Python-Markdown passes raw
+HTML and ``javascript:`` links straight through, so every rendered page goes through nh3 with
+an allow-list: no scripts, no event handlers, no style, only http(s)/mailto links. Heading and
+footnote ids get an ``h-`` prefix so an article cannot clobber the ids of the page around it.
+
+Links are rewritten before sanitizing: ``other.md`` / ``../topic/other.md`` / ``topic/other.md``
+(relative to the article, then to ``wiki/``) become ``/wiki/<path>`` when that page exists, and
+are marked ``broken-link`` when it does not; links to files that are not pages (``raw/`` sources)
+lose their target, since the server does not serve them.
+"""
+
+from __future__ import annotations
+
+import html
+import posixpath
+import re
+import xml.etree.ElementTree as etree
+from dataclasses import dataclass, field
+from typing import Callable
+from urllib.parse import quote, unquote, urlsplit
+
+import markdown
+import nh3
+from markdown.extensions import Extension
+from markdown.treeprocessors import Treeprocessor
+
+from kb_ai.errors import UnsafePathError
+from kb_ai.store.paths import normalize_wiki_path
+
+ID_PREFIX = "h-"
+WIKI_PREFIX = "/wiki/"
+
+ALLOWED_TAGS = {
+    "a", "abbr", "b", "blockquote", "br", "code", "dd", "del", "details", "div", "dl", "dt", "em",
+    "h1", "h2", "h3", "h4", "h5", "h6", "hr", "i", "img", "ins", "kbd", "li", "mark", "ol", "p",
+    "pre", "q", "s", "samp", "small", "span", "strong", "sub", "summary", "sup", "table", "tbody",
+    "td", "tfoot", "th", "thead", "tr", "u", "ul",
+}
+ALLOWED_ATTRIBUTES = {
+    "a": {"href", "title", "class"},
+    "abbr": {"title"},
+    "img": {"src", "alt", "title"},
+    "code": {"class"},
+    "div": {"class"},
+    "span": {"class"},
+    "th": {"align"},
+    "td": {"align"},
+    "ol": {"start"},
+    "li": {"id"},
+    "sup": {"id"},
+    **{f"h{n}": {"id"} for n in range(1, 7)},
+}
+ALLOWED_CLASSES = {
+    "a": {"wiki-link", "broken-link", "external", "footnote-ref", "footnote-backref"},
+    "div": {"footnote"},
+    "span": {"unavailable-link"},
+}
+URL_SCHEMES = {"http", "https", "mailto"}
+# Dropped with their content (nh3 would otherwise keep the text of a <script> as text).
+DROP_WITH_CONTENT = {"script", "style", "template", "iframe", "object", "embed", "noscript", "textarea", "select"}
+
+_LANGUAGE_CLASS = re.compile(r"^language-[A-Za-z0-9_+\-]{1,40}$")
+_ID_TEXT = re.compile(r"^[A-Za-z0-9_\-:.]{1,120}$")
+
+
+@dataclass(frozen=True)
+class TocEntry:
+    level: int
+    id: str  # the heading's id in the rendered HTML (prefixed)
+    title: str  # plain text
+
+    def as_dict(self) -> dict:
+        return {"level": self.level, "id": self.id, "title": self.title}
+
+
+@dataclass
+class RenderedArticle:
+    html: str
+    toc: list[TocEntry] = field(default_factory=list)
+    links: list[str] = field(default_factory=list)  # wiki pages this article links to
+    broken_links: list[str] = field(default_factory=list)
+
+
+PageExists = Callable[[str], bool]
+
+
+def wiki_href(path: str, anchor: str = "") -> str:
+    """The server URL of an article (``/wiki/topic/slug.md``), with an optional heading anchor."""
+    href = WIKI_PREFIX + quote(path, safe="/")
+    if anchor:
+        href += "#" + ID_PREFIX + anchor
+    return href
+
+
+def resolve_article_link(target: str, from_path: str, exists: PageExists | None = None) -> str | None:
+    """The catalog path a link in article ``from_path`` points at, or None if it names no page.
+
+    Relative to the article first (as a Markdown editor resolves it), then to ``wiki/`` (as the
+    catalog and answers write paths); the first that ``exists``, else the first that is valid."""
+    base = posixpath.dirname(from_path)
+    joined = posixpath.normpath(posixpath.join(base, unquote(target)))
+    valid: list[str] = []
+    for candidate in (joined, target):
+        try:
+            path = normalize_wiki_path(candidate)
+        except UnsafePathError:
+            continue
+        if exists is None or exists(path):
+            return path
+        valid.append(path)
+    return valid[0] if valid else None
+
+
+class _LinkRewriter(Treeprocessor):
+    def __init__(self, md: markdown.Markdown, from_path: str, exists: PageExists, result: RenderedArticle):
+        super().__init__(md)
+        self.from_path = from_path
+        self.exists = exists
+        self.result = result
+
+    def run(self, root: etree.Element) -> None:
+        for element in root.iter("a"):
+            self._rewrite(element)
+
+    def _rewrite(self, element: etree.Element) -> None:
+        href = (element.get("href") or "").strip()
+        if not href or href.startswith("#"):
+            return
+        parts = urlsplit(href)
+        if parts.scheme or parts.netloc:
+            if parts.scheme.lower() in URL_SCHEMES:
+                element.set("class", "external")
+            return  # other schemes are removed by the sanitizer
+        if href.startswith("/"):
+            if href.startswith(WIKI_PREFIX):
+                href = href[len(WIKI_PREFIX):]
+                parts = urlsplit(href)
+            else:
+                self._unlink(element)
+                return
+        if not parts.path.endswith(".md"):
+            self._unlink(element)
+            return
+        path = resolve_article_link(parts.path, self.from_path, self.exists)
+        if path is None:
+            self._unlink(element)
+            return
+        element.set("href", wiki_href(path, unquote(parts.fragment)))
+        if self.exists(path):
+            element.set("class", "wiki-link")
+            if path not in self.result.links:
+                self.result.links.append(path)
+        else:
+            element.set("class", "broken-link")
+            element.set("title", f"No page {path} in this wiki")
+            if path not in self.result.broken_links:
+                self.result.broken_links.append(path)
+
+    @staticmethod
+    def _unlink(element: etree.Element) -> None:
+        """A link to something the server does not serve: keep the text, drop the target."""
+        title = element.get("href", "")
+        element.attrib.clear()
+        element.tag = "span"
+        element.set("class", "unavailable-link")
+        element.set("title", title)
+
+
+class _LinkExtension(Extension):
+    def __init__(self, from_path: str, exists: PageExists, result: RenderedArticle):
+        super().__init__()
+        self.from_path, self.exists, self.result = from_path, exists, result
+
+    def extendMarkdown(self, md: markdown.Markdown) -> None:  # noqa: N802 (Python-Markdown API)
+        # After inline links exist (inline=20) and before the footnotes/toc passes (< 20).
+        md.treeprocessors.register(_LinkRewriter(md, self.from_path, self.exists, self.result), "kaas_links", 15)
+
+
+def _attribute_filter(tag: str, attr: str, value: str) -> str | None:
+    if attr == "href" and value.startswith("#"):
+        return "#" + ID_PREFIX + value[1:]  # nh3 prefixes ids (id_prefix); in-page anchors follow
+    if tag == "img" and attr == "src" and not value.lower().startswith(("https:", "http:", "data:image/")):
+        return None  # the server does not serve files next to articles: no request for them
+    if attr == "id":
+        return value if _ID_TEXT.match(value) else None
+    if attr == "class":
+        if tag == "code":
+            return value if _LANGUAGE_CLASS.match(value) else None
+        kept = [name for name in value.split() if name in ALLOWED_CLASSES.get(tag, ())]
+        return " ".join(kept) or None
+    if attr == "title":
+        return value[:300]
+    return value
+
+
+def sanitize_html(fragment: str) -> str:
+    """The allow-list sanitizer every rendered page goes through."""
+    return nh3.clean(
+        fragment,
+        tags=ALLOWED_TAGS,
+        clean_content_tags=DROP_WITH_CONTENT,
+        attributes=ALLOWED_ATTRIBUTES,
+        attribute_filter=_attribute_filter,
+        url_schemes=URL_SCHEMES,
+        link_rel="noopener noreferrer",
+        strip_comments=True,
+        id_prefix=ID_PREFIX,
+    )
+
+
+def _flatten_toc(tokens: list[dict], out: list[TocEntry]) -> list[TocEntry]:
+    for token in tokens:
+        title = " ".join(html.unescape(re.sub(r"<[^>]+>", "", str(token.get("name", "")))).split())
+        ident = str(token.get("id", ""))
+        if title and _ID_TEXT.match(ident):
+            out.append(TocEntry(int(token.get("level", 1)), ID_PREFIX + ident, title))
+        _flatten_toc(token.get("children") or [], out)
+    return out
+
+
+def render_markdown(body: str, *, from_path: str = "", exists: PageExists | None = None) -> RenderedArticle:
+    """Render an article body (no frontmatter) to sanitized HTML with its table of contents.
+
+    ``from_path`` is the article's catalog path (relative links resolve from its folder);
+    ``exists`` says whether a catalog path is a page (default: every path is)."""
+    result = RenderedArticle(html="")
+    md = markdown.Markdown(
+        extensions=[
+            "fenced_code", "tables", "footnotes", "def_list", "abbr", "sane_lists", "toc",
+            _LinkExtension(from_path, exists or (lambda _path: True), result),
+        ],
+        extension_configs={
+            "tables": {"use_align_attribute": True},
+            "toc": {"permalink": False, "toc_depth": "1-4"},
+            "footnotes": {"BACKLINK_TEXT": "↩"},
+        },
+        output_format="html",
+    )
+    result.html = sanitize_html(md.convert(body))
+    result.toc = _flatten_toc(getattr(md, "toc_tokens", []), [])
+    return result

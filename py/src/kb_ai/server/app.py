@@ -1,0 +1,190 @@
+"""The Starlette app: routes, the request guard, static UI files, and start-up/shut-down.
+
+Routes (DESIGN.md, "HTTP"):
+
+    GET  /                      the chat UI (web/index.html)
+    GET  /static/...            the UI's files
+    GET  /wiki/, /wiki/<path>   the catalog and an article, rendered and sanitized
+    POST /api/chat              one answer as Server-Sent Events
+    GET  /api/index             the catalog as JSON, grouped by topic
+    GET  /api/pages/<path>      one article: frontmatter, markdown, html, toc
+    PUT  /api/pages/<path>      save a hand edit (POST works too)
+    GET  /healthz               liveness
+    POST /mcp                   the MCP tools over streamable HTTP (server_mcp.py)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, AsyncIterator, Sequence
+
+import jinja2
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import FileResponse, HTMLResponse, JSONResponse, RedirectResponse, Response
+from starlette.routing import BaseRoute, Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from kb_ai import __version__
+from kb_ai.config import Settings
+from kb_ai.navigate.ask import AskService, build_service
+from kb_ai.server.assets import default_web_dir
+from kb_ai.server.chat import chat_endpoint
+from kb_ai.server.guard import LOOPBACK_HOSTS, RequestGuard
+from kb_ai.server.pages import index_endpoint, page_endpoint, template_env, wiki_page_endpoint
+from kb_ai.server.watch import WikiWatcher
+from kb_ai.store.kb import KnowledgeBase
+
+log = logging.getLogger(__name__)
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8000
+WATCH_SECONDS = 2.0
+
+
+@dataclass
+class ServerState:
+    """What every request handler needs, kept on ``app.state.kaas``."""
+
+    settings: Settings
+    service: AskService
+    web_dir: Path
+    templates: jinja2.Environment
+    watcher: WikiWatcher | None = None
+    _save_lock: asyncio.Lock | None = field(default=None, repr=False)
+
+    @property
+    def kb(self) -> KnowledgeBase:
+        return self.service.kb
+
+    @property
+    def mode(self) -> str:
+        return self.service.navigator.mode
+
+    @property
+    def save_lock(self) -> asyncio.Lock:
+        if self._save_lock is None:
+            self._save_lock = asyncio.Lock()
+        return self._save_lock
+
+    def watcher_seen_now(self) -> None:
+        if self.watcher is not None:
+            self.watcher.mark_seen()
+
+
+async def ui_endpoint(request: Request) -> Response:
+    return FileResponse(request.app.state.kaas.web_dir / "index.html", headers={"Cache-Control": "no-cache"})
+
+
+async def health_endpoint(request: Request) -> Response:
+    state: ServerState = request.app.state.kaas
+    return JSONResponse({"status": "ok", "version": __version__, "mode": state.mode})
+
+
+async def http_error(request: Request, exc: Exception) -> Response:
+    """Unknown routes and wrong methods: JSON under /api, a plain page elsewhere."""
+    status = getattr(exc, "status_code", 500)
+    code = {404: "not_found", 405: "method_not_allowed"}.get(status, "http_error")
+    message = {404: "no such route", 405: "method not allowed"}.get(status, "request failed")
+    if request.url.path.startswith("/api/"):
+        return JSONResponse({"error": {"code": code, "message": message}}, status_code=status)
+    template = request.app.state.kaas.templates.get_template("error.html")
+    return HTMLResponse(template.render(status=status, message=message.capitalize() + "."), status_code=status)
+
+
+async def wiki_root_redirect(request: Request) -> Response:
+    return RedirectResponse("/wiki/", status_code=308)
+
+
+def create_app(settings: Settings, *, service: AskService | None = None, web_dir: Path | None = None,
+               allowed_hosts: Sequence[str] | None = None, watch_interval: float | None = None,
+               warm_up: bool = False, extra_routes: Sequence[BaseRoute] = (), mcp: bool = True) -> Starlette:
+    """The KaaS HTTP app for ``settings``.
+
+    ``service`` replaces the navigator the settings call for (tests, benchmarks);
+    ``allowed_hosts`` None answers any Host header; ``watch_interval`` seconds enables re-indexing
+    on hand edits; ``warm_up`` imports the model client at start-up, not at the first question;
+    ``extra_routes`` are mounted too; ``mcp`` serves the MCP tools over streamable HTTP at ``/mcp``."""
+    service = service or build_service(settings)
+    mcp_endpoint = None
+    if mcp:
+        from kb_ai.server_mcp import MCPHttpEndpoint
+
+        mcp_endpoint = MCPHttpEndpoint(settings, service)
+    web = Path(web_dir) if web_dir else default_web_dir()
+    state = ServerState(settings=settings, service=service, web_dir=web, templates=template_env(web))
+    if watch_interval:
+        state.watcher = WikiWatcher(service.kb, watch_interval, lambda: state.save_lock)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        tasks: list[asyncio.Task[Any]] = []
+        if state.watcher is not None:
+            tasks.append(asyncio.create_task(state.watcher.run(), name="kaas-wiki-watcher"))
+        if warm_up and not settings.offline:
+            threading.Thread(target=_import_model_client, name="kaas-warm-up", daemon=True).start()
+        try:
+            if mcp_endpoint is not None:
+                async with mcp_endpoint.running():
+                    yield
+            else:
+                yield
+        finally:
+            for task in tasks:
+                task.cancel()
+            for task in tasks:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+
+    routes: list[BaseRoute] = [
+        Route("/", ui_endpoint, methods=["GET"]),
+        Route("/healthz", health_endpoint, methods=["GET"]),
+        Route("/api/chat", chat_endpoint, methods=["POST"]),
+        Route("/api/index", index_endpoint, methods=["GET"]),
+        Route("/api/pages/{path:path}", page_endpoint, methods=["GET", "PUT", "POST"]),
+        Route("/wiki", wiki_root_redirect, methods=["GET"]),
+        Route("/wiki/", wiki_page_endpoint, methods=["GET"]),
+        Route("/wiki/{path:path}", wiki_page_endpoint, methods=["GET"]),
+        Mount("/static", app=StaticFiles(directory=str(web), follow_symlink=False), name="static"),
+        *([Route("/mcp", mcp_endpoint, methods=["GET", "POST", "DELETE"])] if mcp_endpoint else []),
+        *extra_routes,
+    ]
+    app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={404: http_error, 405: http_error})
+    app.state.kaas = state
+    app.add_middleware(RequestGuard, api_token=settings.api_token,
+                       allowed_hosts=None if allowed_hosts is None else list(allowed_hosts))
+    return app
+
+
+def _import_model_client() -> None:
+    try:
+        from kb_ai.llm.gateway import warm_up
+
+        warm_up()
+    except Exception:  # noqa: BLE001 (warm-up is an optimisation; the first question reports errors)
+        log.debug("model client warm-up failed", exc_info=True)
+
+
+def hosts_for(host: str) -> list[str] | None:
+    """Loopback binds answer only to loopback names (DNS-rebinding defence); others to any."""
+    if host in LOOPBACK_HOSTS or host.startswith("127."):
+        return sorted({*LOOPBACK_HOSTS, host})
+    return None
+
+
+def run_server(settings: Settings, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, *,
+               log_level: str = "info") -> None:
+    """Serve the app with uvicorn until interrupted (``kaas serve``)."""
+    import uvicorn
+
+    if host not in LOOPBACK_HOSTS and not host.startswith("127.") and not settings.api_token:
+        log.warning("serving on %s without KAAS_API_TOKEN: anyone who can reach this port can read "
+                    "and edit the wiki", host)
+    app = create_app(settings, allowed_hosts=hosts_for(host), watch_interval=WATCH_SECONDS, warm_up=True)
+    uvicorn.run(app, host=host, port=port, log_level=log_level, proxy_headers=False,
+                timeout_graceful_shutdown=5)

@@ -1,0 +1,146 @@
+"""``POST /api/chat``: one question answered as Server-Sent Events, in the order of DESIGN.md.
+
+The events are exactly those of ``navigate.ask.ask_events``; this module only validates the
+request and frames the events. Whatever goes wrong becomes an ``error`` event with a code, so a
+client always sees a well-formed stream that ends. When the client goes away, the event stream
+is closed, which closes the answer stream and with it the model's HTTP response: no call keeps
+running (and costing) for nobody.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from contextlib import aclosing
+from typing import Any, AsyncIterator
+
+import anyio
+from sse_starlette import EventSourceResponse, ServerSentEvent
+from starlette.requests import Request
+
+from kb_ai.errors import KaasError
+from kb_ai.navigate.ask import MAX_QUESTION_CHARS, AskService, ask_events
+from kb_ai.navigate.records import AskRequest, Turn
+
+log = logging.getLogger(__name__)
+
+MAX_BODY_BYTES = 256_000
+MAX_HISTORY_TURNS = 40
+MAX_TURN_CHARS = 20_000
+MAX_PAGES_LIMIT = 20
+PING_SECONDS = 15
+
+
+class BadRequestError(KaasError):
+    """The request itself is malformed (not JSON, wrong types, too large)."""
+
+    code = "bad_request"
+
+
+def parse_chat_request(payload: Any) -> AskRequest:
+    """Validate the JSON body of ``POST /api/chat`` into an ``AskRequest``."""
+    if not isinstance(payload, dict):
+        raise BadRequestError("the request body must be a JSON object")
+    question = payload.get("question")
+    if not isinstance(question, str):
+        raise BadRequestError("'question' must be a string")
+    if len(question) > MAX_QUESTION_CHARS * 2:
+        raise BadRequestError(f"the question is longer than {MAX_QUESTION_CHARS} characters")
+    history_raw = payload.get("history") or []
+    if not isinstance(history_raw, list):
+        raise BadRequestError("'history' must be a list of {role, content} objects")
+    history: list[Turn] = []
+    for number, turn in enumerate(history_raw[-MAX_HISTORY_TURNS:], start=1):
+        if not isinstance(turn, dict):
+            raise BadRequestError(f"history item {number} must be an object with 'role' and 'content'")
+        role, content = turn.get("role"), turn.get("content")
+        if role not in ("user", "assistant") or not isinstance(content, str):
+            raise BadRequestError(f"history item {number} needs role 'user' or 'assistant' and string content")
+        history.append(Turn(role, content[:MAX_TURN_CHARS]))
+    flags = {}
+    for name in ("rewrite", "suggest"):
+        value = payload.get(name, False)
+        if not isinstance(value, bool):
+            raise BadRequestError(f"'{name}' must be true or false")
+        flags[name] = value
+    max_pages = payload.get("max_pages")
+    if max_pages is not None and (isinstance(max_pages, bool) or not isinstance(max_pages, int)
+                                  or not 1 <= max_pages <= MAX_PAGES_LIMIT):
+        raise BadRequestError(f"'max_pages' must be a whole number from 1 to {MAX_PAGES_LIMIT}")
+    return AskRequest(question=question, history=history, max_pages=max_pages, **flags)
+
+
+def _frame(name: str, data: dict[str, Any]) -> ServerSentEvent:
+    return ServerSentEvent(event=name, data=json.dumps(data, ensure_ascii=False, default=str))
+
+
+async def chat_events(service: AskService, request: AskRequest) -> AsyncIterator[ServerSentEvent]:
+    """The SSE frames of one answer. Never raises: a failure is an ``error`` frame, then the end."""
+    started = time.perf_counter()
+    outcome = "incomplete"
+    try:
+        async with aclosing(ask_events(service, request)) as events:
+            async for event in events:
+                if event.name == "error":
+                    outcome = f"error {event.data.get('code')}"
+                elif event.name == "done":
+                    outcome = "done"
+                yield _frame(event.name, event.data)
+    except KaasError as exc:  # ask_events should have turned it into an event; be safe anyway
+        outcome = f"error {exc.code}"
+        yield _frame("error", {"code": exc.code, "message": exc.message})
+    except Exception:  # a bug: log it whole, tell the client briefly, keep the stream well-formed
+        log.exception("chat stream failed")
+        outcome = "error internal_error"
+        yield _frame("error", {"code": "internal_error", "message": "the server failed while answering; see its log"})
+    finally:
+        log.info("chat %s in %.0f ms", outcome, (time.perf_counter() - started) * 1000)
+
+
+async def _error_stream(exc: KaasError) -> AsyncIterator[ServerSentEvent]:
+    yield _frame("error", {"code": exc.code, "message": exc.message})
+
+
+async def _read_json(request: Request) -> Any:
+    content_type = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    if content_type != "application/json":
+        raise BadRequestError("send the request as JSON (Content-Type: application/json)")
+    body = b""
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > MAX_BODY_BYTES:
+            raise BadRequestError(f"the request body is larger than {MAX_BODY_BYTES} bytes")
+    try:
+        return json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        raise BadRequestError("the request body is not valid JSON") from None
+
+
+class AnswerStreamResponse(EventSourceResponse):
+    """An SSE response that always closes its event stream when the response ends.
+
+    When the client goes away, sse-starlette cancels the sending task; the event generator may
+    then be suspended at a ``yield`` and would be closed only when garbage-collected. Closing it
+    here (shielded from the cancellation) closes ``ask_events`` and the model stream under it
+    at once, so no model call keeps running for nobody."""
+
+    def __init__(self, events: AsyncIterator[ServerSentEvent]):
+        super().__init__(events, ping=PING_SECONDS, headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
+        self._events = events
+
+    async def __call__(self, scope, receive, send) -> None:  # type: ignore[override]
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self._events.aclose()  # type: ignore[attr-defined]
+
+
+async def chat_endpoint(request: Request) -> AnswerStreamResponse:
+    service: AskService = request.app.state.kaas.service
+    try:
+        ask_request = parse_chat_request(await _read_json(request))
+    except KaasError as exc:
+        return AnswerStreamResponse(_error_stream(exc))
+    return AnswerStreamResponse(chat_events(service, ask_request))

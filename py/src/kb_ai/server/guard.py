@@ -1,0 +1,145 @@
+"""Every request passes one guard: host allow-list, same-origin writes, bearer token, and
+security headers on every response.
+
+- Host: a server bound to loopback answers only to loopback host names, so a web page that
+  rebinds its DNS name to 127.0.0.1 cannot read the wiki through the visitor's browser.
+- Origin: a request that changes something (POST/PUT/DELETE) must come from the UI's own origin
+  when the browser says where it comes from.
+- Token: with ``KAAS_API_TOKEN`` set, every ``/api`` (and ``/mcp``) route needs ``Authorization: Bearer <token>``
+  (compared in constant time). ``/wiki`` pages, which a browser opens without headers, also
+  accept the token in the ``kaas_token`` cookie the UI sets (SameSite=Strict).
+- Headers: a strict Content-Security-Policy (scripts and styles only from this server, no remote
+  images), no sniffing, no framing, no referrer.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+from http.cookies import SimpleCookie
+from urllib.parse import unquote, urlsplit
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
+TOKEN_COOKIE = "kaas_token"
+UNSAFE_METHODS = {"POST", "PUT", "PATCH", "DELETE"}
+PROTECTED_PREFIXES = ("/api", "/mcp")  # /mcp: the MCP endpoint, when mounted next to the API
+
+CONTENT_SECURITY_POLICY = (
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "connect-src 'self'; font-src 'self'; object-src 'none'; base-uri 'none'; "
+    "form-action 'self'; frame-ancestors 'none'"
+)
+SECURITY_HEADERS = [
+    (b"content-security-policy", CONTENT_SECURITY_POLICY.encode()),
+    (b"x-content-type-options", b"nosniff"),
+    (b"x-frame-options", b"DENY"),
+    (b"referrer-policy", b"no-referrer"),
+    (b"cross-origin-opener-policy", b"same-origin"),
+]
+
+
+def _header(scope: Scope, name: bytes) -> str | None:
+    for key, value in scope.get("headers") or []:
+        if key == name:
+            try:
+                return value.decode("utf-8")
+            except UnicodeDecodeError:
+                return value.decode("latin-1")
+    return None
+
+
+def _host_name(host_header: str) -> str:
+    if host_header.startswith("["):
+        return host_header.split("]", 1)[0] + "]"
+    return host_header.rsplit(":", 1)[0] if host_header.count(":") == 1 else host_header
+
+
+def tokens_match(given: str | None, expected: str) -> bool:
+    """Constant-time comparison (of UTF-8 bytes, so any token text works)."""
+    if given is None:
+        return False
+    return hmac.compare_digest(given.encode("utf-8"), expected.encode("utf-8"))
+
+
+def bearer_token(scope: Scope) -> str | None:
+    value = _header(scope, b"authorization")
+    if not value:
+        return None
+    scheme, _, token = value.partition(" ")
+    return token.strip() if scheme.lower() == "bearer" else None
+
+
+def cookie_token(scope: Scope) -> str | None:
+    raw = _header(scope, b"cookie")
+    if not raw:
+        return None
+    cookie = SimpleCookie()
+    try:
+        cookie.load(raw)
+    except Exception:  # noqa: BLE001 (a malformed cookie header is just no token)
+        return None
+    morsel = cookie.get(TOKEN_COOKIE)
+    return unquote(morsel.value) if morsel else None  # the UI percent-encodes it
+
+
+class RequestGuard:
+    """Pure ASGI middleware (no buffering, so SSE streams pass through untouched)."""
+
+    def __init__(self, app: ASGIApp, *, api_token: str | None, allowed_hosts: list[str] | None):
+        self.app = app
+        self.api_token = api_token or None
+        self.allowed_hosts = None if allowed_hosts is None else {h.lower() for h in allowed_hosts}
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        refusal = self._refusal(scope)
+        if refusal is not None:
+            status, code, message = refusal
+            await _send_json_error(send, status, code, message, bearer=(code == "unauthorized"))
+            return
+
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = list(message.get("headers") or [])
+                present = {k.lower() for k, _ in headers}
+                headers += [(k, v) for k, v in SECURITY_HEADERS if k not in present]
+                message = {**message, "headers": headers}
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
+
+    def _refusal(self, scope: Scope) -> tuple[int, str, str] | None:
+        if self.allowed_hosts is not None:
+            host = _host_name((_header(scope, b"host") or "").lower())
+            if host not in self.allowed_hosts:
+                return 421, "bad_host", "this server answers only to its own host names"
+        path: str = scope.get("path", "")
+        if scope.get("method", "GET") in UNSAFE_METHODS:
+            origin = _header(scope, b"origin")
+            host = (_header(scope, b"host") or "").lower()
+            if origin is not None and (origin == "null" or urlsplit(origin).netloc.lower() != host):
+                return 403, "bad_origin", "cross-origin requests may not change anything"
+        if self.api_token is None:
+            return None
+        if any(path == prefix or path.startswith(prefix + "/") for prefix in PROTECTED_PREFIXES):
+            if not tokens_match(bearer_token(scope), self.api_token):
+                return 401, "unauthorized", "this server needs an API token (Authorization: Bearer <token>)"
+        elif path == "/wiki" or path.startswith("/wiki/"):
+            given = bearer_token(scope) or cookie_token(scope)
+            if not tokens_match(given, self.api_token):
+                return 401, "unauthorized", "this server needs an API token: open the chat page and enter it"
+        return None
+
+
+async def _send_json_error(send: Send, status: int, code: str, message: str, *, bearer: bool) -> None:
+    body = json.dumps({"error": {"code": code, "message": message}}).encode("utf-8")
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+               (b"cache-control", b"no-store"), *SECURITY_HEADERS]
+    if bearer:
+        headers.append((b"www-authenticate", b'Bearer realm="kaas"'))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})

@@ -1,0 +1,289 @@
+"""The wiki over HTTP: the catalog, one article (read and hand-edited), and rendered pages.
+
+Every path parameter goes through ``store.paths.safe_wiki_file`` (``..``, encoded forms,
+absolute paths and symlinks out of ``wiki/`` are refused) before any file is touched.
+
+A save keeps the person's text exactly as typed (YAML comments, quoting, key order), after
+checking that it parses and has a title; it is written atomically, then the wiki is re-indexed
+so the catalog (and the navigator) see the change at once.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+import jinja2
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, Response
+
+from kb_ai.compile.lock import CompileLock
+from kb_ai.errors import ArticleFormatError, KaasError, PageNotFoundError, UnsafePathError
+from kb_ai.render import render_markdown, wiki_href
+from kb_ai.server.chat import BadRequestError
+from kb_ai.store.articles import MAX_ARTICLE_BYTES, RESERVED_NAMES, Article, parse_article, read_article_text, split_frontmatter
+from kb_ai.store.catalog import Catalog
+from kb_ai.store.files import atomic_write_text
+from kb_ai.store.kb import KnowledgeBase
+from kb_ai.store.paths import safe_wiki_file
+
+log = logging.getLogger(__name__)
+
+MAX_SAVE_BODY_BYTES = MAX_ARTICLE_BYTES + 64_000
+
+
+class VersionConflictError(KaasError):
+    """The article changed on disk since the editor loaded it."""
+
+    code = "conflict"
+
+
+STATUS_BY_CODE = {
+    "bad_request": 400,
+    "unsafe_path": 400,
+    "page_not_found": 404,
+    "no_wiki": 404,
+    "empty_catalog": 404,
+    "bad_article": 422,
+    "conflict": 409,
+    "locked": 409,
+    "config_error": 500,
+}
+
+
+def error_response(exc: KaasError) -> JSONResponse:
+    status = STATUS_BY_CODE.get(exc.code, 500)
+    return JSONResponse({"error": {"code": exc.code, "message": exc.message}}, status_code=status,
+                        headers={"Cache-Control": "no-store"})
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, (dt.date, dt.datetime)):
+        return value.isoformat()
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    return str(value)
+
+
+def text_version(text: str) -> str:
+    """What an editor sends back to say which text it edited (optimistic concurrency)."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+@dataclass
+class LoadedPage:
+    article: Article
+    text: str
+    file: Path
+
+
+def load_page(kb: KnowledgeBase, raw_path: str) -> LoadedPage:
+    """Read one article by a path from a URL; refuses unsafe paths, reports missing pages."""
+    kb.require_wiki()
+    rel, file = safe_wiki_file(kb.wiki_dir, raw_path)
+    if Path(rel).name in RESERVED_NAMES and "/" not in rel:
+        raise PageNotFoundError(f"{rel} is not an article")
+    try:
+        text = read_article_text(file, rel)
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+        raise PageNotFoundError(f"no page {rel!r} in the wiki") from None
+    except PermissionError:
+        raise ArticleFormatError(f"{rel}: permission denied") from None
+    return LoadedPage(parse_article(text, rel), text, file)
+
+
+def _exists_in(kb: KnowledgeBase, catalog: Catalog):
+    def exists(path: str) -> bool:
+        return path in catalog or (kb.wiki_dir / path).is_file()
+    return exists
+
+
+def page_json(kb: KnowledgeBase, page: LoadedPage) -> dict[str, Any]:
+    """``GET /api/pages/<path>``: frontmatter, the full Markdown text, rendered HTML and TOC."""
+    article = page.article
+    catalog = kb.catalog()
+    rendered = render_markdown(article.body, from_path=article.path, exists=_exists_in(kb, catalog))
+    return {
+        "path": article.path,
+        "title": article.title,
+        "summary": article.summary,
+        "topic": article.topic,
+        "frontmatter": _jsonable(article.meta),
+        "markdown": page.text,
+        "body": article.body,
+        "html": rendered.html,
+        "toc": [entry.as_dict() for entry in rendered.toc],
+        "links": rendered.links,
+        "broken_links": rendered.broken_links,
+        "warnings": article.warnings,
+        "in_catalog": article.path in catalog,
+        "version": text_version(page.text),
+        "url": wiki_href(article.path),
+    }
+
+
+def catalog_json(kb: KnowledgeBase, mode: str, model: str | None) -> dict[str, Any]:
+    """``GET /api/index``: the catalog grouped by topic, in catalog order."""
+    catalog = kb.catalog()
+    topics: dict[str, list[dict[str, str]]] = {}
+    for entry in catalog.entries:
+        topics.setdefault(entry.topic, []).append({"path": entry.path, "title": entry.title, "summary": entry.summary})
+    return {
+        "mode": mode,
+        "model": model,
+        "articles": len(catalog),
+        "topics": [{"topic": name, "pages": pages} for name, pages in topics.items()],
+        "warnings": catalog.warnings[:50],
+    }
+
+
+# -- routes -------------------------------------------------------------------------------------
+
+
+async def index_endpoint(request: Request) -> Response:
+    state = request.app.state.kaas
+    try:
+        data = await anyio.to_thread.run_sync(catalog_json, state.kb, state.mode, state.settings.model)
+    except KaasError as exc:
+        return error_response(exc)
+    return JSONResponse(data, headers={"Cache-Control": "no-store"})
+
+
+async def page_endpoint(request: Request) -> Response:
+    state = request.app.state.kaas
+    raw_path = request.path_params["path"]
+    try:
+        if request.method in ("PUT", "POST"):
+            return await _save(request, raw_path)
+
+        def read() -> dict[str, Any]:
+            return page_json(state.kb, load_page(state.kb, raw_path))
+
+        data = await anyio.to_thread.run_sync(read)
+    except KaasError as exc:
+        return error_response(exc)
+    return Response(json.dumps(data, ensure_ascii=False), media_type="application/json",
+                    headers={"Cache-Control": "no-store"})
+
+
+def validate_article_text(text: str, rel: str) -> Article:
+    """A hand edit is accepted when its frontmatter parses and names a title."""
+    if len(text.encode("utf-8")) > MAX_ARTICLE_BYTES:
+        raise ArticleFormatError(f"{rel}: larger than {MAX_ARTICLE_BYTES} bytes")
+    if "\x00" in text:
+        raise ArticleFormatError(f"{rel}: contains a NUL character")
+    meta, _body = split_frontmatter(text, rel)
+    if not meta:
+        raise ArticleFormatError(f"{rel}: the article needs YAML frontmatter (between --- lines) with a title")
+    title = meta.get("title")
+    if not isinstance(title, str) or not title.strip():
+        raise ArticleFormatError(f"{rel}: the frontmatter needs a title")
+    return parse_article(text, rel)
+
+
+async def _save(request: Request, raw_path: str) -> Response:
+    state = request.app.state.kaas
+    kb: KnowledgeBase = state.kb
+    kb.require_wiki()
+    rel, file = safe_wiki_file(kb.wiki_dir, raw_path)
+    if Path(rel).name in RESERVED_NAMES or Path(rel).name == "index.md":
+        raise UnsafePathError(f"{rel} is generated by kaas, not an article to edit")
+    content_type = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    if content_type != "application/json":
+        raise BadRequestError("send the article as JSON (Content-Type: application/json)")
+    body = await request.body()
+    if len(body) > MAX_SAVE_BODY_BYTES:
+        raise BadRequestError("the request body is too large")
+    try:
+        payload = json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        raise BadRequestError("the request body is not valid JSON") from None
+    if not isinstance(payload, dict) or not isinstance(payload.get("markdown"), str):
+        raise BadRequestError("send {\"markdown\": <the article's full text>, \"version\": <from GET>}")
+    expected = payload.get("version")
+    if expected is not None and not isinstance(expected, str):
+        raise BadRequestError("'version' must be a string")
+    text = payload["markdown"].replace("\r\n", "\n").rstrip("\n") + "\n"
+    validate_article_text(text, rel)
+
+    def write_and_index() -> tuple[bool, list[str]]:
+        with CompileLock(kb.state_dir):
+            created = not file.exists()
+            if expected is not None:
+                current = file.read_text(encoding="utf-8", errors="replace") if not created else ""
+                if text_version(current) != expected:
+                    raise VersionConflictError(
+                        f"{rel} changed on disk since it was opened; reload it and apply your edit again"
+                    )
+            atomic_write_text(file, text)
+            result = kb.reindex()
+        return created, result.warnings
+
+    async with state.save_lock:
+        try:
+            created, warnings = await anyio.to_thread.run_sync(write_and_index)
+        except OSError as exc:
+            raise ArticleFormatError(f"{rel}: cannot be written ({exc.strerror or exc})") from None
+        state.watcher_seen_now()
+    log.info("saved %s (%s)", rel, "created" if created else "edited")
+
+    def reread() -> dict[str, Any]:
+        data = page_json(kb, load_page(kb, rel))
+        data["saved"] = True
+        data["index_warnings"] = [w for w in warnings if rel in w][:20]
+        return data
+
+    data = await anyio.to_thread.run_sync(reread)
+    return Response(json.dumps(data, ensure_ascii=False), media_type="application/json",
+                    status_code=201 if created else 200, headers={"Cache-Control": "no-store"})
+
+
+# -- server-rendered pages ------------------------------------------------------------------------
+
+
+def template_env(web_dir: Path) -> jinja2.Environment:
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(web_dir / "templates")),
+        autoescape=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+
+
+def _html_error(request: Request, exc: KaasError) -> HTMLResponse:
+    status = STATUS_BY_CODE.get(exc.code, 500)
+    template = request.app.state.kaas.templates.get_template("error.html")
+    return HTMLResponse(template.render(status=status, message=exc.message), status_code=status)
+
+
+async def wiki_page_endpoint(request: Request) -> Response:
+    state = request.app.state.kaas
+    raw_path = request.path_params.get("path", "")
+    try:
+        if not raw_path:
+            catalog = await anyio.to_thread.run_sync(state.kb.catalog)
+            topics: dict[str, list] = {}
+            for entry in catalog.entries:
+                topics.setdefault(entry.topic, []).append(entry)
+            html = state.templates.get_template("catalog.html").render(
+                topics=topics, count=len(catalog), href=wiki_href, mode=state.mode)
+            return HTMLResponse(html)
+
+        def read() -> dict[str, Any]:
+            return page_json(state.kb, load_page(state.kb, raw_path))
+
+        page = await anyio.to_thread.run_sync(read)
+    except KaasError as exc:
+        return _html_error(request, exc)
+    html = state.templates.get_template("article.html").render(page=page, mode=state.mode)
+    return HTMLResponse(html, headers={"Cache-Control": "no-store"})

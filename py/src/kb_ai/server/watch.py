@@ -1,0 +1,103 @@
+"""Re-index when articles change on disk, so an edit made in a text editor shows in the chat and
+the wiki browser without a restart.
+
+The catalog store already reloads when ``master-index.md`` changes; this closes the other gap:
+an article edited, added or removed by hand. A cheap fingerprint (names, sizes, mtimes of the
+article files) is polled; when it changes, the wiki is re-indexed (in a thread, under the same
+lock as saves, and never while a compile holds the knowledge base).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import os
+from pathlib import Path
+from typing import Callable
+
+import anyio
+
+from kb_ai.compile.lock import CompileLock
+from kb_ai.errors import KaasError
+from kb_ai.store.articles import RESERVED_NAMES
+from kb_ai.store.kb import KnowledgeBase
+
+log = logging.getLogger(__name__)
+
+
+def wiki_fingerprint(wiki_dir: Path) -> str:
+    """A digest of every article file's name, size and mtime (generated files excluded)."""
+    digest = hashlib.blake2b(digest_size=16)
+    stack = [wiki_dir]
+    entries: list[tuple[str, int, int]] = []
+    while stack:
+        folder = stack.pop()
+        try:
+            with os.scandir(folder) as items:
+                for item in items:
+                    if item.name.startswith("."):
+                        continue
+                    if item.is_dir(follow_symlinks=False):
+                        stack.append(Path(item.path))
+                    elif item.name.endswith(".md") and not (folder == wiki_dir and item.name in RESERVED_NAMES):
+                        try:
+                            st = item.stat()
+                        except OSError:
+                            continue
+                        entries.append((item.path, st.st_size, st.st_mtime_ns))
+        except OSError:
+            continue
+    for entry in sorted(entries):
+        digest.update(repr(entry).encode())
+    return digest.hexdigest()
+
+
+class WikiWatcher:
+    """Polls the wiki every ``interval`` seconds and re-indexes when articles changed."""
+
+    def __init__(self, kb: KnowledgeBase, interval: float, lock: Callable[[], asyncio.Lock]):
+        self.kb = kb
+        self.interval = interval
+        self._lock = lock
+        self._seen: str | None = None
+        self.reindexed = 0
+
+    def mark_seen(self) -> None:
+        """Our own save just re-indexed: the current state needs no second pass."""
+        if self.kb.wiki_dir.is_dir():
+            self._seen = wiki_fingerprint(self.kb.wiki_dir)
+
+    async def check(self) -> bool:
+        """One poll. Returns True when it re-indexed."""
+        if not self.kb.wiki_dir.is_dir():
+            return False
+        current = await anyio.to_thread.run_sync(wiki_fingerprint, self.kb.wiki_dir)
+        if self._seen is None:
+            self._seen = current
+            return False
+        if current == self._seen:
+            return False
+        async with self._lock():
+            try:
+                await anyio.to_thread.run_sync(self._reindex)
+            except KaasError as exc:
+                # A compile is running (it re-indexes itself when done) or the wiki is unreadable.
+                log.info("wiki changed; not re-indexed now: %s", exc.message)
+                return False
+            self._seen = await anyio.to_thread.run_sync(wiki_fingerprint, self.kb.wiki_dir)
+        self.reindexed += 1
+        return True
+
+    def _reindex(self) -> None:
+        with CompileLock(self.kb.state_dir):
+            result = self.kb.reindex()
+        log.info("wiki changed on disk: re-indexed %d articles", result.articles)
+
+    async def run(self) -> None:
+        while True:
+            try:
+                await self.check()
+            except Exception:  # noqa: BLE001 (the watcher must outlive one bad poll)
+                log.exception("wiki watcher poll failed")
+            await asyncio.sleep(self.interval)

@@ -1,0 +1,303 @@
+"""End to end in a real headless Chromium (Debian's ``chromium`` driven by Python playwright):
+the real server (``python -m kb_ai.server``, uvicorn) on a free loopback port, on a temporary
+wiki. Offline: ask, read the answer, open a citation in the side panel, follow a suggestion, edit
+an article and see the change. With a model (a fake OpenAI-compatible server on loopback that
+streams slowly): watch the answer stream in, stop an answer and see the model stream stopped.
+
+Skips when Chromium or playwright is missing, except under CI=true, where that is a failure.
+Set KAAS_UI_SCREENSHOTS=DIR to save screenshots of the UI there.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from kb_ai.store.kb import KnowledgeBase
+
+from conftest import SAMPLE_PAGES, write_page
+from server_fakes import FakeLLMServer
+
+CHROMIUM = os.environ.get("KAAS_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", "--no-first-run", "--disable-dev-shm-usage"]
+SCREENSHOTS = os.environ.get("KAAS_UI_SCREENSHOTS")
+
+
+def _browser_missing() -> str | None:
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        return "playwright is not installed (pip install playwright; never `playwright install`)"
+    if not Path(CHROMIUM).is_file():
+        return f"Chromium not found at {CHROMIUM} (apt-get install -y chromium)"
+    return None
+
+
+@pytest.fixture(scope="module")
+def browser():
+    missing = _browser_missing()
+    if missing:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"browser test cannot run under CI: {missing}")
+        pytest.skip(missing)
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class KaasServer:
+    """``python -m kb_ai.server`` in a subprocess, the way ``kaas serve`` runs."""
+
+    def __init__(self, kb: Path, env: dict[str, str] | None = None):
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        clean = {k: v for k, v in os.environ.items() if not k.startswith("KAAS_")}
+        self.log = kb / "server.log"
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "kb_ai.server", "--kb", str(kb), "--port", str(self.port)],
+            env={**clean, "LITELLM_LOCAL_MODEL_COST_MAP": "True", **(env or {})},
+            stdout=self.log.open("w"), stderr=subprocess.STDOUT,
+        )
+
+    def __enter__(self) -> "KaasServer":
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError("kaas server exited:\n" + self.log.read_text())
+            try:
+                if httpx.get(self.url + "/healthz", timeout=1).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+        raise RuntimeError("kaas server did not start:\n" + self.log.read_text())
+
+    def __exit__(self, *exc) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+
+
+@pytest.fixture
+def ui_kb(tmp_path) -> KnowledgeBase:
+    wiki = tmp_path / "wiki"
+    for path, title, summary, body in SAMPLE_PAGES:
+        write_page(wiki, path, title, summary, body, topic=path.split("/")[0], tags=["demo"])
+    write_page(wiki, "retrieval/catalog.md", "The catalog", "master-index.md: one line per article, by topic.",
+               "# The catalog\n\nThe catalog lists every article with its title and summary. "
+               "The navigator reads the catalog to choose pages.\n\n## Format\n\nOne line per article.\n\n"
+               "## Regeneration\n\nRun kaas index after editing articles; see [Citations](citations.md).\n\n"
+               "<script>window.__pwned = true</script><img src=x onerror=\"window.__pwned = true\">")
+    kb = KnowledgeBase(tmp_path)
+    kb.reindex()
+    return kb
+
+
+def _watch_errors(page) -> list[str]:
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(f"pageerror: {exc}"))
+    page.on("console", lambda msg: errors.append(f"console: {msg.text}") if msg.type == "error" else None)
+    return errors
+
+
+def _wait_until(page, expression: str, timeout: float = 10.0) -> None:
+    """Poll a JS expression (page.wait_for_function would need eval, which the UI's CSP forbids)."""
+    deadline = time.monotonic() + timeout
+    while not page.evaluate(expression):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for: {expression}")
+        page.wait_for_timeout(50)
+
+
+def _shot(page, name: str) -> None:
+    if SCREENSHOTS:
+        Path(SCREENSHOTS).mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(Path(SCREENSHOTS) / f"{name}.png"))
+
+
+def test_offline_chat_citation_panel_and_hand_edit(browser, ui_kb):
+    with KaasServer(ui_kb.root) as server:
+        context = browser.new_context(viewport={"width": 1280, "height": 820})
+        page = context.new_page()
+        page.set_default_timeout(10_000)
+        errors = _watch_errors(page)
+        page.goto(server.url + "/")
+        page.wait_for_selector("body.ready")
+        assert page.inner_text("#mode-badge") == "Offline mode"
+        assert page.is_visible("#offline-note")
+
+        # ask: the answer arrives, with the pages read and citations
+        page.fill("#question", "How does the navigator read the catalog?")
+        page.keyboard.press("Enter")
+        page.wait_for_selector(".turn .answer-meta .mode-pill")
+        turn = page.locator(".turn").first
+        assert turn.locator(".mode-pill").inner_text() == "Offline answer"
+        assert "Offline mode" in turn.locator(".answer-body").inner_text()
+        assert turn.locator(".pages-read summary").inner_text().startswith("Read ")
+        citation = turn.locator(".answer-body a.citation").first
+        cited_title = turn.locator(".sources li a").first.inner_text()
+        assert turn.locator(".sources li").count() >= 1
+
+        # a citation opens the article beside the answer; Esc closes it
+        citation.click()
+        page.wait_for_selector("#panel-body .prose")
+        assert page.is_visible("#panel")
+        assert page.inner_text("#panel-title") == cited_title
+        assert len(page.inner_text("#panel-body")) > 40
+        _shot(page, "chat-panel")
+        page.keyboard.press("Escape")
+        assert page.is_hidden("#panel")
+
+        # a suggested follow-up is a second turn of the same conversation
+        turn.locator(".suggestions .chip").first.click()
+        _wait_until(page, "document.querySelectorAll('.turn .answer-meta .mode-pill').length === 2")
+
+        # the wiki browser: tree by topic, article with a table of contents, links between articles
+        page.click("[data-view-link=wiki]")
+        page.click("#wiki-tree a:has-text('The catalog')")
+        page.wait_for_selector(".wiki-article .article-body h1")
+        assert page.locator(".toc-side li").count() == 2
+        assert page.evaluate("window.__pwned") is None  # the article's script never ran
+        page.click(".article-body a.wiki-link:has-text('Citations')")
+        _wait_until(page, "location.hash === '#/wiki/retrieval/citations.md'")
+        page.wait_for_selector(".wiki-article h1:has-text('Citations')")
+
+        # edit by hand, save with the keyboard, see the change everywhere
+        page.click("a[data-action=edit]")
+        editor = page.locator("textarea.editor-text")
+        text = editor.input_value()
+        assert text.startswith("---\ntitle: Citations")
+        editor.fill(text.replace("title: Citations", "title: Citing pages").replace(
+            "# Citations", "# Citing pages\n\nEdited in the browser."))
+        editor.press("Control+s")
+        _wait_until(page, "location.hash === '#/wiki/retrieval/citations.md'")
+        page.wait_for_selector(".article-body:has-text('Edited in the browser.')")
+        assert page.locator("#wiki-tree a:has-text('Citing pages')").count() == 1
+        assert "title: Citing pages" in (ui_kb.wiki_dir / "retrieval/citations.md").read_text()
+        assert "Citing pages" in ui_kb.master_index.read_text()
+
+        # an invalid edit is refused with a message, and nothing is written
+        page.click("a[data-action=edit]")
+        page.locator("textarea.editor-text").fill("---\nsummary: no title\n---\nbody")
+        page.click("button:has-text('Save')")
+        page.wait_for_selector(".editor-status.error")
+        assert "needs a title" in page.inner_text(".editor-status")
+        assert "title: Citing pages" in (ui_kb.wiki_dir / "retrieval/citations.md").read_text()
+        page.once("dialog", lambda dialog: dialog.accept())
+        page.click("[data-view-link=chat]")
+        page.wait_for_selector("#view-chat:not([hidden])")
+
+        # phone width: nothing overflows sideways, the panel covers the screen
+        page.set_viewport_size({"width": 390, "height": 844})
+        page.locator(".turn .answer-body a.citation").first.click()
+        page.wait_for_selector("#panel-body .prose")
+        assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth + 1")
+        assert page.evaluate("document.getElementById('panel').getBoundingClientRect().width") >= 389
+        _shot(page, "phone-panel")
+        assert [e for e in errors if "422" not in e] == []  # the refused save above is the only error
+
+        # the answer renderer turns model output into text and safe links only, never markup
+        rendered = page.evaluate("""async () => {
+            const { renderMarkdown } = await import('/static/js/markdown.js');
+            const box = document.createElement('div');
+            box.append(renderMarkdown('<script>window.pwnedToo = 1</script> <img src=x onerror="window.pwnedToo = 1">\\n\\n'
+              + '[a](javascript:alert(1)) [b](JaVaScRiPt:alert(1)) [c](data:text/html,x) [d](../../etc/passwd.md) '
+              + '[cite](retrieval/citations.md) [web](https://example.org/x) **bold** `<b>code</b>`\\n\\n'
+              + '| h |\\n|---|\\n| <i onclick=x>cell</i> |'));
+            document.body.append(box);
+            const links = [...box.querySelectorAll('a')].map((a) => [a.getAttribute('href'), a.className]);
+            const tags = [...box.querySelectorAll('*')].map((e) => e.tagName.toLowerCase());
+            const handlers = [...box.querySelectorAll('*')].some((e) => [...e.attributes].some((a) => a.name.startsWith('on')));
+            box.remove();
+            return { links, tags, handlers, text: box.textContent };
+        }""")
+        assert rendered["links"] == [["/wiki/retrieval/citations.md", "citation"], ["https://example.org/x", "external"]]
+        assert not {"script", "img", "i", "b"} & set(rendered["tags"]) and not rendered["handlers"]
+        assert "<script>window.pwnedToo = 1</script>" in rendered["text"] and "<b>code</b>" in rendered["text"]
+        assert page.evaluate("window.pwnedToo") is None
+        context.close()
+
+
+def test_model_answer_streams_in_and_stop_stops_the_model(browser, ui_kb):
+    with FakeLLMServer(token_delay=0.04) as llm, KaasServer(ui_kb.root, env={
+        "KAAS_MODEL": "openai/fake-model", "KAAS_API_BASE": llm.api_base, "KAAS_API_KEY": "k",
+        "KAAS_CACHE": "false", "KAAS_MAX_RETRIES": "1",
+    }) as server:
+        context = browser.new_context(viewport={"width": 1280, "height": 820}, color_scheme="dark")
+        page = context.new_page()
+        page.set_default_timeout(30_000)
+        errors = _watch_errors(page)
+        page.goto(server.url + "/")
+        page.wait_for_selector("body.ready")
+        assert page.inner_text("#mode-badge") == "openai/fake-model"
+        assert page.is_hidden("#offline-note")
+
+        page.fill("#question", "How are citations validated?")
+        page.keyboard.press("Enter")
+        page.wait_for_selector(".turn .answer-body p")
+        lengths = []
+        while not page.locator(".turn .answer-meta .mode-pill").count():
+            lengths.append(len(page.inner_text(".turn .answer-body")))
+            page.wait_for_timeout(100)
+        growth = sorted(set(lengths))
+        assert len(growth) >= 4, lengths  # the text arrived piece by piece, not all at once
+        assert page.inner_text(".turn .mode-pill") == "Model answer"
+        assert "pages are chosen from the catalog" in page.inner_text(".turn .answer-body")
+        page.locator(".turn .answer-body a.citation").first.click()
+        page.wait_for_selector("#panel-body .prose")
+        page.keyboard.press("Escape")
+        _shot(page, "model-answer-dark")
+
+        # stop an answer half-way: the browser closes the stream, the server closes the model's
+        page.fill("#question", "And how is the catalog built?")
+        page.keyboard.press("Enter")
+        _wait_until(page, "document.querySelectorAll('.turn')[1]?.querySelector('.answer-body')?.innerText.length > 20")
+        page.click("#send")  # the Ask button is Stop while answering
+        page.wait_for_selector(".turn >> nth=1 >> .notice:has-text('Stopped')")
+        deadline = time.monotonic() + 5
+        while llm.stats.streams_abandoned < 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert llm.stats.streams_abandoned == 1 and llm.stats.streams_completed == 1
+        assert not errors, errors
+        context.close()
+
+
+def test_token_protected_server_asks_for_the_token_once(browser, ui_kb):
+    with KaasServer(ui_kb.root, env={"KAAS_API_TOKEN": "let-me-in"}) as server:
+        assert httpx.get(server.url + "/api/index").status_code == 401
+        context = browser.new_context()
+        page = context.new_page()
+        page.set_default_timeout(10_000)
+        page.goto(server.url + "/")
+        page.wait_for_selector("#token-dialog[open]")
+        page.fill("#token-input", "let-me-in")
+        page.click("#token-dialog button[value=ok]")
+        page.wait_for_selector("body.ready")
+        assert page.inner_text("#mode-badge") == "Offline mode"
+        page.fill("#question", "deployment behind a proxy")
+        page.keyboard.press("Enter")
+        page.wait_for_selector(".turn .answer-meta .mode-pill")
+        # plain /wiki/ links work with the cookie the UI set
+        page.goto(server.url + "/wiki/ops/deployment.md")
+        assert page.locator("h1:has-text('Deployment')").count() == 1
+        context.close()

@@ -1,0 +1,116 @@
+// The server's API: JSON routes and the chat event stream. The bearer token (when the server
+// requires one) is kept in localStorage and mirrored in a SameSite=Strict cookie so that plain
+// /wiki/ links work too.
+
+const TOKEN_KEY = "kaas-token";
+
+export class ApiError extends Error {
+  constructor(status, code, message) {
+    super(message);
+    this.status = status;
+    this.code = code;
+  }
+}
+
+let askForToken = async () => null; // set by the app: shows the token dialog
+
+export function onTokenNeeded(handler) { askForToken = handler; }
+
+export function getToken() { return localStorage.getItem(TOKEN_KEY) || ""; }
+
+export function setToken(token) {
+  if (token) {
+    localStorage.setItem(TOKEN_KEY, token);
+    document.cookie = `kaas_token=${encodeURIComponent(token)}; path=/; SameSite=Strict`;
+  } else {
+    localStorage.removeItem(TOKEN_KEY);
+    document.cookie = "kaas_token=; path=/; max-age=0; SameSite=Strict";
+  }
+}
+
+function headers(extra = {}) {
+  const h = { ...extra };
+  const token = getToken();
+  if (token) h.Authorization = `Bearer ${token}`;
+  return h;
+}
+
+async function errorFrom(response) {
+  let code = "http_" + response.status;
+  let message = `${response.status} ${response.statusText}`;
+  try {
+    const body = await response.json();
+    if (body && body.error) ({ code, message } = body.error);
+  } catch { /* not JSON */ }
+  return new ApiError(response.status, code, message);
+}
+
+async function request(method, url, body, retried = false) {
+  const init = { method, headers: headers(body === undefined ? {} : { "Content-Type": "application/json" }) };
+  if (body !== undefined) init.body = JSON.stringify(body);
+  const response = await fetch(url, init);
+  if (response.status === 401 && !retried) {
+    const token = await askForToken();
+    if (token) return request(method, url, body, true);
+  }
+  if (!response.ok) throw await errorFrom(response);
+  return response.json();
+}
+
+export const pagePath = (path) => path.split("/").map(encodeURIComponent).join("/");
+
+export const api = {
+  index: () => request("GET", "/api/index"),
+  page: (path) => request("GET", "/api/pages/" + pagePath(path)),
+  save: (path, markdown, version) => request("PUT", "/api/pages/" + pagePath(path), { markdown, version }),
+};
+
+/**
+ * POST /api/chat and call onEvent(name, data) for every Server-Sent Event, in order.
+ * Aborting `signal` closes the connection, which stops the answer on the server.
+ */
+export async function streamChat(body, onEvent, signal, retried = false) {
+  const response = await fetch("/api/chat", {
+    method: "POST",
+    headers: headers({ "Content-Type": "application/json", Accept: "text/event-stream" }),
+    body: JSON.stringify(body),
+    signal,
+  });
+  if (response.status === 401 && !retried) {
+    const token = await askForToken();
+    if (token) return streamChat(body, onEvent, signal, true);
+  }
+  if (!response.ok || !response.body) throw await errorFrom(response);
+  const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+  let buffer = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    buffer += value.replace(/\r\n?/g, "\n");
+    let cut;
+    while ((cut = buffer.indexOf("\n\n")) >= 0) {
+      const block = buffer.slice(0, cut);
+      buffer = buffer.slice(cut + 2);
+      dispatch(block, onEvent);
+    }
+  }
+  if (buffer.trim()) dispatch(buffer, onEvent);
+}
+
+function dispatch(block, onEvent) {
+  let name = "message";
+  const data = [];
+  for (const line of block.split("\n")) {
+    if (!line || line.startsWith(":")) continue; // comments are keep-alive pings
+    const colon = line.indexOf(":");
+    const field = colon < 0 ? line : line.slice(0, colon);
+    let value = colon < 0 ? "" : line.slice(colon + 1);
+    if (value.startsWith(" ")) value = value.slice(1);
+    if (field === "event") name = value;
+    else if (field === "data") data.push(value);
+  }
+  if (!data.length) return;
+  let parsed;
+  try { parsed = JSON.parse(data.join("\n")); } catch { parsed = { text: data.join("\n") }; }
+  onEvent(name, parsed);
+}

@@ -1,0 +1,261 @@
+// The conversation: questions, streamed answers with citations, pages read, notices,
+// suggested follow-ups, and what each answer cost.
+
+import { streamChat } from "./api.js";
+import { $, clear, formatDuration, formatNumber, h } from "./dom.js";
+import { normalizeWikiPath, renderMarkdown } from "./markdown.js";
+
+const HISTORY_TURNS = 10;
+
+export class Chat {
+  constructor({ app }) {
+    this.app = app;
+    this.list = $("#conversation");
+    this.empty = $("#chat-empty");
+    this.form = $("#ask-form");
+    this.input = $("#question");
+    this.send = $("#send");
+    this.rewrite = $("#opt-rewrite");
+    this.suggest = $("#opt-suggest");
+    this.history = [];
+    this.controller = null;
+
+    this.form.addEventListener("submit", (event) => {
+      event.preventDefault();
+      if (this.controller) this.stop();
+      else this.ask(this.input.value);
+    });
+    this.input.addEventListener("keydown", (event) => {
+      if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+        event.preventDefault();
+        if (!this.controller) this.ask(this.input.value);
+      }
+    });
+    this.input.addEventListener("input", () => this.autosize());
+    $("#new-chat").addEventListener("click", () => this.reset());
+    for (const box of [this.rewrite, this.suggest]) {
+      const key = "kaas-" + box.id;
+      if (localStorage.getItem(key) !== null) box.checked = localStorage.getItem(key) === "1";
+      box.addEventListener("change", () => localStorage.setItem(key, box.checked ? "1" : "0"));
+    }
+  }
+
+  autosize() {
+    this.input.style.height = "auto";
+    this.input.style.height = Math.min(this.input.scrollHeight, 220) + "px";
+  }
+
+  focus() { this.input.focus(); }
+
+  reset() {
+    this.stop();
+    this.history = [];
+    for (const node of [...this.list.children]) if (node !== this.empty) node.remove();
+    this.empty.hidden = false;
+    this.input.value = "";
+    this.autosize();
+    this.focus();
+  }
+
+  stop() {
+    if (this.controller) this.controller.abort();
+  }
+
+  setBusy(busy) {
+    this.send.textContent = busy ? "Stop" : "Ask";
+    this.send.classList.toggle("stop", busy);
+    this.send.setAttribute("aria-label", busy ? "Stop the answer" : "Ask the question");
+  }
+
+  showStarters(catalog) {
+    const box = $("#starters");
+    clear(box);
+    const pages = catalog.topics.flatMap((t) => t.pages).slice(0, 40);
+    const picks = [];
+    for (const topic of catalog.topics) if (topic.pages.length && picks.length < 3) picks.push(topic.pages[0]);
+    for (const page of picks.length ? picks : pages.slice(0, 3)) {
+      const question = `What does the wiki say about ${page.title.toLowerCase()}?`;
+      box.append(h("button.chip", { type: "button", onclick: () => this.ask(question) }, question));
+    }
+  }
+
+  async ask(raw) {
+    const question = raw.trim();
+    if (!question || this.controller) return;
+    this.empty.hidden = true;
+    this.input.value = "";
+    this.autosize();
+
+    const turn = new AnswerView(this.app, question);
+    this.list.append(turn.node);
+    turn.node.scrollIntoView({ block: "start", behavior: "smooth" });
+
+    const body = {
+      question,
+      history: this.history.slice(-HISTORY_TURNS),
+      rewrite: this.rewrite.checked,
+      suggest: this.suggest.checked,
+    };
+    this.controller = new AbortController();
+    this.setBusy(true);
+    try {
+      await streamChat(body, (name, data) => turn.event(name, data), this.controller.signal);
+      turn.finish();
+    } catch (error) {
+      if (error.name === "AbortError") turn.stopped();
+      else turn.event("error", { code: error.code || "network", message: error.message || String(error) });
+    } finally {
+      this.controller = null;
+      this.setBusy(false);
+      this.input.focus();
+    }
+    if (turn.answer && !turn.failed) {
+      this.history.push({ role: "user", content: question }, { role: "assistant", content: turn.answer });
+    }
+  }
+}
+
+/** One question and its answer, updated as events arrive. */
+class AnswerView {
+  constructor(app, question) {
+    this.app = app;
+    this.started = performance.now();
+    this.answer = "";
+    this.failed = false;
+    this.invalid = new Set(); // catalog paths the answer linked to without having read them
+    this.citationNumbers = new Map();
+    this.frame = 0;
+
+    this.status = h("p.status", { role: "status" }, h("span.spinner", { "aria-hidden": "true" }), "Choosing pages…");
+    this.rewriteLine = h("p.rewrite-line", { hidden: true });
+    this.pagesBox = h("details.pages-read", { hidden: true });
+    this.notices = h("div.notices"); // before the answer: how pages were chosen and read
+    this.laterNotices = h("div.notices"); // after it: citations, suggestions
+    this.body = h("div.answer-body.prose", { "aria-busy": "true" });
+    this.sources = h("div.sources", { hidden: true });
+    this.suggestions = h("div.suggestions", { hidden: true });
+    this.footer = h("footer.answer-meta");
+    this.node = h("article.turn", {},
+      h("div.question", {}, h("p", {}, question)),
+      h("div.answer", {}, this.rewriteLine, this.pagesBox, this.status, this.notices, this.body,
+        this.sources, this.laterNotices, this.suggestions, this.footer),
+    );
+  }
+
+  event(name, data) {
+    switch (name) {
+      case "rewrite":
+        this.rewriteLine.hidden = false;
+        this.rewriteLine.replaceChildren("Searched for: ", h("q", {}, data.query));
+        break;
+      case "pages": this.showPages(data.pages || [], data.method); break;
+      case "notice": (this.answer ? this.laterNotices : this.notices).append(h("p.notice", {}, data.message)); break;
+      case "token":
+        this.answer += data.text || "";
+        this.status.hidden = true;
+        this.scheduleRender();
+        break;
+      case "citations":
+        this.invalid = new Set((data.invalid || []).map(normalizeWikiPath).filter(Boolean));
+        this.renderNow();
+        this.showSources(data.citations || []);
+        break;
+      case "suggestions": this.showSuggestions(data.questions || []); break;
+      case "usage": this.showUsage(data); break;
+      case "error":
+        this.failed = true;
+        this.status.hidden = true;
+        (this.answer ? this.laterNotices : this.notices).append(h("p.error", { role: "alert" }, h("strong", {}, "Could not answer: "), data.message,
+          data.code ? h("code.code-tag", {}, data.code) : null));
+        break;
+      case "done": break;
+      default: break;
+    }
+  }
+
+  showPages(pages, method) {
+    this.status.replaceChildren(h("span.spinner", { "aria-hidden": "true" }), pages.length ? "Reading and answering…" : "Answering…");
+    if (!pages.length) return;
+    this.pagesBox.hidden = false;
+    const how = { llm: "chosen by the model", lexical: "keyword search", "lexical-fallback": "keyword search (fallback)", given: "as requested" }[method] || "";
+    this.pagesBox.replaceChildren(
+      h("summary", {}, `Read ${pages.length} page${pages.length === 1 ? "" : "s"}`, how ? h("span.muted", {}, ` · ${how}`) : null),
+      h("ul", {}, pages.map((p) => h("li", {},
+        h("a.page-link", { href: "/wiki/" + p.path, dataset: { path: p.path } }, p.title),
+        h("span.path", {}, p.path), p.truncated ? h("span.tag", {}, "shortened") : null))),
+    );
+  }
+
+  scheduleRender() {
+    if (this.frame) return;
+    this.frame = requestAnimationFrame(() => { this.frame = 0; this.renderNow(); });
+  }
+
+  renderNow() {
+    if (this.frame) { cancelAnimationFrame(this.frame); this.frame = 0; }
+    const numbers = this.citationNumbers;
+    const invalid = this.invalid;
+    const fragment = renderMarkdown(this.answer, {
+      headingShift: 1,
+      onCitation: (anchor, path) => {
+        if (invalid.has(path)) {
+          anchor.classList.add("invalid");
+          anchor.title = "Not one of the pages read for this answer";
+          return;
+        }
+        if (!numbers.has(path)) numbers.set(path, numbers.size + 1);
+        anchor.append(h("sup.cite-num", { "aria-hidden": "true" }, String(numbers.get(path))));
+      },
+    });
+    this.body.replaceChildren(fragment);
+  }
+
+  showSources(citations) {
+    if (!citations.length) return;
+    this.sources.hidden = false;
+    this.sources.replaceChildren(
+      h("h3", {}, "Sources"),
+      h("ol", {}, citations.map((c) => h("li", { value: this.citationNumbers.get(c.path) || undefined },
+        h("a.page-link", { href: "/wiki/" + c.path, dataset: { path: c.path } }, c.title),
+        h("span.path", {}, c.path)))),
+    );
+  }
+
+  showSuggestions(questions) {
+    if (!questions.length) return;
+    this.suggestions.hidden = false;
+    this.suggestions.replaceChildren(
+      h("span.muted", {}, "Ask next"),
+      ...questions.map((q) => h("button.chip", { type: "button", onclick: () => this.app.chat.ask(q) }, q)),
+    );
+  }
+
+  showUsage(usage) {
+    const parts = [];
+    if (usage.mode === "offline") parts.push(h("span.mode-pill.offline", {}, "Offline answer"));
+    else {
+      parts.push(h("span.mode-pill", {}, "Model answer"));
+      parts.push(`${usage.llm_calls} call${usage.llm_calls === 1 ? "" : "s"}`);
+      if (usage.prompt_tokens || usage.completion_tokens) {
+        parts.push(`${formatNumber(usage.prompt_tokens)} + ${formatNumber(usage.completion_tokens)} tokens`);
+      }
+      if (usage.cost_usd) parts.push(`$${usage.cost_usd.toFixed(4)}`);
+      if (usage.cache_hits) parts.push(`${usage.cache_hits} cached`);
+    }
+    parts.push(formatDuration(performance.now() - this.started));
+    this.footer.replaceChildren(...parts.flatMap((p, i) => (i ? [h("span.sep", { "aria-hidden": "true" }, "·"), p] : [p])));
+  }
+
+  finish() {
+    this.status.hidden = true;
+    this.body.setAttribute("aria-busy", "false");
+    this.renderNow();
+    if (!this.answer && !this.failed) this.body.append(h("p.muted", {}, "No answer was returned."));
+  }
+
+  stopped() {
+    this.finish();
+    this.laterNotices.append(h("p.notice", {}, "Stopped. The server stopped the answer too."));
+    this.failed = !this.answer;
+  }
+}

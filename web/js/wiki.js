@@ -1,0 +1,269 @@
+// The wiki browser (articles by topic, an article with its table of contents), the side panel
+// that shows a cited article next to the chat, and the editor for an article's Markdown.
+
+import { api } from "./api.js";
+import { $, clear, h, setSanitizedHtml } from "./dom.js";
+
+export const topicLabel = (topic) => topic.replace(/[-_]+/g, " ");
+
+export function tocList(toc, onJump) {
+  const items = (toc || []).filter((t) => t.level >= 2 && t.level <= 3);
+  if (items.length < 2) return null;
+  return h("ul", {}, items.map((t) => h("li", { class: "toc-l" + t.level },
+    h("a", { href: "#" + t.id, onclick: (e) => { e.preventDefault(); onJump(t.id); } }, t.title))));
+}
+
+function metaLine(page) {
+  const fm = page.frontmatter || {};
+  const bits = [];
+  if (fm.updated) bits.push(h("span", {}, "Updated ", h("time", {}, String(fm.updated))));
+  const tags = Array.isArray(fm.tags) ? fm.tags : [];
+  if (tags.length) bits.push(h("span.tags", {}, tags.map((t) => h("span.tag", {}, String(t)))));
+  return bits.length ? h("p.article-meta", {}, bits) : null;
+}
+
+function sourcesBlock(page) {
+  const sources = Array.isArray(page.frontmatter?.sources) ? page.frontmatter.sources : [];
+  if (!sources.length) return null;
+  return h("details.article-sources", {}, h("summary", {}, `Compiled from ${sources.length} source${sources.length === 1 ? "" : "s"}`),
+    h("ul", {}, sources.map((s) => h("li", {}, h("code", {}, String(s))))));
+}
+
+function warningsBlock(page) {
+  const warnings = [...(page.warnings || [])];
+  if (page.broken_links?.length) warnings.push(`Links to missing pages: ${page.broken_links.join(", ")}`);
+  if (!page.in_catalog) warnings.push("This page is not in the catalog yet (run `kaas index`, or save it here).");
+  return warnings.length ? h("div.notices", {}, warnings.map((w) => h("p.notice", {}, w))) : null;
+}
+
+function scrollToId(container, id) {
+  const target = container.querySelector(`[id="${CSS.escape(id)}"]`);
+  if (target) target.scrollIntoView({ behavior: "smooth", block: "start" });
+}
+
+/** The side panel: a cited article next to the conversation. */
+export class Panel {
+  constructor({ app }) {
+    this.app = app;
+    this.node = $("#panel");
+    this.title = $("#panel-title");
+    this.body = $("#panel-body");
+    this.path = null;
+    this.returnFocus = null;
+    $("#panel-close").addEventListener("click", () => this.close());
+    $("#panel-open").addEventListener("click", () => { if (this.path) { const p = this.path; this.close(); location.hash = "#/wiki/" + p; } });
+    $("#panel-edit").addEventListener("click", () => { if (this.path) { const p = this.path; this.close(); location.hash = "#/edit/" + p; } });
+  }
+
+  get isOpen() { return !this.node.hidden; }
+
+  async open(path) {
+    if (!this.isOpen) this.returnFocus = document.activeElement;
+    this.path = path;
+    this.node.hidden = false;
+    document.body.classList.add("panel-open");
+    this.title.textContent = this.app.titleOf(path);
+    this.body.replaceChildren(h("p.muted", {}, "Loading…"));
+    try {
+      const page = await api.page(path);
+      if (this.path !== path) return;
+      this.title.textContent = page.title;
+      const content = h("div.prose");
+      setSanitizedHtml(content, page.html);
+      const toc = tocList(page.toc, (id) => scrollToId(content, id));
+      this.body.replaceChildren(...[
+        h("p.panel-path", {}, h("span.topic", {}, topicLabel(page.topic)), " · ", h("code", {}, page.path)),
+        page.summary ? h("p.lede", {}, page.summary) : null,
+        toc ? h("details.toc.toc-inline", {}, h("summary", {}, "On this page"), toc) : null,
+        warningsBlock(page),
+        content,
+        sourcesBlock(page),
+      ].filter(Boolean));
+      this.body.scrollTop = 0;
+    } catch (error) {
+      this.body.replaceChildren(h("p.error", { role: "alert" }, error.message));
+    }
+    this.title.focus();
+  }
+
+  close() {
+    if (!this.isOpen) return;
+    this.node.hidden = true;
+    this.path = null;
+    document.body.classList.remove("panel-open");
+    if (this.returnFocus && document.contains(this.returnFocus)) this.returnFocus.focus();
+  }
+}
+
+/** The wiki view: tree of articles by topic, the article, or the editor. */
+export class WikiView {
+  constructor({ app }) {
+    this.app = app;
+    this.tree = $("#wiki-tree");
+    this.main = $("#wiki-main");
+    this.filter = $("#wiki-filter");
+    this.current = null;
+    this.editor = null;
+    this.filter.addEventListener("input", () => this.renderTree());
+  }
+
+  renderTree() {
+    const catalog = this.app.catalog;
+    if (!catalog) return;
+    const needle = this.filter.value.trim().toLowerCase();
+    clear(this.tree);
+    let shown = 0;
+    for (const topic of catalog.topics) {
+      const pages = topic.pages.filter((p) => !needle || p.title.toLowerCase().includes(needle)
+        || p.path.toLowerCase().includes(needle) || (p.summary || "").toLowerCase().includes(needle));
+      if (!pages.length) continue;
+      shown += pages.length;
+      const open = !!needle || pages.some((p) => p.path === this.current) || catalog.topics.length <= 6;
+      this.tree.append(h("details.topic", { open },
+        h("summary", {}, h("span", {}, topicLabel(topic.topic)), h("span.count", {}, String(pages.length))),
+        h("ul", {}, pages.map((p) => h("li", {}, h("a", {
+          href: "#/wiki/" + p.path, title: p.summary,
+          "aria-current": p.path === this.current ? "page" : undefined,
+        }, p.title))))));
+    }
+    if (!shown) this.tree.append(h("p.muted.small", {}, needle ? "No article matches." : "The wiki has no articles yet."));
+  }
+
+  async show(path) {
+    if (!(await this.leaveEditor())) return false;
+    this.current = path || null;
+    this.renderTree();
+    if (!path) { this.showHome(); return true; }
+    this.main.replaceChildren(h("p.muted", {}, "Loading…"));
+    try {
+      const page = await api.page(path);
+      if (this.current !== path) return true;
+      this.renderArticle(page);
+    } catch (error) {
+      this.main.replaceChildren(h("div.empty-state", {}, h("h1", {}, "Page not available"), h("p.error", {}, error.message),
+        h("p", {}, h("a", { href: "#/wiki" }, "All articles"))));
+    }
+    return true;
+  }
+
+  showHome() {
+    const catalog = this.app.catalog;
+    const count = catalog ? catalog.articles : 0;
+    this.main.replaceChildren(h("div.wiki-home", {},
+      h("h1", {}, "Wiki"),
+      h("p.lede", {}, count ? `${count} article${count === 1 ? "" : "s"} in ${catalog.topics.length} topic${catalog.topics.length === 1 ? "" : "s"}. Pick one on the left, or ask a question in the chat.`
+        : "This wiki has no articles yet. Add Markdown files under wiki/ (or run kaas compile), and they appear here."),
+      (catalog?.topics || []).map((topic) => h("section.topic-card", {},
+        h("h2", {}, topicLabel(topic.topic)),
+        h("ul", {}, topic.pages.map((p) => h("li", {}, h("a", { href: "#/wiki/" + p.path }, p.title),
+          p.summary ? h("span.summary", {}, p.summary) : null))))),
+    ));
+    this.main.scrollTop = 0;
+  }
+
+  renderArticle(page) {
+    const content = h("div.prose.article-body");
+    setSanitizedHtml(content, page.html);
+    const toc = tocList(page.toc, (id) => scrollToId(content, id));
+    this.main.replaceChildren(h("article.wiki-article", {},
+      h("header.article-head", {},
+        h("p.crumbs", {}, h("a", { href: "#/wiki" }, "Wiki"), " / ", h("span", {}, topicLabel(page.topic))),
+        h("div.actions", {},
+          h("a.button.ghost", { href: "/wiki/" + page.path, target: "_blank", rel: "noopener", title: "Open as a standalone page" }, "Page"),
+          h("a.button", { href: "#/edit/" + page.path, "data-action": "edit" }, "Edit"))),
+      metaLine(page),
+      warningsBlock(page),
+      h("div.article-layout", {},
+        content,
+        toc ? h("nav.toc.toc-side", { "aria-label": "On this page" }, h("p.toc-title", {}, "On this page"), toc) : null),
+      sourcesBlock(page),
+    ));
+    this.main.scrollTop = 0;
+    window.scrollTo(0, 0);
+  }
+
+  async edit(path) {
+    if (!(await this.leaveEditor())) return;
+    this.current = path;
+    this.renderTree();
+    this.main.replaceChildren(h("p.muted", {}, "Loading…"));
+    try {
+      const page = await api.page(path);
+      this.editor = new Editor(this, page);
+      this.main.replaceChildren(this.editor.node);
+      this.editor.focus();
+    } catch (error) {
+      this.main.replaceChildren(h("p.error", { role: "alert" }, error.message));
+    }
+  }
+
+  /** Leaving the editor with unsaved changes asks first. Returns false to stay. */
+  async leaveEditor() {
+    if (!this.editor) return true;
+    if (this.editor.dirty && !window.confirm("Discard your unsaved changes to this article?")) return false;
+    this.editor = null;
+    return true;
+  }
+}
+
+class Editor {
+  constructor(view, page) {
+    this.view = view;
+    this.page = page;
+    this.saving = false;
+    this.text = h("textarea.editor-text", {
+      spellcheck: "true", "aria-label": `Markdown of ${page.title}`, autocapitalize: "off",
+    });
+    this.text.value = page.markdown;
+    this.status = h("p.editor-status", { role: "status" });
+    this.saveButton = h("button.primary", { type: "submit" }, "Save");
+    this.node = h("form.editor", { onsubmit: (e) => { e.preventDefault(); this.save(); } },
+      h("header.article-head", {},
+        h("div", {}, h("p.crumbs", {}, h("a", { href: "#/wiki" }, "Wiki"), " / ", page.topic, " / editing"),
+          h("h1", {}, page.title), h("p.muted.small", {}, h("code", {}, "wiki/" + page.path))),
+        h("div.actions", {},
+          h("a.button.ghost", { href: "#/wiki/" + page.path, onclick: (e) => this.cancel(e) }, "Cancel"),
+          this.saveButton)),
+      h("p.hint", {}, "The frontmatter between the --- lines needs a ", h("code", {}, "title"),
+        "; the catalog is rebuilt when you save. ", h("kbd", {}, "Ctrl"), "+", h("kbd", {}, "S"), " saves."),
+      this.text,
+      this.status,
+    );
+    this.text.addEventListener("keydown", (event) => {
+      if ((event.ctrlKey || event.metaKey) && event.key.toLowerCase() === "s") { event.preventDefault(); this.save(); }
+    });
+  }
+
+  get dirty() { return this.text.value !== this.page.markdown; }
+
+  focus() { this.text.focus(); this.text.setSelectionRange(0, 0); this.text.scrollTop = 0; }
+
+  cancel(event) {
+    if (this.dirty && !window.confirm("Discard your unsaved changes to this article?")) { event.preventDefault(); return; }
+    this.page.markdown = this.text.value; // no second question on the way out
+  }
+
+  async save() {
+    if (this.saving) return;
+    this.saving = true;
+    this.saveButton.disabled = true;
+    this.status.className = "editor-status";
+    this.status.textContent = "Saving…";
+    try {
+      const saved = await api.save(this.page.path, this.text.value, this.page.version);
+      this.page = saved;
+      this.text.value = saved.markdown;
+      this.status.textContent = "Saved. The catalog is up to date.";
+      this.status.classList.add("ok");
+      await this.view.app.loadCatalog();
+      this.view.editor = null;
+      location.hash = "#/wiki/" + saved.path;
+    } catch (error) {
+      this.status.classList.add("error");
+      this.status.textContent = `Not saved: ${error.message}`;
+    } finally {
+      this.saving = false;
+      this.saveButton.disabled = false;
+    }
+  }
+}
