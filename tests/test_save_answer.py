@@ -81,3 +81,29 @@ async def test_mcp_ask_can_save(sample_kb):
     saved = result.structured_content["saved_path"]
     assert saved and (sample_kb.wiki_dir / saved).is_file()
     assert f"Saved as {saved}." in result.content[0].text
+
+
+def test_http_save_answer_endpoint(sample_kb):
+    from starlette.testclient import TestClient
+
+    from kb_ai.config import Settings
+    from kb_ai.server.app import create_app
+
+    with TestClient(create_app(Settings(kb=sample_kb.root, api_token="t0ken"), mcp=False)) as client:
+        auth = {"Authorization": "Bearer t0ken"}
+        body = {"question": "How are citations validated?", "answer": "Only pages read [Citations](retrieval/citations.md).",
+                "citations": ["retrieval/citations.md"], "mode": "offline"}
+        assert client.post("/api/answers", json=body).status_code == 401
+        saved = client.post("/api/answers", json=body, headers=auth)
+        assert saved.status_code == 201
+        path = saved.json()["path"]
+        post = frontmatter.load(sample_kb.wiki_dir / path)
+        assert post["kind"] == "answer" and post["citations"] == ["retrieval/citations.md"]
+        assert f"]({path})" in client.get("/api/index", headers=auth).text or path in sample_kb.master_index.read_text()
+        bad = client.post("/api/answers", json={**body, "citations": ["../../etc/passwd"]}, headers=auth)
+        unknown = client.post("/api/answers", json={**body, "citations": ["ops/nope.md"]}, headers=auth)
+        chained = client.post("/api/answers", json={**body, "citations": [path]}, headers=auth)
+        empty = client.post("/api/answers", json={**body, "answer": " "}, headers=auth)
+    assert bad.status_code == 400 and unknown.status_code == 404
+    assert chained.status_code == 400 and "saved answer" in chained.json()["error"]["message"]
+    assert empty.status_code == 400

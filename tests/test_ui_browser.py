@@ -168,6 +168,13 @@ def test_offline_chat_citation_panel_and_hand_edit(browser, ui_kb):
         page.keyboard.press("Escape")
         assert page.is_hidden("#panel")
 
+        # file the answer into wiki/answers/ (navigation only)
+        turn.locator("button.save-answer").click()
+        page.wait_for_selector(".turn a.saved-answer")
+        saved_path = turn.locator("a.saved-answer").get_attribute("data-path")
+        assert saved_path.startswith("answers/") and (ui_kb.wiki_dir / saved_path).is_file()
+        assert "kind: answer" in (ui_kb.wiki_dir / saved_path).read_text()
+
         # a suggested follow-up is a second turn of the same conversation
         turn.locator(".suggestions .chip").first.click()
         _wait_until(page, "document.querySelectorAll('.turn .answer-meta .mode-pill').length === 2")
@@ -199,7 +206,7 @@ def test_offline_chat_citation_panel_and_hand_edit(browser, ui_kb):
         # an invalid edit is refused with a message, and nothing is written
         page.click("a[data-action=edit]")
         page.locator("textarea.editor-text").fill("---\nsummary: no title\n---\nbody")
-        page.click("button:has-text('Save')")
+        page.click("form button.primary:has-text('Save')")
         page.wait_for_selector(".editor-status.error")
         assert "needs a title" in page.inner_text(".editor-status")
         assert "title: Citing pages" in (ui_kb.wiki_dir / "retrieval/citations.md").read_text()

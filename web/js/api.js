@@ -63,6 +63,7 @@ export const api = {
   index: () => request("GET", "/api/index"),
   page: (path) => request("GET", "/api/pages/" + pagePath(path)),
   save: (path, markdown, version) => request("PUT", "/api/pages/" + pagePath(path), { markdown, version }),
+  saveAnswer: (question, answer, citations, mode) => request("POST", "/api/answers", { question, answer, citations, mode }),
 };
 
 /**

@@ -1,7 +1,7 @@
 // The conversation: questions, streamed answers with citations, pages read, notices,
 // suggested follow-ups, and what each answer cost.
 
-import { streamChat } from "./api.js";
+import { api, streamChat } from "./api.js";
 import { $, clear, formatDuration, formatNumber, h } from "./dom.js";
 import { normalizeWikiPath, renderMarkdown } from "./markdown.js";
 
@@ -119,6 +119,9 @@ export class Chat {
 class AnswerView {
   constructor(app, question) {
     this.app = app;
+    this.question = question;
+    this.citations = [];
+    this.mode = "llm";
     this.started = performance.now();
     this.answer = "";
     this.failed = false;
@@ -158,7 +161,8 @@ class AnswerView {
       case "citations":
         this.invalid = new Set((data.invalid || []).map(normalizeWikiPath).filter(Boolean));
         this.renderNow();
-        this.showSources(data.citations || []);
+        this.citations = data.citations || [];
+        this.showSources(this.citations);
         break;
       case "suggestions": this.showSuggestions(data.questions || []); break;
       case "usage": this.showUsage(data); break;
@@ -231,6 +235,7 @@ class AnswerView {
   }
 
   showUsage(usage) {
+    this.mode = usage.mode || this.mode;
     const parts = [];
     if (usage.mode === "offline") parts.push(h("span.mode-pill.offline", {}, "Offline answer"));
     else {
@@ -251,6 +256,26 @@ class AnswerView {
     this.body.setAttribute("aria-busy", "false");
     this.renderNow();
     if (!this.answer && !this.failed) this.body.append(h("p.muted", {}, "No answer was returned."));
+    if (this.answer && !this.failed && this.citations.length) this.offerSave();
+  }
+
+  // Saved answers are navigation pages in wiki/answers/: later questions can find them and
+  // follow their citations, but no answer may cite them as evidence.
+  offerSave() {
+    const button = h("button.link-button.save-answer", { type: "button", title: "File this answer into wiki/answers/ (navigation only, never cited)" }, "Save to wiki");
+    button.addEventListener("click", async () => {
+      button.disabled = true;
+      button.textContent = "Saving…";
+      try {
+        const saved = await api.saveAnswer(this.question, this.answer, this.citations.map((c) => c.path), this.mode);
+        button.replaceWith(h("a.page-link.saved-answer", { href: "/wiki/" + saved.path, dataset: { path: saved.path } }, "Saved as " + saved.path));
+      } catch (error) {
+        button.disabled = false;
+        button.textContent = "Save to wiki";
+        this.laterNotices.append(h("p.error", { role: "alert" }, "Not saved: " + (error.message || error)));
+      }
+    });
+    this.footer.append(h("span.sep", { "aria-hidden": "true" }, "·"), button);
   }
 
   stopped() {

@@ -7,6 +7,7 @@ Routes (DESIGN.md, "HTTP"):
     GET  /wiki/, /wiki/<path>   the catalog and an article, rendered and sanitized
     POST /api/chat              one answer as Server-Sent Events
     GET  /api/index             the catalog as JSON, grouped by topic
+    POST /api/answers           file a chat answer into wiki/answers/ (navigation only)
     GET  /api/pages/<path>      one article: frontmatter, markdown, html, toc
     PUT  /api/pages/<path>      save a hand edit (POST works too)
     GET  /healthz               liveness
@@ -34,6 +35,7 @@ from kb_ai import __version__
 from kb_ai.config import Settings
 from kb_ai.navigate.ask import AskService, build_service
 from kb_ai.server.assets import default_web_dir
+from kb_ai.server.answers import save_answer_endpoint
 from kb_ai.server.chat import chat_endpoint
 from kb_ai.server.guard import LOOPBACK_HOSTS, RequestGuard
 from kb_ai.server.pages import index_endpoint, page_endpoint, template_env, wiki_page_endpoint
@@ -146,6 +148,7 @@ def create_app(settings: Settings, *, service: AskService | None = None, web_dir
         Route("/healthz", health_endpoint, methods=["GET"]),
         Route("/api/chat", chat_endpoint, methods=["POST"]),
         Route("/api/index", index_endpoint, methods=["GET"]),
+        Route("/api/answers", save_answer_endpoint, methods=["POST"]),
         Route("/api/pages/{path:path}", page_endpoint, methods=["GET", "PUT", "POST"]),
         Route("/wiki", wiki_root_redirect, methods=["GET"]),
         Route("/wiki/", wiki_page_endpoint, methods=["GET"]),
