@@ -59,13 +59,18 @@ def _read_body(wiki_dir: Path, path: str) -> str:
 def catalog_fingerprint(wiki_dir: Path, catalog: Catalog) -> str:
     """Changes when any catalog line or any listed article's size or mtime changes."""
     digest = hashlib.sha256(f"v{INDEX_FORMAT}".encode())
+    root = str(wiki_dir)
+    parts = []
     for entry in catalog.entries:
-        try:
-            st = os.stat(wiki_dir / entry.path)
-            stamp = f"{st.st_size}:{st.st_mtime_ns}"
-        except OSError:
-            stamp = "missing"
-        digest.update(f"{entry.line()}\x00{entry.topic}\x00{stamp}\n".encode())
+        stamp = catalog.stamps.get(entry.path) if catalog.stamps is not None else None
+        if stamp is None:
+            try:
+                st = os.stat(f"{root}/{entry.path}")
+                stamp = (st.st_size, st.st_mtime_ns)
+            except OSError:
+                stamp = (-1, -1)
+        parts.append(f"{entry.path}\x00{entry.title}\x00{entry.summary}\x00{entry.topic}\x00{stamp[0]}:{stamp[1]}\n")
+    digest.update("".join(parts).encode())
     return digest.hexdigest()
 
 
