@@ -29,6 +29,7 @@ DEFAULT_TOPIC = "general"
 RESERVED_NAMES = {"master-index.md", "log.md", "index.md"}
 
 _YAML_HANDLER = frontmatter.YAMLHandler()
+_FAST_SAFE_LOADER = getattr(yaml, "CSafeLoader", None)
 
 
 class _NoAliasLoader(yaml.SafeLoader):
@@ -110,7 +111,10 @@ def split_frontmatter(text: str, label: str) -> tuple[dict[str, Any], str]:
     if len(fm_text.encode("utf-8")) > MAX_FRONTMATTER_BYTES:
         raise ArticleFormatError(f"{label}: frontmatter larger than {MAX_FRONTMATTER_BYTES} bytes")
     try:
-        data = yaml.load(fm_text, Loader=_NoAliasLoader)  # noqa: S506 - a SafeLoader subclass
+        # Without a "*" there can be no alias (so no YAML bomb): use libyaml's C loader, ~10x
+        # faster (index and lint read every article); otherwise the alias-refusing loader.
+        loader = _FAST_SAFE_LOADER if _FAST_SAFE_LOADER is not None and "*" not in fm_text else _NoAliasLoader
+        data = yaml.load(fm_text, Loader=loader)  # noqa: S506 - both are safe loaders
     except yaml.YAMLError as exc:
         where = getattr(exc, "problem_mark", None)
         line = f" (frontmatter line {where.line + 1})" if where is not None else ""

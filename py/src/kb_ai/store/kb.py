@@ -76,8 +76,8 @@ class KnowledgeBase:
         catalog = build_catalog(self.wiki_dir)
         written = write_master_index(self.wiki_dir, catalog)
         topics = len(catalog.topics)
-        detail = f"{len(catalog)} articles in {topics} topics" + ("" if written else " (unchanged)")
-        append_log(self.wiki_dir, "index", detail)
+        if written:  # an unchanged catalog is not an event worth a line (and keeps wiki/ clean in git)
+            append_log(self.wiki_dir, "index", f"{len(catalog)} articles in {topics} topics")
         self.catalog_store.invalidate()
         return IndexResult(len(catalog), topics, written, catalog.warnings)
 
