@@ -127,3 +127,10 @@ def test_question_words_do_not_outrank_content_words():
     from kb_ai.offline.text import tokenize
 
     assert tokenize("What is offline mode and how does it work?") == ["offlin", "mode", "work"]
+
+
+def test_supersession_trails_are_not_quoted_as_evidence():
+    body = ("The Solo plan costs 12 dollars a month.\n\n"
+            "[Superseded 2026-03-01 by raw/pricing-v2.md: earlier the Solo plan cost 9 dollars a month.]")
+    picked = best_sentences("How much does the Solo plan cost?", [PageText("p.md", "Pricing", body)], limit=4)
+    assert [e.sentence for e in picked] == ["The Solo plan costs 12 dollars a month."]

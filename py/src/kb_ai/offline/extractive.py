@@ -42,6 +42,8 @@ def best_sentences(question: str, pages: list[PageText], limit: int = 4) -> list
     candidates: list[tuple[int, PageText, str, set[str]]] = []
     for rank, page in enumerate(pages):
         for paragraph in prose_paragraphs(page.body):
+            if paragraph.startswith("[Superseded"):
+                continue  # a supersession trail records an earlier fact: history, not the answer
             for sentence in split_sentences(paragraph):
                 if len(sentence.split()) < MIN_SENTENCE_WORDS:
                     continue

@@ -23,6 +23,7 @@ _QUESTION_WORDS = {
     "can", "could", "should", "would", "will", "shall", "may", "might", "must", "has", "have", "had",
     "am", "been", "being", "i", "me", "my", "you", "your", "we", "our", "us", "tell", "explain", "please",
     "about", "from", "its", "it's", "so", "than", "too", "very", "just", "also", "any", "some", "all",
+    "much", "many", "long", "often",
 }
 _STOP = frozenset(STOPWORDS_EN) | _QUESTION_WORDS
 _stemmer = Stemmer.Stemmer("english")

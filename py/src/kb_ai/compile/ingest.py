@@ -1,0 +1,528 @@
+"""Ingest: walk ``raw/`` in a deterministic order and turn each file into text plus metadata.
+
+Every file ends up either as a ``Source`` (normalized Markdown-ish text, title, date, checksum)
+or as a ``SkippedSource`` with a reason a person can act on. Nothing here raises for a bad
+file: unreadable, binary, oversized or corrupt inputs are skipped, never fatal. Heavy readers
+(trafilatura, pypdf, python-docx) are imported only when a file of their kind turns up.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import io
+import os
+import re
+from dataclasses import dataclass, field
+from html.parser import HTMLParser
+from pathlib import Path, PurePosixPath
+
+from kb_ai.errors import ArticleFormatError
+from kb_ai.store.articles import split_frontmatter
+from kb_ai.store.markdown_text import first_heading
+from kb_ai.store.paths import slugify
+
+MAX_SOURCE_BYTES = 25_000_000  # larger files are skipped: almost always data dumps, not documents
+MAX_TEXT_CHARS = 2_000_000  # extracted text beyond this is cut (and the cut is noted)
+MAX_PDF_PAGES = 1_000
+DEFAULT_TOPIC = "general"
+
+MARKDOWN_EXT = {".md", ".markdown", ".mdown", ".mkd"}
+TEXT_EXT = {".txt", ".text", ".rst", ".org", ".csv", ".tsv", ".json", ".yaml", ".yml", ".toml", ".log", ".adoc"}
+HTML_EXT = {".html", ".htm", ".xhtml"}
+ARCHIVE_EXT = (".zip", ".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar.xz", ".txz")
+# Known binary formats: skipped without reading them (a sniff catches the rest).
+BINARY_EXT = {
+    ".png", ".jpg", ".jpeg", ".gif", ".bmp", ".tif", ".tiff", ".webp", ".ico", ".heic", ".svgz",
+    ".mp3", ".wav", ".flac", ".ogg", ".m4a", ".mp4", ".mov", ".avi", ".mkv", ".webm",
+    ".exe", ".dll", ".so", ".dylib", ".bin", ".o", ".a", ".class", ".jar", ".pyc", ".wasm",
+    ".gz", ".bz2", ".xz", ".7z", ".rar", ".zst", ".dmg", ".iso", ".img",
+    ".doc", ".xls", ".xlsx", ".ppt", ".pptx", ".odt", ".ods", ".odp", ".epub", ".sqlite", ".db",
+    ".ttf", ".otf", ".woff", ".woff2", ".psd", ".ai", ".sketch", ".fig",
+}
+
+_ISO_DATE = re.compile(r"(?<!\d)(\d{4})-(\d{2})-(\d{2})(?!\d)")
+_DATE_LINE = re.compile(r"^\W*(?:date|updated|last updated|revised|as of)\W*:?\s*\**\s*(\d{4}-\d{2}-\d{2})", re.I)
+
+
+@dataclass
+class Source:
+    """One readable file of ``raw/``, normalized. ``path`` is ``raw/...`` (POSIX, relative to the KB)."""
+
+    path: str
+    kind: str
+    checksum: str
+    size: int
+    mtime_ns: int
+    title: str
+    date: str | None
+    text: str
+    topic_hint: str
+    notes: list[str] = field(default_factory=list)
+    tags: list[str] = field(default_factory=list)
+
+
+@dataclass
+class SkippedSource:
+    """A file of ``raw/`` that was not compiled, and why."""
+
+    path: str
+    reason: str
+    checksum: str | None = None
+    size: int = 0
+    mtime_ns: int = 0
+
+
+@dataclass(frozen=True)
+class RawFile:
+    """A file found by the walk, before it is read."""
+
+    path: str  # raw/...
+    file: Path
+    size: int
+    mtime_ns: int
+    skip_reason: str | None = None
+
+
+# ---------------------------------------------------------------------------------------------
+# the walk
+
+
+def walk_raw(kb_root: Path) -> list[RawFile]:
+    """Every file under ``raw/`` in sorted POSIX-path order. Hidden folders, symlinks leaving
+    ``raw/`` and special files are listed with a skip reason instead of being read."""
+    raw_dir = kb_root / "raw"
+    if not raw_dir.is_dir():
+        return []
+    raw_real = raw_dir.resolve()
+    found: list[RawFile] = []
+    for folder, dirs, files in os.walk(raw_dir):
+        rel_folder = Path(folder).relative_to(raw_dir).as_posix()
+        prefix = "raw/" if rel_folder == "." else f"raw/{rel_folder}/"
+        hidden = sorted(d for d in dirs if d.startswith("."))
+        for name in hidden:
+            found.append(RawFile(prefix + name + "/", Path(folder) / name, 0, 0, "hidden folder"))
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        for name in files:
+            file = Path(folder) / name
+            rel = prefix + name
+            if name.startswith("."):
+                found.append(RawFile(rel, file, 0, 0, "hidden file"))
+                continue
+            try:
+                if file.is_symlink():
+                    target = file.resolve()
+                    if raw_real not in target.parents:
+                        found.append(RawFile(rel, file, 0, 0, "symlink pointing outside raw/"))
+                        continue
+                st = file.stat()
+            except OSError as exc:
+                found.append(RawFile(rel, file, 0, 0, f"cannot read: {exc.strerror or exc}"))
+                continue
+            if not _is_regular(st.st_mode):
+                found.append(RawFile(rel, file, 0, 0, "not a regular file"))
+                continue
+            found.append(RawFile(rel, file, st.st_size, st.st_mtime_ns))
+    found.sort(key=lambda r: r.path)
+    return found
+
+
+def _is_regular(mode: int) -> bool:
+    import stat
+
+    return stat.S_ISREG(mode)
+
+
+def topic_hint(path: str) -> str:
+    """The topic suggested by a source's folder: ``raw/product/x.md`` -> ``product``."""
+    parts = PurePosixPath(path).parts
+    if len(parts) >= 3:
+        return slugify(parts[1], fallback=DEFAULT_TOPIC)
+    return DEFAULT_TOPIC
+
+
+def checksum_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+# ---------------------------------------------------------------------------------------------
+# reading one file
+
+
+def read_source(raw: RawFile) -> Source | SkippedSource:
+    """Read and normalize one file; never raises for a bad file."""
+    if raw.skip_reason:
+        return SkippedSource(raw.path, raw.skip_reason, size=raw.size, mtime_ns=raw.mtime_ns)
+    if raw.size > MAX_SOURCE_BYTES:
+        return SkippedSource(raw.path, f"larger than {MAX_SOURCE_BYTES // 1_000_000} MB ({raw.size:,} bytes)",
+                             size=raw.size, mtime_ns=raw.mtime_ns)
+    try:
+        data = raw.file.read_bytes()
+    except OSError as exc:
+        return SkippedSource(raw.path, f"cannot read: {exc.strerror or exc}", size=raw.size, mtime_ns=raw.mtime_ns)
+    checksum = checksum_bytes(data)
+    try:
+        parsed = parse_document(raw.path, data)
+    except UnreadableError as exc:
+        return SkippedSource(raw.path, str(exc), checksum, raw.size, raw.mtime_ns)
+    except Exception as exc:  # noqa: BLE001 - a reader bug on one file must not stop the compile
+        return SkippedSource(raw.path, f"could not be read ({type(exc).__name__}: {_one_line(exc)})",
+                             checksum, raw.size, raw.mtime_ns)
+    text = parsed.text.strip()
+    notes = list(parsed.notes)
+    if len(text) > MAX_TEXT_CHARS:
+        text = text[:MAX_TEXT_CHARS].rsplit("\n", 1)[0]
+        notes.append(f"text cut at {MAX_TEXT_CHARS:,} characters")
+    if not _has_words(text):
+        return SkippedSource(raw.path, "no text found" + (f" ({'; '.join(notes)})" if notes else ""),
+                             checksum, raw.size, raw.mtime_ns)
+    title = " ".join((parsed.title or "").split()) or title_from_filename(raw.path)
+    date = parsed.date or date_from_filename(raw.path)
+    return Source(raw.path, parsed.kind, checksum, raw.size, raw.mtime_ns, title[:200], date, text,
+                  topic_hint(raw.path), notes, parsed.tags)
+
+
+class UnreadableError(Exception):
+    """A file that cannot be turned into text; the message is the skip reason."""
+
+
+@dataclass
+class Parsed:
+    kind: str
+    text: str
+    title: str | None = None
+    date: str | None = None
+    notes: list[str] = field(default_factory=list)
+    tags: list[str] = field(default_factory=list)
+
+
+def parse_document(path: str, data: bytes, *, depth: int = 0) -> Parsed:
+    """Dispatch on the file name; ``depth`` > 0 for archive members (no nested archives)."""
+    name = PurePosixPath(path).name.lower()
+    suffix = PurePosixPath(name).suffix
+    if name.endswith(ARCHIVE_EXT):
+        if depth > 0:
+            raise UnreadableError("nested archive")
+        from kb_ai.compile.archives import read_archive
+
+        return read_archive(path, data)
+    if suffix == ".pdf":
+        return _read_pdf(data)
+    if suffix == ".docx":
+        return _read_docx(data)
+    if suffix in BINARY_EXT:
+        raise UnreadableError(f"binary file ({suffix})")
+    if data[:5] == b"%PDF-":
+        return _read_pdf(data)
+    text = decode_text(data)
+    if suffix in HTML_EXT or (suffix not in MARKDOWN_EXT | TEXT_EXT and _looks_like_html(text)):
+        return _read_html(text)
+    if suffix in MARKDOWN_EXT:
+        return _read_markdown(path, text)
+    return _read_plain(text)
+
+
+def decode_text(data: bytes) -> str:
+    """UTF-8 (with or without BOM), else Windows-1252 when that gives clean text; else unreadable."""
+    if b"\x00" in data[:8192]:
+        raise UnreadableError("binary file (contains NUL bytes)")
+    try:
+        return _newlines(data.decode("utf-8-sig"))
+    except UnicodeDecodeError:
+        pass
+    text = data.decode("cp1252", errors="replace")
+    bad = sum(1 for ch in text if ch == "\ufffd" or (ord(ch) < 32 and ch not in "\t\n\r\f"))
+    if bad > max(2, len(text) // 200):
+        raise UnreadableError("not text (undecodable bytes)")
+    return _newlines(text)
+
+
+def _newlines(text: str) -> str:
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def _has_words(text: str) -> bool:
+    return len(re.findall(r"\w{2,}", text[:20_000])) >= 3
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())[:200]
+
+
+# ---------------------------------------------------------------------------------------------
+# dates and titles
+
+
+def normalize_date(value: object) -> str | None:
+    """An ISO ``YYYY-MM-DD`` from a date, a datetime or a string that starts with one."""
+    if isinstance(value, dt.datetime):
+        return value.date().isoformat()
+    if isinstance(value, dt.date):
+        return value.isoformat()
+    if isinstance(value, str):
+        match = _ISO_DATE.search(value.strip()[:40])
+        if match:
+            return _valid_date(*match.groups())
+    return None
+
+
+def _valid_date(year: str, month: str, day: str) -> str | None:
+    try:
+        return dt.date(int(year), int(month), int(day)).isoformat()
+    except ValueError:
+        return None
+
+
+def date_from_filename(path: str) -> str | None:
+    match = _ISO_DATE.search(PurePosixPath(path).name)
+    return _valid_date(*match.groups()) if match else None
+
+
+def date_from_text(text: str) -> str | None:
+    """A ``Date: 2026-03-01`` style line near the top of a document."""
+    for line in text.splitlines()[:15]:
+        match = _DATE_LINE.match(line.strip())
+        if match:
+            return normalize_date(match.group(1))
+    return None
+
+
+def title_from_filename(path: str) -> str:
+    stem = PurePosixPath(path).name
+    for ext in ARCHIVE_EXT:
+        if stem.lower().endswith(ext):
+            stem = stem[: -len(ext)]
+            break
+    else:
+        stem = PurePosixPath(stem).stem
+    stem = _ISO_DATE.sub(" ", stem)
+    words = re.sub(r"[-_.]+", " ", stem).split()
+    text = " ".join(words)
+    return (text[:1].upper() + text[1:]) if text else "Untitled"
+
+
+# ---------------------------------------------------------------------------------------------
+# readers
+
+
+def _read_markdown(path: str, text: str) -> Parsed:
+    try:
+        meta, body = split_frontmatter(text, path)
+    except ArticleFormatError:
+        meta, body = {}, text
+    title = meta.get("title") if isinstance(meta.get("title"), str) else None
+    date = None
+    for key in ("date", "updated", "modified", "created"):
+        date = normalize_date(meta.get(key))
+        if date:
+            break
+    tags = meta.get("tags")
+    tags = [str(t) for t in tags if isinstance(t, (str, int))] if isinstance(tags, list) else []
+    return Parsed("markdown", body, title or first_heading(body), date or date_from_text(body), tags=tags[:10])
+
+
+def _read_plain(text: str) -> Parsed:
+    lines = [line.strip() for line in text.splitlines()]
+    title = None
+    for index, line in enumerate(lines):
+        if not line:
+            continue
+        next_line = lines[index + 1] if index + 1 < len(lines) else ""
+        underlined = bool(re.fullmatch(r"[=\-~#*]{3,}", next_line))
+        if len(line) <= 90 and (underlined or not line.endswith((".", ",", ";", ":")) or not next_line):
+            title = line.strip("#*= ")
+        break
+    body = _plain_to_markdown(text)
+    return Parsed("text", body, title or None, date_from_text(text))
+
+
+def _plain_to_markdown(text: str) -> str:
+    """Plain text: setext underlines become headings, everything else stays as written."""
+    out: list[str] = []
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    skip = False
+    for index, line in enumerate(lines):
+        if skip:
+            skip = False
+            continue
+        following = lines[index + 1].strip() if index + 1 < len(lines) else ""
+        if line.strip() and re.fullmatch(r"={3,}", following):
+            out.append("# " + line.strip())
+            skip = True
+        elif line.strip() and re.fullmatch(r"-{3,}", following):
+            out.append("## " + line.strip())
+            skip = True
+        else:
+            out.append(line.rstrip())
+    return "\n".join(out)
+
+
+def _looks_like_html(text: str) -> bool:
+    head = text[:2000].lstrip().lower()
+    return head.startswith(("<!doctype html", "<html")) or ("<body" in head and "</" in head)
+
+
+def _read_html(text: str) -> Parsed:
+    try:
+        import trafilatura  # noqa: PLC0415 (heavy; only when an HTML file turns up)
+    except ImportError:
+        trafilatura = None
+    body = title = date = None
+    notes: list[str] = []
+    if trafilatura is not None:
+        try:
+            body = trafilatura.extract(text, output_format="markdown", include_tables=True,
+                                       include_comments=False, include_links=False, include_images=False)
+            meta = trafilatura.extract_metadata(text)
+            if meta is not None:
+                title, date = meta.title, normalize_date(meta.date)
+        except Exception as exc:  # noqa: BLE001 - fall back to the plain extractor below
+            notes.append(f"main-content extraction failed ({type(exc).__name__}); used all text")
+    else:
+        notes.append("trafilatura unavailable; used all text")
+    if not body or not body.strip():
+        fallback = _HTMLText.extract(text)
+        body, title = fallback.text, title or fallback.title
+    if title and body:
+        heading = first_heading(body)
+        if heading and heading.casefold() in title.casefold():
+            title = heading  # "Pricing | Acme" -> "Pricing"
+    return Parsed("html", body or "", title or first_heading(body or ""), date, notes)
+
+
+class _HTMLText(HTMLParser):
+    """Stdlib fallback: visible text with headings kept, scripts/styles/navigation dropped."""
+
+    _SKIP = {"script", "style", "nav", "header", "footer", "noscript", "template", "svg"}
+    _BLOCK = {"p", "div", "li", "tr", "br", "section", "article", "table", "ul", "ol", "pre", "blockquote"}
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.parts: list[str] = []
+        self.title = ""
+        self._skip = 0
+        self._in_title = False
+
+    @classmethod
+    def extract(cls, html: str) -> "_HTMLText":
+        parser = cls()
+        try:
+            parser.feed(html)
+            parser.close()
+        except Exception:  # noqa: BLE001 - malformed HTML: keep what was parsed
+            pass
+        parser.text = re.sub(r"\n{3,}", "\n\n", "".join(parser.parts)).strip()
+        parser.title = " ".join(parser.title.split())
+        return parser
+
+    def handle_starttag(self, tag, attrs):
+        if tag in self._SKIP:
+            self._skip += 1
+        elif tag == "title":
+            self._in_title = True
+        elif re.fullmatch(r"h[1-6]", tag):
+            self.parts.append("\n\n" + "#" * int(tag[1]) + " ")
+        elif tag in self._BLOCK:
+            self.parts.append("\n\n" if tag != "li" else "\n- ")
+
+    def handle_endtag(self, tag):
+        if tag in self._SKIP and self._skip:
+            self._skip -= 1
+        elif tag == "title":
+            self._in_title = False
+        elif re.fullmatch(r"h[1-6]", tag):
+            self.parts.append("\n\n")
+
+    def handle_data(self, data):
+        if self._in_title:
+            self.title += data
+        elif not self._skip:
+            self.parts.append(re.sub(r"\s+", " ", data))
+
+
+def _read_pdf(data: bytes) -> Parsed:
+    try:
+        from pypdf import PdfReader  # noqa: PLC0415
+        from pypdf.errors import PdfReadError  # noqa: PLC0415
+    except ImportError:  # pragma: no cover - declared dependency
+        raise UnreadableError("PDF support unavailable (pypdf not installed)") from None
+    import logging  # noqa: PLC0415
+
+    logging.getLogger("pypdf").setLevel(logging.ERROR)  # broken files are reported as skipped, not logged
+    try:
+        reader = PdfReader(io.BytesIO(data), strict=False)
+        if reader.is_encrypted:
+            try:
+                if not reader.decrypt(""):
+                    raise UnreadableError("encrypted PDF (password required)")
+            except UnreadableError:
+                raise
+            except Exception:  # noqa: BLE001
+                raise UnreadableError("encrypted PDF (cannot decrypt)") from None
+        pages = reader.pages
+        count = len(pages)
+    except UnreadableError:
+        raise
+    except (PdfReadError, ValueError, KeyError, TypeError, OSError, AttributeError) as exc:
+        raise UnreadableError(f"not a readable PDF ({_one_line(exc)})") from None
+    notes: list[str] = []
+    texts: list[str] = []
+    for number in range(min(count, MAX_PDF_PAGES)):
+        try:
+            page_text = pages[number].extract_text() or ""
+        except Exception as exc:  # noqa: BLE001 - one bad page does not spoil the rest
+            notes.append(f"page {number + 1} unreadable ({type(exc).__name__})")
+            continue
+        texts.append(page_text.strip())
+    if count > MAX_PDF_PAGES:
+        notes.append(f"only the first {MAX_PDF_PAGES} of {count} pages read")
+    title = date = None
+    try:
+        info = reader.metadata
+        if info is not None:
+            title = info.title if isinstance(info.title, str) and info.title.strip() else None
+            created = info.creation_date
+            date = normalize_date(created) if created else None
+    except Exception:  # noqa: BLE001 - metadata is optional
+        pass
+    body = "\n\n".join(t for t in texts if t)
+    if not title:
+        first = next((line.strip() for line in body.splitlines() if line.strip()), "")
+        title = first if 0 < len(first) <= 90 else None
+    return Parsed("pdf", body, title, date_from_text(body) or date, notes)
+
+
+def _read_docx(data: bytes) -> Parsed:
+    try:
+        import docx  # noqa: PLC0415
+    except ImportError:  # pragma: no cover - declared dependency
+        raise UnreadableError("DOCX support unavailable (python-docx not installed)") from None
+    try:
+        document = docx.Document(io.BytesIO(data))
+    except Exception as exc:  # noqa: BLE001 - python-docx raises many kinds for a broken file
+        raise UnreadableError(f"not a readable DOCX ({type(exc).__name__})") from None
+    lines: list[str] = []
+    title = None
+    for paragraph in document.paragraphs:
+        text = paragraph.text.strip()
+        if not text:
+            continue
+        style = (paragraph.style.name if paragraph.style is not None else "") or ""
+        if style == "Title":
+            title = title or text
+            lines.append(f"# {text}")
+        elif style.startswith("Heading"):
+            level = int(style.split()[-1]) if style.split()[-1].isdigit() else 2
+            lines.append("#" * min(6, level + 1) + " " + text)
+        elif style.startswith("List"):
+            lines.append(f"- {text}")
+        else:
+            lines.append(text)
+    for table in document.tables:
+        for row in table.rows:
+            cells = [" ".join(cell.text.split()) for cell in row.cells]
+            lines.append("| " + " | ".join(cells) + " |")
+    title = title or (document.core_properties.title or None)
+    # core_properties.created is not used: templates carry their own (python-docx's says 2013).
+    body = "\n\n".join(lines)
+    return Parsed("docx", body, title or first_heading(body), date_from_text(body))

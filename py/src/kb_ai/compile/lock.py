@@ -1,0 +1,94 @@
+"""One compile at a time per knowledge base: an exclusive ``flock`` on ``.kaas/compile.lock``.
+
+The kernel releases a ``flock`` when its process dies, however it dies, so a compile killed with
+``kill -9`` never leaves a lock that blocks the next one: the next compile takes it over and
+says so (the file still names the dead pid). The file records the holder's pid, host and start
+time for the message a second compile prints. It is never deleted: unlinking a locked file
+would let two processes lock two different files of the same name.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import socket
+import time
+from pathlib import Path
+
+from kb_ai.errors import LockedError
+
+LOCK_NAME = "compile.lock"
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _describe(info: dict) -> str:
+    started = info.get("started")
+    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(started)) if isinstance(started, (int, float)) else "?"
+    return f"pid {info.get('pid', '?')} on {info.get('host', '?')}, started {when}"
+
+
+class CompileLock:
+    """Context manager. ``took_over`` is set when the previous holder died without releasing."""
+
+    def __init__(self, state_dir: Path):
+        self.path = Path(state_dir) / LOCK_NAME
+        self.took_over: str | None = None
+        self._fd: int | None = None
+
+    def acquire(self) -> "CompileLock":
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except (BlockingIOError, PermissionError):
+            info = _read_info(fd)
+            os.close(fd)
+            raise LockedError(
+                f"another kaas compile is running on this knowledge base ({_describe(info)}); "
+                "wait for it to finish"
+            ) from None
+        previous = _read_info(fd)
+        if previous.get("pid") and previous.get("pid") != os.getpid():
+            # The file was not cleared on release: its holder died mid-compile.
+            self.took_over = f"the previous compile ({_describe(previous)}) did not finish; resuming its work"
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "started": time.time()}).encode(), 0)
+        self._fd = fd
+        return self
+
+    def release(self) -> None:
+        if self._fd is None:
+            return
+        try:
+            os.ftruncate(self._fd, 0)
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+        finally:
+            os.close(self._fd)
+            self._fd = None
+
+    def __enter__(self) -> "CompileLock":
+        return self.acquire()
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+
+def _read_info(fd: int) -> dict:
+    try:
+        data = os.pread(fd, 4096, 0)
+        info = json.loads(data.decode("utf-8")) if data.strip() else {}
+        return info if isinstance(info, dict) else {}
+    except (OSError, ValueError):
+        return {}

@@ -1,0 +1,162 @@
+"""Deterministic structuring: an article from a source without a model, and supersession by diff.
+
+Offline, an article is its source, cleaned: a ``# Title`` heading, the source's own sections
+(headings kept, demoted under the title), boilerplate and duplicate copies already removed by
+dedup, a lead-sentence summary. When a newer version of the source arrives (a changed file or a
+dated revision), the new text becomes the article and every paragraph that changed or vanished
+leaves a trail line ``[Superseded DATE by raw/...: earlier "..."]`` after the paragraph that
+replaced it, so old and new facts are never both stated as current.
+"""
+
+from __future__ import annotations
+
+import re
+from difflib import SequenceMatcher
+
+from kb_ai.compile.dedup import blocks, words
+from kb_ai.store.markdown_text import (
+    clip,
+    first_sentence,
+    iter_lines_outside_fences,
+    plain_text,
+    prose_paragraphs,
+    split_sentences,
+)
+
+TRAIL = re.compile(r"^\[Superseded (\d{4}-\d{2}-\d{2}) by (raw/.+?): earlier (.+)\]\s*$")
+_HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
+QUOTE_LIMIT = 220
+
+
+def trail_line(date: str, source: str, earlier: str) -> str:
+    text = clip(plain_text(earlier).replace("]", ")"), QUOTE_LIMIT)
+    return f'[Superseded {date} by {source}: earlier "{text}"]'
+
+
+def article_body(title: str, text: str) -> str:
+    """``# title`` then the source text, with the source's own H1 (if it repeats the title)
+    removed and its headings demoted when it has other H1s."""
+    lines = text.strip("\n").splitlines()
+    out: list[str] = []
+    dropped_title = False
+    has_h1 = False
+    for line, in_fence in iter_lines_outside_fences("\n".join(lines)):
+        match = None if in_fence else _HEADING.match(line)
+        if match and len(match.group(1)) == 1:
+            if not dropped_title and not out_has_text(out) and plain_text(match.group(2)).casefold() == title.casefold():
+                dropped_title = True
+                continue
+            has_h1 = True
+        elif not dropped_title and not in_fence and not out_has_text(out) and line.strip() \
+                and plain_text(line).casefold() == title.casefold():
+            dropped_title = True  # a plain first line repeating the title (text and PDF sources)
+            continue
+        out.append(line)
+    body = "\n".join(out).strip("\n")
+    if has_h1:
+        body = demote_headings(body)
+    body = re.sub(r"\n{3,}", "\n\n", body)
+    return f"# {title}\n\n{body}".rstrip() + "\n"
+
+
+def out_has_text(lines: list[str]) -> bool:
+    return any(line.strip() for line in lines)
+
+
+def demote_headings(body: str, levels: int = 1) -> str:
+    out = []
+    for line, in_fence in iter_lines_outside_fences(body):
+        match = None if in_fence else _HEADING.match(line)
+        if match:
+            hashes = len(match.group(1))
+            line = "#" * min(6, hashes + levels) + line[hashes:]
+        out.append(line)
+    return "\n".join(out)
+
+
+_META_LINE = re.compile(r"^\W*(date|updated|last updated|revised|author|owner|status|version)\W*:", re.I)
+
+
+def lead_summary(body: str, title: str, limit: int = 200) -> str:
+    """The first sentence of the first real paragraph (not a ``Date:`` line, not a stub)."""
+    for paragraph in prose_paragraphs(body):
+        if _META_LINE.match(paragraph) or len(paragraph.split()) < 4:
+            continue
+        sentences = split_sentences(paragraph)
+        if sentences:
+            return clip(sentences[0], limit)
+    return first_sentence(body, limit) or title
+
+
+# ---------------------------------------------------------------------------------------------
+# supersession by diff
+
+
+def _units(body: str) -> tuple[str, list[tuple[str, list[str]]]]:
+    """Split a body into (H1 line, [(block, trail lines attached after it)])."""
+    parts = blocks(body)
+    h1 = ""
+    if parts and re.match(r"^#\s", parts[0]):
+        first_lines = parts[0].split("\n", 1)
+        h1 = first_lines[0]
+        rest = first_lines[1].strip() if len(first_lines) > 1 else ""
+        parts = ([rest] if rest else []) + parts[1:]
+    units: list[tuple[str, list[str]]] = []
+    leading: list[str] = []
+    for part in parts:
+        if TRAIL.match(part.strip()):
+            if units:
+                units[-1][1].append(part.strip())
+            else:
+                leading.append(part.strip())
+            continue
+        units.append((part, []))
+    if leading:
+        units.insert(0, ("", leading))
+    return h1, units
+
+
+def _norm(block: str) -> str:
+    return " ".join(words(block))
+
+
+def _is_heading(block: str) -> bool:
+    return bool(_HEADING.match(block.strip().splitlines()[0])) if block.strip() else False
+
+
+def _changed_statements(old: str, new_text_norm: str) -> list[str]:
+    """What of ``old`` is no longer said anywhere in the new text: its missing sentences."""
+    sentences = split_sentences(plain_text(old)) or [plain_text(old)]
+    return [s for s in sentences if _norm(s) and _norm(s) not in new_text_norm]
+
+
+def supersede(old_body: str, new_body: str, *, date: str, source: str) -> tuple[str, int]:
+    """The new body with trail lines for every statement of the old body it no longer makes.
+    Existing trail lines are kept. Returns (body, number of new trail lines)."""
+    _, old_units = _units(old_body)
+    new_h1, new_units = _units(new_body)
+    old_keys = [_norm(b) for b, _ in old_units]
+    new_keys = [_norm(b) for b, _ in new_units]
+    matcher = SequenceMatcher(None, old_keys, new_keys, autojunk=False)
+    new_text_norm = " " + " ".join(new_keys) + " "
+    out: list[str] = []
+    added = 0
+    for op, i1, i2, j1, j2 in matcher.get_opcodes():
+        new_part = [b for b, _ in new_units[j1:j2]]
+        if op == "equal":
+            for (block, _), (_, old_trails) in zip(new_units[j1:j2], old_units[i1:i2]):
+                out.append(block)
+                out.extend(old_trails)
+            continue
+        out.extend(new_part)
+        trails: list[str] = []
+        for block, old_trails in old_units[i1:i2]:
+            trails.extend(old_trails)
+            if not block or _is_heading(block):
+                continue
+            for statement in _changed_statements(block, new_text_norm):
+                trails.append(trail_line(date, source, statement))
+                added += 1
+        out.extend(trails)
+    body = "\n\n".join(b.strip("\n") for b in out if b.strip())
+    return (f"{new_h1}\n\n{body}".strip() + "\n") if new_h1 else body.strip() + "\n", added

@@ -1,0 +1,722 @@
+"""``kaas compile``: raw/ -> wiki/ in six stages (ingest, dedup, plan, write, index, report).
+
+``run_compile`` is the service function the CLI (and anything else) calls. The stages share a
+``CompileState`` (manifest + journal, see ``state.py``) so that a compile is incremental (only
+new, changed and deleted sources cost anything), resumable (every finished unit of work is
+journaled; a rerun continues), and reproducible (deterministic order, temperature 0, cached).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import logging
+import time
+from dataclasses import dataclass, field
+
+from kb_ai.compile.dedup import Boilerplate, DedupIndex, classify, fingerprint
+from kb_ai.compile.ingest import RawFile, SkippedSource, Source, read_source, walk_raw
+from kb_ai.compile.lock import CompileLock
+from kb_ai.compile.plan import (
+    PLAN_WAVE,
+    CatalogItem,
+    LLMPlanner,
+    OfflinePlanner,
+    PlanCatalog,
+    PlanResult,
+)
+from kb_ai.compile.progress import Progress
+from kb_ai.compile.report import CompileReport
+from kb_ai.compile.state import (
+    COMPILED,
+    DUPLICATE,
+    FAILED,
+    FINAL_STATUSES,
+    PLANNED,
+    SKIPPED,
+    CompileState,
+    PlanTarget,
+    SourceRecord,
+)
+from kb_ai.compile.write import (
+    WRITE_PROMPT,
+    WRITE_SOURCE_TOKENS,
+    ArticleJob,
+    ArticleOutcome,
+    ArticleWriter,
+    Contribution,
+    LLMWriter,
+    OfflineWriter,
+)
+from kb_ai.config import Settings
+from kb_ai.errors import ArticleFormatError, LLMError, NoWikiError, UnsafePathError
+from kb_ai.llm.tokens import estimate_tokens
+from kb_ai.llm.usage import UsageMeter
+from kb_ai.store.articles import load_article
+from kb_ai.store.catalog import append_log, build_catalog
+from kb_ai.store.files import TEMP_PREFIX
+from kb_ai.store.kb import KnowledgeBase
+
+log = logging.getLogger(__name__)
+
+FATAL_LLM_CODES = {"unknown_model", "missing_api_key", "llm_auth", "llm_unreachable"}
+MANIFEST_LABEL = ".kaas/manifest.json"
+
+
+def run_compile(settings: Settings, *, full: bool = False, dry_run: bool = False, progress: bool | None = None,
+                gateway=None) -> CompileReport:
+    """Compile ``settings.kb``'s raw/ into its wiki/. Raises ``LockedError`` when another compile
+    holds the lock, ``NoWikiError`` when there is no raw/ folder, fatal ``LLM*Error``s (bad model,
+    key, unreachable server) after saving the work done; anything else goes into the report."""
+    return asyncio.run(compile_async(settings, full=full, dry_run=dry_run, progress=progress, gateway=gateway))
+
+
+async def compile_async(settings: Settings, *, full: bool = False, dry_run: bool = False,
+                        progress: bool | None = None, gateway=None) -> CompileReport:
+    """``run_compile`` for callers that already run an event loop."""
+    kb = KnowledgeBase(settings.kb)
+    if not kb.raw_dir.is_dir():
+        raise NoWikiError(f"no raw/ folder in {kb.root} (run `kaas init` there, or pass --kb DIR)")
+    if gateway is None and settings.effective_compile_model:
+        gateway = build_gateway(settings, kb)  # KAAS_COMPILE_MODEL alone is enough to compile with a model
+    compiler = Compiler(settings, kb, gateway=gateway, full=full, dry_run=dry_run, progress=Progress(progress))
+    if dry_run:
+        return await compiler.run()
+    lock = CompileLock(kb.state_dir)
+    lock.acquire()
+    try:
+        if lock.took_over:
+            compiler.report.notes.append(lock.took_over)
+        return await compiler.run()
+    finally:
+        lock.release()
+
+
+def build_gateway(settings: Settings, kb: KnowledgeBase):
+    from kb_ai.llm.gateway import GatewayConfig, LLMGateway  # noqa: PLC0415
+
+    model = settings.effective_compile_model
+    assert model
+    config = GatewayConfig(
+        model=model, api_base=settings.api_base, api_key=settings.api_key, timeout=settings.timeout,
+        max_retries=settings.max_retries, concurrency=settings.concurrency,
+        cache_dir=(kb.state_dir / "cache" / "llm") if settings.cache else None,
+        trace_file=(kb.state_dir / "logs" / "llm-trace.jsonl") if settings.debug else None,
+    )
+    return LLMGateway(config)
+
+
+def _prompt_library(settings: Settings):
+    from kb_ai.llm.prompts import PromptLibrary  # noqa: PLC0415
+
+    return PromptLibrary(settings.prompts_dir) if settings.prompts_dir else PromptLibrary()
+
+
+@dataclass
+class SourceWork:
+    """A source that needs something this run (new, changed, or with unfinished work)."""
+
+    source: Source
+    change: str  # new | changed | pending | full
+    record: SourceRecord | None
+    revision_of: str | None = None
+    plan: list[PlanTarget] | None = None
+    rejected: list[str] = field(default_factory=list)
+
+
+class Compiler:
+    """One compile run. Stages are methods; each fills its part of ``self.report``."""
+
+    def __init__(self, settings: Settings, kb: KnowledgeBase, *, gateway, full: bool, dry_run: bool,
+                 progress: Progress):
+        self.settings = settings
+        self.kb = kb
+        self.gateway = gateway
+        self.full = full
+        self.dry_run = dry_run
+        self.progress = progress
+        self.mode = "llm" if gateway is not None else "offline"
+        self.today = dt.date.today().isoformat()
+        self.report = CompileReport(kb=str(kb.root), mode=self.mode, dry_run=dry_run, full=full,
+                                    model=getattr(getattr(gateway, "config", None), "model", None))
+        self.state: CompileState | None = None
+        self.work: dict[str, SourceWork] = {}
+        self.present: dict[str, RawFile] = {}
+        self.deleted: list[str] = []
+        self.became_duplicate: dict[str, list[str]] = {}
+        self.written = False
+        self.prompts = None
+        self.plan_meter = UsageMeter()
+        self.write_meter = UsageMeter()
+        if self.mode == "llm":
+            self.prompts = _prompt_library(settings)
+            self.planner = LLMPlanner(gateway, self.prompts, self.plan_meter)
+            self.writer = LLMWriter(gateway, self.prompts, self.write_meter, self.today)
+        else:
+            self.planner = OfflinePlanner()
+            self.writer = OfflineWriter(self.today)
+
+    # -- the run ------------------------------------------------------------------------------
+
+    async def run(self) -> CompileReport:
+        started = time.perf_counter()
+        kb = self.kb
+        if not self.dry_run:
+            kb.wiki_dir.mkdir(parents=True, exist_ok=True)
+            self._remove_temp_files()
+        self.state = CompileState.load(kb.state_dir, kb.wiki_dir, read_only=self.dry_run)
+        self.report.warnings.extend(self.state.warnings)
+        if self.state.resumed_units:
+            self.report.notes.append(
+                f"resumed an interrupted compile: {self.state.resumed_units} finished units of work kept"
+            )
+        if self.mode == "llm" and not self.dry_run and hasattr(self.gateway, "preflight"):
+            self.gateway.preflight()
+        self._check_prompts()
+        try:
+            self._stage_ingest()
+            self._stage_dedup()
+            await self._stage_plan()
+            if self.dry_run:
+                self._dry_run_plan()
+            else:
+                await self._stage_write()
+                self._stage_index()
+        finally:
+            self.progress.done()
+            self.state.close()
+        self.report.seconds = round(time.perf_counter() - started, 3)
+        if not self.dry_run:
+            versions = self._prompt_versions()
+            if any(self.state.prompts.get(k) != v for k, v in versions.items()):
+                self.state.set_prompts(versions)
+            self.state.save({"mode": self.mode, "model": self.report.model,
+                             "compiled_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")})
+            self.report.manifest = MANIFEST_LABEL
+            append_log(kb.wiki_dir, "compile", self._log_line())
+        return self.report
+
+    def _remove_temp_files(self) -> None:
+        """Temp files of an atomic write cut short by a kill (we hold the lock: none is live)."""
+        for folder in (self.kb.wiki_dir, self.kb.state_dir):
+            if folder.is_dir():
+                for tmp in folder.rglob(f"{TEMP_PREFIX}*"):
+                    try:
+                        tmp.unlink()
+                    except OSError:
+                        pass
+
+    def _prompt_versions(self) -> dict[str, str]:
+        if self.mode == "llm":
+            return {"compile_plan": self.planner.prompt_version, "compile_write": self.writer.prompt_version}
+        return {"offline": OfflinePlanner.prompt_version}
+
+    def _check_prompts(self) -> None:
+        for name, version in self._prompt_versions().items():
+            old = self.state.prompts.get(name)
+            if old and old != version:
+                self.report.prompt_changes.append(
+                    f"{name} (was {old}, now {version}): only new and changed sources use it; "
+                    "run `kaas compile --full` to re-plan and rewrite every article with it"
+                )
+
+    # -- 1. ingest ----------------------------------------------------------------------------
+
+    def _stage_ingest(self) -> None:
+        stage = self.report.stage("ingest")
+        t0 = time.perf_counter()
+        state = self.state
+        raws = walk_raw(self.kb.root)
+        self.present = {r.path: r for r in raws}
+        counts = {"found": len(raws), "read": 0, "new": 0, "changed": 0, "unchanged": 0, "skipped": 0}
+        self.progress.start("ingest", len(raws))
+        for raw in raws:
+            record = state.sources.get(raw.path)
+            self.progress.advance(raw.path)
+            fast = (not self.full and record is not None and record.status in FINAL_STATUSES
+                    and record.size == raw.size and record.mtime_ns == raw.mtime_ns and not raw.skip_reason)
+            if fast:
+                counts["unchanged"] += 1
+                if record.status == SKIPPED:
+                    counts["skipped"] += 1
+                    self.report.skipped.append({"path": raw.path, "reason": record.reason or ""})
+                continue
+            result = read_source(raw)
+            counts["read"] += 1
+            if isinstance(result, SkippedSource):
+                counts["skipped"] += 1
+                self.report.skipped.append({"path": raw.path, "reason": result.reason})
+                if record is not None and record.articles:
+                    self.became_duplicate[raw.path] = list(record.articles)  # detach like a deletion
+                new_record = SourceRecord(raw.path, SKIPPED, result.checksum, result.size, result.mtime_ns,
+                                          reason=result.reason)
+                if record is None or record.to_json() != new_record.to_json():
+                    state.record_source(new_record)
+                    state.set_fingerprint(raw.path, None)
+                continue
+            if (record is not None and record.checksum == result.checksum and record.status in FINAL_STATUSES
+                    and record.status != SKIPPED and not self.full):
+                counts["unchanged"] += 1
+                if (record.size, record.mtime_ns) != (result.size, result.mtime_ns):
+                    record.size, record.mtime_ns = result.size, result.mtime_ns
+                    state.record_source(record)
+                continue
+            if record is None or record.status == SKIPPED:
+                change = "new"  # (a skipped file that now reads, e.g. after a fix, counts as new)
+            elif record.checksum != result.checksum:
+                change = "changed"
+            elif self.full:
+                change = "full"
+            else:
+                change = "pending"
+            counts["new" if change == "new" else "changed" if change == "changed" else "unchanged"] += 1
+            self.work[raw.path] = SourceWork(result, change, record)
+        self.deleted = sorted(p for p in state.sources if p not in self.present)
+        self.progress.done()
+        stage.counts = counts
+        stage.seconds = round(time.perf_counter() - t0, 3)
+        self.report.sources = {
+            "total": len(raws), "new": counts["new"], "changed": counts["changed"],
+            "unchanged": counts["unchanged"], "deleted": len(self.deleted), "skipped": counts["skipped"],
+            "duplicates": 0, "revisions": 0,
+        }
+
+    # -- 2. dedup -----------------------------------------------------------------------------
+
+    def _stage_dedup(self) -> None:
+        stage = self.report.stage("dedup")
+        t0 = time.perf_counter()
+        state = self.state
+        for path in self.deleted:
+            state.set_fingerprint(path, None)
+        # Copies whose original vanished or changed are compiled in their own right now.
+        for path, record in sorted(state.sources.items()):
+            if record.status == DUPLICATE and path in self.present and path not in self.work:
+                original = record.duplicate_of
+                if original not in self.present or original in self.work or \
+                        state.sources.get(original, record).status == DUPLICATE:
+                    result = read_source(self.present[path])
+                    if isinstance(result, Source):
+                        self.work[path] = SourceWork(result, "changed", record)
+        counts = {"checked": len(self.work), "exact": 0, "near": 0, "revisions": 0, "boilerplate_paragraphs": 0}
+        if not self.work:
+            self._report_known_duplicates()
+            stage.counts = counts
+            stage.seconds = round(time.perf_counter() - t0, 3)
+            return
+        fingerprints = state.fingerprints()
+        index = DedupIndex()
+        for path in sorted(state.sources):
+            record = state.sources[path]
+            if path in self.work or path not in self.present or record.status not in (COMPILED, PLANNED, FAILED):
+                continue
+            fp = fingerprints.get(path)
+            if fp is None:  # state from a run killed before it saved fingerprints
+                result = read_source(self.present[path])
+                if not isinstance(result, Source):
+                    continue
+                fp = fingerprint(result.text)
+                state.set_fingerprint(path, fp)
+            index.add(path, fp, record.title or "")
+        self.progress.start("dedup", len(self.work))
+        # Oldest first, then the simplest name: "faq.html" is the original of "faq (copy).html",
+        # and a later-dated near copy is a revision of the earlier one, not the other way round.
+        for path in sorted(self.work, key=lambda p: (self.work[p].source.date or "9999", len(p), p)):
+            work = self.work[path]
+            self.progress.advance(path)
+            fp = fingerprint(work.source.text)
+            state.set_fingerprint(path, fp)
+            match = index.match(fp, work.source.title)
+            verdict = None
+            if match is not None:
+                other = match[0]
+                other_date = self.work[other].source.date if other in self.work else \
+                    (state.sources[other].date if other in state.sources else None)
+                verdict = classify(match, work.source.date, other_date)
+            if verdict is not None and verdict.kind == "revision":
+                work.revision_of = verdict.of
+                counts["revisions"] += 1
+                index.add(path, fp, work.source.title)
+                self.report.duplicates.append({"path": path, "of": verdict.of, "kind": "revision",
+                                               "similarity": verdict.similarity})
+            elif verdict is not None:
+                counts[verdict.kind] += 1
+                self._mark_duplicate(work, verdict.of, verdict.kind, verdict.similarity)
+            else:
+                index.add(path, fp, work.source.title)
+        for path in [p for p, w in self.work.items() if w.change == "duplicate"]:
+            del self.work[path]
+        boilerplate = Boilerplate.from_fingerprints(
+            {p: fp for p, fp in fingerprints.items()
+             if p in self.present and (p in self.work or state.sources.get(p, SourceRecord(p, "")).status != DUPLICATE)}
+        )
+        for path, work in self.work.items():
+            text, removed = boilerplate.strip(path, work.source.text)
+            if removed:
+                work.source.text = text
+                work.source.notes.append(f"{removed} boilerplate paragraph(s) removed")
+                counts["boilerplate_paragraphs"] += removed
+        if not self.dry_run:
+            state.save_fingerprints()
+        self._report_known_duplicates()
+        self.progress.done()
+        stage.counts = counts
+        stage.seconds = round(time.perf_counter() - t0, 3)
+
+    def _mark_duplicate(self, work: SourceWork, of: str, kind: str, similarity: float) -> None:
+        source = work.source
+        previous = work.record.articles if work.record else []
+        if previous:
+            self.became_duplicate[source.path] = list(previous)
+        record = SourceRecord(source.path, DUPLICATE, source.checksum, source.size, source.mtime_ns, source.kind,
+                              source.title, source.date, duplicate_of=of, duplicate_kind=kind,
+                              similarity=similarity, notes=source.notes)
+        self.state.record_source(record)
+        work.change = "duplicate"
+
+    def _report_known_duplicates(self) -> None:
+        for path, record in sorted(self.state.sources.items()):
+            if record.status == DUPLICATE and path in self.present:
+                self.report.duplicates.append({"path": path, "of": record.duplicate_of,
+                                               "kind": record.duplicate_kind or "exact",
+                                               "similarity": record.similarity or 1.0})
+        revisions = sum(1 for d in self.report.duplicates if d["kind"] == "revision")
+        self.report.sources["duplicates"] = len(self.report.duplicates) - revisions
+        self.report.sources["revisions"] = revisions + sum(
+            1 for p, r in self.state.sources.items() if r.revision_of and p in self.present and p not in self.work
+        )
+
+    # -- 3. plan ------------------------------------------------------------------------------
+
+    def _plan_catalog(self) -> PlanCatalog:
+        if not self.kb.wiki_dir.is_dir():
+            catalog = None
+        elif self.kb.master_index.exists():
+            catalog = self.kb.catalog_store.get()
+        else:
+            catalog = build_catalog(self.kb.wiki_dir)
+        items = [CatalogItem(e.path, e.title, e.summary, e.topic) for e in (catalog.entries if catalog else [])]
+        known = {i.path for i in items}
+        # Articles written by a run that was killed before it re-indexed.
+        for path in sorted(self.state.articles):
+            if path in known:
+                continue
+            try:
+                article = load_article(self.kb.wiki_dir, path)
+            except (FileNotFoundError, ArticleFormatError, UnsafePathError, OSError):
+                continue
+            items.append(CatalogItem(article.path, article.title, article.summary, article.topic))
+        return PlanCatalog(items)
+
+    async def _stage_plan(self) -> None:
+        stage = self.report.stage("plan")
+        t0 = time.perf_counter()
+        counts = {"planned": 0, "reused": 0, "revisions": 0, "failed": 0}
+        state = self.state
+        to_plan = [w for p, w in sorted(self.work.items()) if w.revision_of is None]
+        revisions = sorted((w for w in self.work.values() if w.revision_of is not None),
+                           key=lambda w: (w.source.date or "9999", len(w.source.path), w.source.path))
+        if not to_plan and not revisions:
+            stage.counts = counts
+            stage.seconds = round(time.perf_counter() - t0, 3)
+            return
+        catalog = self._plan_catalog()
+        self.catalog = catalog
+        need: list[SourceWork] = []
+        for work in to_plan:
+            record = work.record
+            if (record is not None and record.status == PLANNED and record.checksum == work.source.checksum
+                    and record.plan and record.plan_prompt == self.planner.prompt_version and work.change == "pending"):
+                work.plan = record.plan  # planned by an interrupted run
+                counts["reused"] += 1
+            else:
+                need.append(work)
+        if self.dry_run and self.mode == "llm":
+            self._estimate(need, revisions, catalog)
+            stage.counts = {"to_plan": len(need), "reused": counts["reused"], "revisions": len(revisions)}
+            stage.seconds = round(time.perf_counter() - t0, 3)
+            return
+        semaphore = asyncio.Semaphore(self.settings.concurrency)
+        self.progress.start("plan", len(need) + len(revisions))
+
+        async def propose(work: SourceWork):
+            async with semaphore:
+                previous = work.record.articles if work.record else []
+                try:
+                    return await self.planner.propose(work.source, catalog, previous)
+                except LLMError as exc:
+                    if exc.code in FATAL_LLM_CODES:
+                        raise
+                    return exc
+
+        for start in range(0, len(need), PLAN_WAVE):
+            wave = need[start:start + PLAN_WAVE]
+            proposals = await asyncio.gather(*(propose(w) for w in wave))
+            for work, proposal in zip(wave, proposals):
+                self.progress.advance(work.source.path)
+                if isinstance(proposal, LLMError):
+                    counts["failed"] += 1
+                    self._record_failed(work, f"plan failed: {proposal.message}")
+                    continue
+                previous = work.record.articles if work.record else []
+                result: PlanResult = self.planner.resolve(proposal, work.source, catalog, previous)
+                for target in result.targets:
+                    if target.new:
+                        catalog.add(CatalogItem(target.path, target.title, target.summary, target.topic))
+                for detail in result.rejected:
+                    self.report.rejected.append({"source": work.source.path, "detail": detail})
+                for note in result.notes:
+                    self.report.notes.append(f"{work.source.path}: {note}")
+                work.plan = result.targets
+                counts["planned"] += 1
+                self._record_planned(work)
+        for work in revisions:
+            self.progress.advance(work.source.path)
+            original = self.work.get(work.revision_of)
+            targets = original.plan if original is not None else None
+            if targets is None:
+                record = state.sources.get(work.revision_of)
+                targets = [self._target_for(p, catalog) for p in (record.articles if record else [])]
+                targets = [t for t in targets if t is not None] or None
+            if not targets:
+                # The original has no article (yet): plan the revision as a source of its own.
+                proposal = await propose(work)
+                if isinstance(proposal, LLMError):
+                    self._record_failed(work, f"plan failed: {proposal.message}")
+                    continue
+                targets = self.planner.resolve(proposal, work.source, catalog,
+                                               work.record.articles if work.record else []).targets
+                for target in targets:
+                    if target.new:
+                        catalog.add(CatalogItem(target.path, target.title, target.summary, target.topic))
+            work.plan = [PlanTarget(t.path, t.title, t.summary, t.topic, t.new, "revision") for t in targets]
+            counts["revisions"] += 1
+            self._record_planned(work)
+        self.progress.done()
+        stage.counts = counts
+        stage.add_usage(self.plan_meter)
+        stage.seconds = round(time.perf_counter() - t0, 3)
+
+    def _target_for(self, path: str, catalog: PlanCatalog) -> PlanTarget | None:
+        item = catalog.items.get(path)
+        return PlanTarget(item.path, item.title, item.summary, item.topic, new=False) if item else None
+
+    def _record_planned(self, work: SourceWork) -> None:
+        source = work.source
+        previous = work.record.articles if work.record else []
+        record = SourceRecord(source.path, PLANNED, source.checksum, source.size, source.mtime_ns, source.kind,
+                              source.title, source.date, revision_of=work.revision_of, articles=list(previous),
+                              plan=work.plan, plan_prompt=self.planner.prompt_version, notes=source.notes)
+        if not self.dry_run:
+            self.state.record_source(record)
+
+    def _record_failed(self, work: SourceWork, reason: str) -> None:
+        source = work.source
+        self.report.failed.append({"path": source.path, "reason": reason})
+        work.plan = None
+        if not self.dry_run:
+            previous = work.record.articles if work.record else []
+            self.state.record_source(SourceRecord(source.path, FAILED, source.checksum, source.size, source.mtime_ns,
+                                                  source.kind, source.title, source.date, reason=reason,
+                                                  articles=list(previous)))
+
+    # -- dry run ------------------------------------------------------------------------------
+
+    def _dry_run_plan(self) -> None:
+        for path, work in sorted(self.work.items()):
+            action = {"new": "create/update", "changed": "re-plan (changed)", "pending": "finish (interrupted)",
+                      "full": "re-plan (--full)"}.get(work.change, work.change)
+            if work.revision_of:
+                action = f"revision of {work.revision_of}"
+            articles = [t.path + (" (new)" if t.new else "") for t in (work.plan or [])]
+            if not articles and self.mode == "llm":
+                articles = ["(decided by the model)"]
+            self.report.plan.append({"source": path, "action": action, "articles": articles})
+        for path in self.deleted:
+            record = self.state.sources[path]
+            self.report.plan.append({"source": path, "action": "deleted: remove from sources:",
+                                     "articles": list(record.articles)})
+        if self.mode == "offline":
+            self.report.estimate = {"llm_calls": 0, "plan_calls": 0, "write_calls": 0, "prompt_tokens": 0,
+                                    "completion_tokens": 0, "cost_usd": 0.0}
+
+    def _estimate(self, need: list[SourceWork], revisions: list[SourceWork], catalog: PlanCatalog) -> None:
+        """Tokens and calls a real run would spend: plan prompts are rendered exactly; writes are
+        estimated from source and article sizes (one write per article fed)."""
+        prompt_tokens = completion_tokens = 0
+        for work in need:
+            previous = work.record.articles if work.record else []
+            messages, _ = self.planner.messages(work.source, catalog, previous)
+            prompt_tokens += sum(estimate_tokens(m["content"]) for m in messages)
+            completion_tokens += 150
+        write_calls = 0
+        overhead = sum(estimate_tokens(m["content"]) for m in self.prompts.render(
+            WRITE_PROMPT, mode="create", article={"path": "", "title": "", "topic": "", "summary": "", "text": "",
+                                                  "outline": [], "partial": False, "hand_edited": False},
+            contributions=[], today=self.today, summary_limit=200, rejected=None))
+        for work in need + revisions:
+            source_tokens = min(estimate_tokens(work.source.text), WRITE_SOURCE_TOKENS)
+            targets = (work.record.articles if work.record else []) or [None]
+            if work.revision_of and work.revision_of in self.state.sources:
+                targets = self.state.sources[work.revision_of].articles or [None]
+            for target in targets:
+                article_tokens = 0
+                if target:
+                    try:
+                        article_tokens = estimate_tokens((self.kb.wiki_dir / target).read_text(encoding="utf-8"))
+                    except OSError:
+                        article_tokens = 0
+                write_calls += 1
+                prompt_tokens += overhead + source_tokens + article_tokens
+                completion_tokens += min(article_tokens + source_tokens // 2 + 200, 4000)
+        cost = None
+        model = self.report.model
+        if model:
+            try:
+                from kb_ai.llm.gateway import _litellm  # noqa: PLC0415
+
+                p, c = _litellm().cost_per_token(model=model, prompt_tokens=prompt_tokens,
+                                                 completion_tokens=completion_tokens)
+                cost = round(float(p) + float(c), 6)
+            except Exception:  # noqa: BLE001 - unknown price is an answer
+                cost = None
+        self.report.estimate = {"llm_calls": len(need) + write_calls, "plan_calls": len(need),
+                                "write_calls": write_calls, "prompt_tokens": prompt_tokens,
+                                "completion_tokens": completion_tokens, "cost_usd": cost}
+
+    # -- 4. write -----------------------------------------------------------------------------
+
+    def _jobs(self) -> dict[str, ArticleJob]:
+        state = self.state
+        jobs: dict[str, ArticleJob] = {}
+
+        def job_for(target: PlanTarget) -> ArticleJob:
+            if target.path not in jobs:
+                jobs[target.path] = ArticleJob(target.path, target)
+            return jobs[target.path]
+
+        def detach(path: str, article: str) -> None:
+            target = PlanTarget(article, "", "", article.split("/", 1)[0], new=False)
+            job_for(target).detach.add(path)
+
+        for path, work in sorted(self.work.items()):
+            if not work.plan:
+                continue
+            for target in work.plan:
+                record = state.articles.get(target.path)
+                merged = record.merged.get(path) if record else None
+                if merged == work.source.checksum and not self.full:
+                    continue
+                status = "revision" if work.revision_of else ("revised" if merged else "new")
+                job_for(target).contributions.append(Contribution(work.source, status))
+            previous = work.record.articles if work.record else []
+            for article in previous:
+                if article not in {t.path for t in work.plan}:
+                    detach(path, article)
+        for path in self.deleted:
+            record = state.sources[path]
+            for article in record.articles:
+                detach(path, article)
+        for path, articles in self.became_duplicate.items():
+            for article in articles:
+                detach(path, article)
+        return jobs
+
+    async def _stage_write(self) -> None:
+        stage = self.report.stage("write")
+        t0 = time.perf_counter()
+        state = self.state
+        jobs = self._jobs()
+        writer = ArticleWriter(self.kb.wiki_dir, state, self.writer, self.today)
+        semaphore = asyncio.Semaphore(self.settings.concurrency)
+        self.progress.start("write", len(jobs))
+        outcomes: list[ArticleOutcome] = []
+
+        async def run(job: ArticleJob) -> ArticleOutcome:
+            async with semaphore:
+                outcome = await writer.run(job)
+                self.progress.advance(job.path)
+                return outcome
+
+        outcomes = list(await asyncio.gather(*(run(jobs[p]) for p in sorted(jobs))))
+        counts = {"articles": len(jobs), "created": 0, "updated": 0, "unchanged": 0, "held": 0, "failed": 0,
+                  "detached": 0, "trail_lines": 0}
+        for outcome in outcomes:
+            counts[outcome.action] = counts.get(outcome.action, 0) + 1
+            counts["trail_lines"] += outcome.trails
+            if outcome.action == "created":
+                self.report.created.append(outcome.path)
+            elif outcome.action == "updated":
+                self.report.updated.append(outcome.path)
+            elif outcome.action == "detached":
+                self.report.detached.append(outcome.path)
+            elif outcome.action == "held":
+                self.report.held.append({"path": outcome.path, "reason": outcome.reason})
+            elif outcome.action == "failed":
+                self.report.failed.append({"path": outcome.path, "reason": outcome.reason})
+            for warning in outcome.warnings:
+                self.report.warnings.append(f"{outcome.path}: {warning}")
+            if outcome.action in ("created", "updated", "detached"):
+                self.written = True
+        # Sources whose every article now holds their current version are compiled.
+        for path, work in sorted(self.work.items()):
+            if not work.plan:
+                continue
+            targets = [t.path for t in work.plan]
+            done = all((state.articles.get(t) and state.articles[t].merged.get(path) == work.source.checksum)
+                       for t in targets)
+            record = state.sources.get(path)
+            if done and record is not None:
+                record = SourceRecord.from_json(record.to_json())
+                record.status = COMPILED
+                record.articles = targets
+                record.reason = None
+                state.record_source(record)
+        for path in self.deleted:
+            state.drop_source(path)
+        for path in self.became_duplicate:
+            record = state.sources.get(path)
+            if record is not None and record.articles:
+                record.articles = []
+                state.record_source(record)
+        # Coverage for duplicates: the articles their original feeds.
+        for path, record in sorted(state.sources.items()):
+            if record.status == DUPLICATE and record.duplicate_of in state.sources:
+                articles = state.sources[record.duplicate_of].articles
+                if record.articles != articles:
+                    record.articles = list(articles)
+                    state.record_source(record)
+        self.report.orphaned = sorted(p for p, r in state.articles.items()
+                                      if r.orphaned and (self.kb.wiki_dir / p).is_file())
+        self.progress.done()
+        stage.counts = counts
+        stage.add_usage(self.write_meter)
+        stage.seconds = round(time.perf_counter() - t0, 3)
+
+    # -- 5. index -----------------------------------------------------------------------------
+
+    def _stage_index(self) -> None:
+        stage = self.report.stage("index")
+        t0 = time.perf_counter()
+        if self.written or self.full or not self.kb.master_index.exists() or self.state.resumed_units:
+            result = self.kb.reindex()
+            stage.counts = {"articles": result.articles, "topics": result.topics, "written": int(result.written)}
+            self.report.warnings.extend(w for w in result.warnings if "no summary" not in w)
+        else:
+            stage.counts = {"skipped": 1}
+        stage.seconds = round(time.perf_counter() - t0, 3)
+
+    def _log_line(self) -> str:
+        s, u = self.report.sources, self.report.usage
+        text = (f"{s.get('total', 0)} sources ({s.get('new', 0)} new, {s.get('changed', 0)} changed, "
+                f"{s.get('deleted', 0)} deleted, {s.get('skipped', 0)} skipped); {len(self.report.created)} articles "
+                f"created, {len(self.report.updated)} updated")
+        if self.report.held:
+            text += f", {len(self.report.held)} left alone"
+        if self.report.failed:
+            text += f", {len(self.report.failed)} failed"
+        if self.mode == "llm":
+            text += f"; {u['llm_calls']} LLM calls, ${u['cost_usd']:.4f}"
+        else:
+            text += "; offline mode"
+        return text

@@ -1,0 +1,357 @@
+"""Plan: decide, per source, which articles it updates and which it creates.
+
+Two planners share one shape: ``OfflinePlanner`` (deterministic: one article per source, topic
+from the ``raw/`` subfolder, title from the document) and ``LLMPlanner`` (the model, asked with a
+JSON schema at temperature 0 and shown a *bounded* catalog: the candidates most related to the
+source by BM25 over titles and summaries, plus the articles the source fed before).
+
+Whatever the model answers goes through ``resolve_plan``: paths are rebuilt from validated slugs
+(never taken from the source), updates must name an article that was offered, and a new title
+that is near-identical to an existing or already planned one becomes an update of that article
+instead of a twin. Plans run in fixed-size waves in path order, each wave seeing the articles the
+previous waves planned, so the result does not depend on timing or concurrency.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from difflib import SequenceMatcher
+
+from kb_ai.compile.ingest import Source
+from kb_ai.compile.state import PlanTarget
+from kb_ai.errors import UnsafePathError
+from kb_ai.llm.tokens import chars_for_tokens
+from kb_ai.store.articles import RESERVED_NAMES, SUMMARY_LIMIT
+from kb_ai.store.markdown_text import clip, first_sentence
+from kb_ai.store.paths import normalize_wiki_path, slugify
+
+PLAN_PROMPT = "compile_plan"
+PLAN_WAVE = 8  # sources planned in parallel per wave; fixed so plans do not depend on --concurrency
+MAX_CANDIDATES = 25
+MAX_UPDATES = 4
+MAX_NEW = 3
+PLAN_SOURCE_TOKENS = 2_500  # excerpt of the source shown to the planner
+PLAN_MAX_TOKENS = 1_000  # a plan is a few lines of JSON; bounds a rambling model
+MAX_TOPIC_LENGTH = 40
+MAX_TITLE_LENGTH = 120
+TITLE_MERGE_RATIO = 0.92
+
+_SLUG = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
+_TITLE_STOP = {"a", "an", "the", "of", "and", "for", "to", "in", "on", "with", "about", "our", "&"}
+
+PLAN_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "updates": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {"path": {"type": "string"}, "reason": {"type": "string"}},
+                "required": ["path"],
+            },
+        },
+        "creates": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "topic": {"type": "string"},
+                    "slug": {"type": "string"},
+                    "title": {"type": "string"},
+                    "summary": {"type": "string"},
+                },
+                "required": ["topic", "slug", "title"],
+            },
+        },
+    },
+    "required": ["updates", "creates"],
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# the catalog as the planner sees it
+
+
+def title_key(title: str) -> str:
+    """Normalized title for twin detection: case, stop words, punctuation, word order and
+    inflection (Snowball stems: "processes" = "process") ignored."""
+    tokens = _terms(" ".join(w for w in re.findall(r"\w+", title.casefold()) if w not in _TITLE_STOP))
+    return " ".join(sorted(set(tokens)))
+
+
+@dataclass
+class CatalogItem:
+    path: str
+    title: str
+    summary: str
+    topic: str
+
+
+class PlanCatalog:
+    """Existing articles plus those planned so far in this run, with lexical lookup."""
+
+    def __init__(self, items: list[CatalogItem]):
+        self.items: dict[str, CatalogItem] = {}
+        self._by_key: dict[str, str] = {}
+        self._postings: dict[str, dict[str, int]] = {}
+        self._lengths: dict[str, int] = {}
+        for item in items:
+            self.add(item)
+
+    def add(self, item: CatalogItem) -> None:
+        if item.path in self.items:
+            return
+        self.items[item.path] = item
+        key = title_key(item.title)
+        if key:
+            self._by_key.setdefault(key, item.path)
+        terms = _terms(f"{item.title} {item.title} {item.summary} {item.topic}")
+        self._lengths[item.path] = len(terms)
+        for term, count in Counter(terms).items():
+            self._postings.setdefault(term, {})[item.path] = count
+
+    @property
+    def topics(self) -> list[str]:
+        return sorted({i.topic for i in self.items.values()})
+
+    def twin_of(self, title: str) -> str | None:
+        """The path of an article whose title is near-identical to ``title``: the same words
+        (``title_key``), or a typo away among the lexically closest titles."""
+        key = title_key(title)
+        if not key:
+            return None
+        if key in self._by_key:
+            return self._by_key[key]
+        folded = " ".join(re.findall(r"\w+", title.casefold()))
+        numbers = re.findall(r"\d+", folded)
+        for item in self.related(title, limit=8):
+            other = " ".join(re.findall(r"\w+", item.title.casefold()))
+            if re.findall(r"\d+", other) != numbers:
+                continue  # "Q1 planning" and "Q2 planning" are one character apart and not twins
+            if abs(len(other) - len(folded)) <= 4 and SequenceMatcher(None, folded, other).ratio() >= TITLE_MERGE_RATIO:
+                return item.path
+        return None
+
+    def related(self, text: str, limit: int = MAX_CANDIDATES) -> list[CatalogItem]:
+        """The ``limit`` items most related to ``text`` by BM25 (ties broken by path)."""
+        if not self.items:
+            return []
+        n = len(self.items)
+        average = (sum(self._lengths.values()) / n) or 1.0
+        scores: dict[str, float] = {}
+        common = max(200, n // 50)
+        for term, qcount in Counter(_terms(text)).most_common(40):
+            postings = self._postings.get(term)
+            if not postings or len(postings) > common:
+                continue  # in over 2% of all titles: says little, costs a scan of them all
+            idf = math.log(1 + (n - len(postings) + 0.5) / (len(postings) + 0.5))
+            for path, tf in postings.items():
+                norm = tf * 2.2 / (tf + 1.2 * (0.25 + 0.75 * self._lengths[path] / average))
+                scores[path] = scores.get(path, 0.0) + idf * norm
+        ranked = sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))[:limit]
+        return [self.items[p] for p, _ in ranked]
+
+
+def _terms(text: str) -> list[str]:
+    from kb_ai.offline.text import tokenize  # noqa: PLC0415 (shared stemmer/stop words)
+
+    return tokenize(text)
+
+
+# ---------------------------------------------------------------------------------------------
+# offline planner
+
+
+def offline_target(source: Source) -> PlanTarget:
+    """One article per source: topic from the folder, slug from the title."""
+    topic = source.topic_hint
+    slug = slugify(source.title)
+    if f"{slug}.md" in RESERVED_NAMES:
+        slug = f"{slug}-page"
+    summary = first_sentence(source.text, SUMMARY_LIMIT) or source.title
+    return PlanTarget(path=f"{topic}/{slug}.md", title=source.title, summary=summary, topic=topic, new=True)
+
+
+class OfflinePlanner:
+    """Deterministic structuring: no model, no cost."""
+
+    mode = "offline"
+    prompt_version = "offline-1"
+
+    async def propose(self, source: Source, catalog: PlanCatalog, previous: list[str]) -> None:
+        return None
+
+    def resolve(self, proposal: None, source: Source, catalog: PlanCatalog, previous: list[str]) -> "PlanResult":
+        target = offline_target(source)
+        # A changed source keeps its article. A title collision with another source's article gets
+        # a distinct slug rather than a merge: offline there is no model to merge two texts.
+        kept = [p for p in previous if p in catalog.items]
+        if kept:
+            item = catalog.items[kept[0]]
+            return PlanResult([PlanTarget(item.path, item.title, target.summary, item.topic, new=False)])
+        path, n = target.path, 2
+        while path in catalog.items:
+            path = f"{target.topic}/{slugify(source.title)}-{n}.md"
+            n += 1
+        target.path = path
+        return PlanResult([target])
+
+
+# ---------------------------------------------------------------------------------------------
+# LLM planner
+
+
+@dataclass
+class PlanResult:
+    targets: list[PlanTarget]
+    rejected: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def source_excerpt(source: Source, tokens: int = PLAN_SOURCE_TOKENS) -> tuple[str, bool]:
+    """The beginning of the source plus the outline of the rest, within ``tokens``."""
+    limit = chars_for_tokens(tokens)
+    text = source.text
+    if len(text) <= limit:
+        return text, False
+    head = text[: int(limit * 0.75)].rsplit("\n", 1)[0]
+    rest_headings = [line for line in text[len(head):].splitlines() if re.match(r"^#{1,6}\s", line)]
+    outline = "\n".join(rest_headings)[: limit - len(head)]
+    return f"{head}\n\n[...]\n\nLater headings:\n{outline}".rstrip(), True
+
+
+def fence_untrusted(text: str) -> str:
+    """Neutralize tags that would let quoted text close the element it is quoted in."""
+    return re.sub(r"</?\s*(source|article|candidates|catalog)\b", lambda m: m.group(0).replace("<", "&lt;"), text,
+                  flags=re.I)
+
+
+class LLMPlanner:
+    """Asks the model for a plan (JSON schema, temperature 0) and validates it."""
+
+    mode = "llm"
+
+    def __init__(self, gateway, prompts, meter):
+        self.gateway = gateway
+        self.prompts = prompts
+        self.meter = meter
+        self.prompt_version = prompts.version(PLAN_PROMPT)
+
+    def messages(self, source: Source, catalog: PlanCatalog, previous: list[str]) -> tuple[list[dict], list[CatalogItem]]:
+        excerpt, truncated = source_excerpt(source)
+        candidates = catalog.related(f"{source.title}\n{excerpt}")
+        shown = {c.path for c in candidates}
+        for path in previous:
+            if path in catalog.items and path not in shown:
+                candidates.append(catalog.items[path])
+                shown.add(path)
+        twin = catalog.twin_of(source.title)
+        if twin and twin not in shown:
+            candidates.append(catalog.items[twin])
+        messages = self.prompts.render(
+            PLAN_PROMPT,
+            source={"path": source.path, "title": source.title, "date": source.date,
+                    "topic_hint": source.topic_hint, "text": fence_untrusted(excerpt), "truncated": truncated},
+            candidates=[{"path": c.path, "title": c.title, "summary": c.summary} for c in candidates],
+            previous=previous,
+            topics=catalog.topics[:60],
+            max_new=MAX_NEW,
+            max_updates=MAX_UPDATES,
+        )
+        return messages, candidates
+
+    async def propose(self, source: Source, catalog: PlanCatalog, previous: list[str]) -> "Proposal":
+        """The model's raw plan. Resolved later, in path order, against the catalog as it then is."""
+        messages, candidates = self.messages(source, catalog, previous)
+        raw = await self.gateway.complete_json(messages, schema=PLAN_SCHEMA, schema_name="compile_plan",
+                                               purpose="compile.plan", meter=self.meter,
+                                               max_tokens=PLAN_MAX_TOKENS)
+        return Proposal(raw, {c.path for c in candidates} | set(previous))
+
+    def resolve(self, proposal: "Proposal", source: Source, catalog: PlanCatalog, previous: list[str]) -> PlanResult:
+        return resolve_plan(proposal.raw, source, catalog, proposal.offered)
+
+
+@dataclass
+class Proposal:
+    raw: object
+    offered: set[str]
+
+
+def _clean_slug(value: object, what: str) -> str:
+    """A model-supplied topic or slug: tolerated when only case/spaces differ, else refused."""
+    if not isinstance(value, str):
+        raise UnsafePathError(f"{what} is not a string")
+    text = value.strip()
+    if not text or any(ch in text for ch in "/\\.") or any(ord(ch) < 32 for ch in text):
+        raise UnsafePathError(f"{what} {value!r} is not a slug")
+    slug = slugify(text, fallback="")
+    if not slug or not _SLUG.match(slug):
+        raise UnsafePathError(f"{what} {value!r} is not a slug")
+    return slug
+
+
+def resolve_plan(raw: object, source: Source, catalog: PlanCatalog, offered: set[str]) -> PlanResult:
+    """Validate a model's plan into safe targets; anything unusable is rejected with a reason."""
+    result = PlanResult([])
+    if not isinstance(raw, dict):
+        raw = {}
+    chosen: dict[str, PlanTarget] = {}
+    for item in (raw.get("updates") or [])[: MAX_UPDATES * 2]:
+        path_value = item.get("path") if isinstance(item, dict) else None
+        try:
+            path = normalize_wiki_path(str(path_value))
+        except UnsafePathError as exc:
+            result.rejected.append(f"update {path_value!r}: {exc.message}")
+            continue
+        if path not in offered or path not in catalog.items:
+            result.rejected.append(f"update {path_value!r}: not one of the articles offered")
+            continue
+        if path in chosen or len([t for t in chosen.values() if not t.new]) >= MAX_UPDATES:
+            continue
+        existing = catalog.items[path]
+        chosen[path] = PlanTarget(path, existing.title, existing.summary, existing.topic, new=False,
+                                  reason=clip(str(item.get("reason") or ""), 200))
+    new_count = 0
+    for item in (raw.get("creates") or [])[: MAX_NEW * 2]:
+        if not isinstance(item, dict):
+            continue
+        try:
+            topic = _clean_slug(item.get("topic"), "topic")[:MAX_TOPIC_LENGTH].strip("-")
+            slug = _clean_slug(item.get("slug"), "slug")
+            if f"{slug}.md" in RESERVED_NAMES:
+                raise UnsafePathError(f"slug {slug!r} is a reserved name")
+            path = normalize_wiki_path(f"{topic}/{slug}.md")
+        except UnsafePathError as exc:
+            result.rejected.append(f"create: {exc.message}")
+            continue
+        title = clip(" ".join(str(item.get("title") or "").split()), MAX_TITLE_LENGTH)
+        if not title:
+            result.rejected.append(f"create {path}: empty title")
+            continue
+        summary = clip(str(item.get("summary") or ""), SUMMARY_LIMIT)
+        twin = path if path in catalog.items else catalog.twin_of(title)
+        if twin is not None:
+            if twin not in chosen:
+                existing = catalog.items[twin]
+                chosen[twin] = PlanTarget(twin, existing.title, existing.summary, existing.topic, new=False,
+                                          reason=f"merged: planned new article {title!r} matches it")
+                result.notes.append(f"new article {title!r} merged into {twin} (near-identical title)")
+            continue
+        if path in chosen or new_count >= MAX_NEW:
+            continue
+        chosen[path] = PlanTarget(path, title, summary or title, topic, new=True)
+        new_count += 1
+    result.targets = list(chosen.values())
+    if not result.targets:
+        fallback = offline_target(source)
+        twin = fallback.path if fallback.path in catalog.items else catalog.twin_of(fallback.title)
+        if twin is not None:
+            existing = catalog.items[twin]
+            fallback = PlanTarget(twin, existing.title, existing.summary, existing.topic, new=False)
+        result.targets = [fallback]
+        result.notes.append("the model's plan had no usable target; used the offline plan (one article)")
+    return result

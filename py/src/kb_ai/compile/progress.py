@@ -1,0 +1,55 @@
+"""A one-line progress bar on stderr, drawn only when stderr is a terminal."""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import TextIO
+
+BAR_WIDTH = 24
+REDRAW_SECONDS = 0.1
+
+
+class Progress:
+    """``start(stage, total)``, ``advance(label)`` per unit, ``done()`` at the end of a stage."""
+
+    def __init__(self, enabled: bool | None = None, stream: TextIO | None = None):
+        self.stream = stream or sys.stderr
+        if enabled is None:
+            enabled = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.enabled = enabled
+        self.stage = ""
+        self.total = 0
+        self.count = 0
+        self._last = 0.0
+        self._width = 0
+
+    def start(self, stage: str, total: int) -> None:
+        self.stage, self.total, self.count = stage, total, 0
+        self._draw("", force=True)
+
+    def advance(self, label: str = "", step: int = 1) -> None:
+        self.count += step
+        self._draw(label)
+
+    def done(self) -> None:
+        if self.enabled and self._width:
+            self.stream.write("\r" + " " * self._width + "\r")
+            self.stream.flush()
+            self._width = 0
+
+    def _draw(self, label: str, force: bool = False) -> None:
+        if not self.enabled:
+            return
+        now = time.monotonic()
+        if not force and now - self._last < REDRAW_SECONDS and self.count < self.total:
+            return
+        self._last = now
+        total = max(self.total, 1)
+        filled = int(BAR_WIDTH * min(self.count, total) / total)
+        line = f"{self.stage:<7} [{'#' * filled}{'.' * (BAR_WIDTH - filled)}] {self.count}/{self.total} {label}"
+        line = line[:100]
+        pad = max(0, self._width - len(line))
+        self.stream.write("\r" + line + " " * pad)
+        self.stream.flush()
+        self._width = len(line)

@@ -1,0 +1,168 @@
+"""What a compile did, per stage, for a person (``render_text``) and for programs (``to_dict``)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from kb_ai.llm.usage import UsageMeter
+
+
+@dataclass
+class StageReport:
+    name: str
+    seconds: float = 0.0
+    counts: dict[str, int] = field(default_factory=dict)
+    llm_calls: int = 0
+    cache_hits: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+
+    def add_usage(self, meter: UsageMeter) -> None:
+        self.llm_calls += meter.llm_calls
+        self.cache_hits += meter.cache_hits
+        self.prompt_tokens += meter.prompt_tokens
+        self.completion_tokens += meter.completion_tokens
+        self.cost_usd = round(self.cost_usd + meter.cost_usd, 8)
+
+
+@dataclass
+class CompileReport:
+    kb: str
+    mode: str  # "llm" | "offline"
+    model: str | None = None
+    dry_run: bool = False
+    full: bool = False
+    seconds: float = 0.0
+    stages: list[StageReport] = field(default_factory=list)
+    sources: dict[str, int] = field(default_factory=dict)
+    skipped: list[dict[str, str]] = field(default_factory=list)
+    duplicates: list[dict[str, Any]] = field(default_factory=list)
+    created: list[str] = field(default_factory=list)
+    updated: list[str] = field(default_factory=list)
+    detached: list[str] = field(default_factory=list)
+    orphaned: list[str] = field(default_factory=list)
+    held: list[dict[str, str]] = field(default_factory=list)
+    failed: list[dict[str, str]] = field(default_factory=list)
+    rejected: list[dict[str, str]] = field(default_factory=list)
+    prompt_changes: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    plan: list[dict[str, Any]] = field(default_factory=list)
+    estimate: dict[str, Any] | None = None
+    manifest: str | None = None
+
+    def stage(self, name: str) -> StageReport:
+        for stage in self.stages:
+            if stage.name == name:
+                return stage
+        stage = StageReport(name)
+        self.stages.append(stage)
+        return stage
+
+    @property
+    def llm_calls(self) -> int:
+        return sum(s.llm_calls for s in self.stages)
+
+    @property
+    def usage(self) -> dict[str, Any]:
+        return {
+            "llm_calls": self.llm_calls,
+            "cache_hits": sum(s.cache_hits for s in self.stages),
+            "prompt_tokens": sum(s.prompt_tokens for s in self.stages),
+            "completion_tokens": sum(s.completion_tokens for s in self.stages),
+            "cost_usd": round(sum(s.cost_usd for s in self.stages), 6),
+            "mode": self.mode,
+        }
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["usage"] = self.usage
+        return data
+
+    def render_text(self) -> str:
+        """A human summary: what happened, what it cost, and everything that needs attention."""
+        lines: list[str] = []
+        if self.mode == "offline":
+            head = "kaas compile — offline mode (no model configured): deterministic structuring, no LLM calls"
+        else:
+            head = f"kaas compile — model {self.model}"
+        if self.dry_run:
+            head += " — DRY RUN: nothing was written"
+        lines.append(head)
+        s = self.sources
+        lines.append(
+            f"sources: {s.get('total', 0)} in raw/ — {s.get('new', 0)} new, {s.get('changed', 0)} changed, "
+            f"{s.get('unchanged', 0)} unchanged, {s.get('deleted', 0)} deleted; {s.get('skipped', 0)} skipped, "
+            f"{s.get('duplicates', 0)} duplicates, {s.get('revisions', 0)} revisions"
+        )
+        if not self.dry_run:
+            lines.append(
+                f"articles: {len(self.created)} created, {len(self.updated)} updated, "
+                f"{len(self.detached)} with sources removed, {len(self.held)} left alone, "
+                f"{len(self.orphaned)} orphaned, {len(self.failed)} failed"
+            )
+        u = self.usage
+        if self.mode == "llm":
+            lines.append(
+                f"LLM: {u['llm_calls']} calls ({u['cache_hits']} cached), {u['prompt_tokens']:,} prompt + "
+                f"{u['completion_tokens']:,} completion tokens, ${u['cost_usd']:.4f}"
+            )
+        lines.append(f"time: {self.seconds:.2f}s")
+        if self.stages:
+            lines.append("")
+            lines.append(f"  {'stage':<8}{'time':>8}  {'LLM calls':>9}  {'tokens in/out':>15}  {'cost':>9}  counts")
+            for st in self.stages:
+                counts = ", ".join(f"{k} {v}" for k, v in st.counts.items() if v)
+                lines.append(
+                    f"  {st.name:<8}{st.seconds:>7.2f}s  {st.llm_calls:>9}  "
+                    f"{st.prompt_tokens:>7,}/{st.completion_tokens:<7,}  ${st.cost_usd:>8.4f}  {counts}"
+                )
+        if self.estimate:
+            e = self.estimate
+            cost = "unknown (no price for this model)" if e.get("cost_usd") is None else f"${e['cost_usd']:.4f}"
+            lines += ["", f"estimate: {e.get('llm_calls', 0)} LLM calls ({e.get('plan_calls', 0)} plan, "
+                      f"{e.get('write_calls', 0)} write), ~{e.get('prompt_tokens', 0):,} prompt + "
+                      f"~{e.get('completion_tokens', 0):,} completion tokens, cost {cost}"]
+        if self.plan:
+            lines += ["", "plan:"]
+            for item in self.plan[:200]:
+                arts = ", ".join(item.get("articles") or []) or "-"
+                lines.append(f"  {item['source']}: {item['action']} -> {arts}")
+            if len(self.plan) > 200:
+                lines.append(f"  ... and {len(self.plan) - 200} more")
+        sections = [
+            ("created", [f"{p}" for p in self.created]),
+            ("updated", [f"{p}" for p in self.updated]),
+            ("sources removed from", self.detached),
+            ("orphaned (no source left; flagged, not deleted)", self.orphaned),
+            ("left alone", [f"{h['path']}: {h['reason']}" for h in self.held]),
+            ("failed (retried next run)", [f"{f['path']}: {f['reason']}" for f in self.failed]),
+            ("skipped", [f"{x['path']}: {x['reason']}" for x in self.skipped]),
+            ("duplicates", [_dup_line(d) for d in self.duplicates]),
+            ("model output rejected", [f"{r['source']}: {r['detail']}" for r in self.rejected]),
+            ("prompt files changed since the last compile", self.prompt_changes),
+            ("notes", self.notes),
+            ("warnings", self.warnings),
+        ]
+        for title, items in sections:
+            if not items:
+                continue
+            lines += ["", f"{title}:"]
+            shown = items if len(items) <= 50 else items[:50] + [f"... and {len(items) - 50} more"]
+            lines += [f"  {item}" for item in shown]
+        if self.manifest:
+            lines += ["", f"coverage manifest: {self.manifest}"]
+        return "\n".join(lines)
+
+
+def _dup_line(d: dict[str, Any]) -> str:
+    if d["kind"] == "revision":
+        return f"{d['path']}: revision of {d['of']} (similarity {d['similarity']}); compiled into the same articles"
+    kind = "exact copy" if d["kind"] == "exact" else f"near copy (similarity {d['similarity']})"
+    return f"{d['path']}: {kind} of {d['of']}; not compiled again"

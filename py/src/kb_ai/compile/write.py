@@ -1,0 +1,547 @@
+"""Write: create or merge articles, one article at a time, safely.
+
+Per article (articles run in parallel; the sources feeding one article are merged one batch after
+another, oldest first), kaas:
+
+1. reads the file as it is *now* and compares its sha256 with the hash of the text kaas last
+   wrote: a mismatch means a person edited it. The merge then works on the edited text; offline
+   (no model to merge with) the article is left alone and reported.
+2. asks a writer for the new text: ``OfflineWriter`` (the source itself, cleaned, with
+   supersession trail lines by diff) or ``LLMWriter`` (the model rewrites small articles whole
+   and edits only the affected sections of large or hand-edited ones).
+3. validates it (frontmatter rebuilt by kaas, summary clipped, title and path kept, trail lines
+   must cite a source of the article, no output that silently drops half an article), journals
+   the new record, then replaces the file atomically.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kb_ai.compile.ingest import Source
+from kb_ai.compile.offline import TRAIL, article_body, lead_summary, supersede
+from kb_ai.compile.plan import fence_untrusted
+from kb_ai.compile.state import ArticleRecord, CompileState, PlanTarget, text_hash
+from kb_ai.errors import ArticleFormatError, KaasError, LLMError, UnsafePathError
+from kb_ai.llm.tokens import chars_for_tokens, estimate_tokens
+from kb_ai.store.articles import RESERVED_NAMES, SUMMARY_LIMIT, parse_article, render_article
+from kb_ai.store.files import atomic_write_text
+from kb_ai.store.markdown_text import clip, first_sentence, iter_lines_outside_fences, plain_text
+from kb_ai.store.paths import safe_wiki_file, slugify
+
+WRITE_PROMPT = "compile_write"
+WRITE_SOURCE_TOKENS = 8_000  # source text per write call; a longer source is cut (and reported)
+LARGE_ARTICLE_TOKENS = 2_500  # above this an article is edited by section, not rewritten whole
+MAX_SECTIONS_SHOWN = 4
+MAX_TAGS = 8
+WRITE_MAX_TOKENS = 6_000  # one article; bounds a rambling model
+SHRINK_LIMIT = 0.5  # a whole rewrite may not drop more than half of an article's words
+
+BODY_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "summary": {"type": "string"},
+        "tags": {"type": "array", "items": {"type": "string"}},
+        "body": {"type": "string"},
+    },
+    "required": ["summary", "body"],
+}
+EDITS_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "summary": {"type": "string"},
+        "tags": {"type": "array", "items": {"type": "string"}},
+        "edits": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "heading": {"type": "string"},
+                    "action": {"type": "string", "enum": ["replace", "add"]},
+                    "text": {"type": "string"},
+                },
+                "required": ["heading", "action", "text"],
+            },
+        },
+    },
+    "required": ["summary", "edits"],
+}
+
+
+@dataclass
+class Contribution:
+    """A source version to merge into an article. ``status``: new, revised (a changed file the
+    article already merged an earlier version of) or revision (a dated near-copy of another source)."""
+
+    source: Source
+    status: str
+
+    @property
+    def path(self) -> str:
+        return self.source.path
+
+
+@dataclass
+class ArticleJob:
+    path: str
+    target: PlanTarget
+    contributions: list[Contribution] = field(default_factory=list)
+    detach: set[str] = field(default_factory=set)  # sources to remove from ``sources:``
+
+
+@dataclass
+class ArticleOutcome:
+    path: str
+    action: str  # created, updated, unchanged, held, failed, detached
+    reason: str = ""
+    merged: list[str] = field(default_factory=list)
+    orphaned: bool = False
+    trails: int = 0
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass
+class CurrentArticle:
+    """The article as it is on disk now, as a writer sees it."""
+
+    path: str
+    title: str
+    topic: str
+    summary: str
+    meta: dict[str, Any]
+    body: str | None  # None: does not exist yet
+    hand_edited: bool
+    latest_date: str | None  # newest date among the sources already merged
+    rejected: str | None = None  # why the model's previous output for this article was refused
+
+
+@dataclass
+class Draft:
+    summary: str
+    tags: list[str]
+    body: str
+    trails: int = 0
+    warnings: list[str] = field(default_factory=list)
+
+
+class WriteRefused(Exception):
+    """The writer will not change this article; the message says why (reported, not fatal)."""
+
+
+# ---------------------------------------------------------------------------------------------
+# writers
+
+
+class OfflineWriter:
+    """The article is the newest version of its source, with trail lines for what changed."""
+
+    mode = "offline"
+    prompt_version = "offline-1"
+
+    def __init__(self, today: str):
+        self.today = today
+
+    async def write(self, article: CurrentArticle, chunk: list[Contribution]) -> Draft:
+        if article.body is not None and article.hand_edited:
+            raise WriteRefused("edited by hand since kaas last wrote it; offline compile cannot merge "
+                               "into hand edits, so it was left unchanged")
+        body = article.body
+        trails = 0
+        warnings: list[str] = []
+        latest = article.latest_date
+        for contribution in chunk:
+            source = contribution.source
+            fresh = article_body(article.title, source.text)
+            if body is None:
+                body = fresh
+            elif latest and source.date and source.date < latest:
+                warnings.append(f"{source.path} ({source.date}) is older than what the article states "
+                                f"({latest}); listed as a source, text not applied")
+                continue
+            else:
+                body, added = supersede(body, fresh, date=source.date or self.today, source=source.path)
+                trails += added
+            if source.date and (latest is None or source.date > latest):
+                latest = source.date
+        assert body is not None
+        tags = [str(t) for t in article.meta.get("tags") or []] if isinstance(article.meta.get("tags"), list) else []
+        for contribution in chunk:
+            tags += [t for t in clean_tags(contribution.source.tags) if t not in tags]
+        return Draft(lead_summary(body.split("\n", 1)[-1], article.title), tags, body, trails, warnings)
+
+
+class LLMWriter:
+    """The model writes; every output is validated before it reaches the file."""
+
+    mode = "llm"
+
+    def __init__(self, gateway, prompts, meter, today: str):
+        self.gateway = gateway
+        self.prompts = prompts
+        self.meter = meter
+        self.today = today
+        self.prompt_version = prompts.version(WRITE_PROMPT)
+
+    def choose_mode(self, article: CurrentArticle) -> str:
+        if article.body is None:
+            return "create"
+        if article.hand_edited or estimate_tokens(article.body) > LARGE_ARTICLE_TOKENS:
+            return "sections"
+        return "rewrite"
+
+    def messages(self, article: CurrentArticle, chunk: list[Contribution]) -> tuple[list[dict], str, bool]:
+        mode = self.choose_mode(article)
+        text, outline, partial = article.body or "", [], False
+        if mode == "sections" and estimate_tokens(text) > LARGE_ARTICLE_TOKENS:
+            query = " ".join(c.source.title + " " + c.source.text[:4000] for c in chunk)
+            text, outline = relevant_sections(text, query)
+            partial = True
+        contributions = []
+        for contribution in chunk:
+            source_text, truncated = cut(contribution.source.text, WRITE_SOURCE_TOKENS // max(1, len(chunk)))
+            contributions.append({
+                "path": contribution.path, "title": contribution.source.title, "date": contribution.source.date,
+                "status": contribution.status, "text": fence_untrusted(source_text), "truncated": truncated,
+            })
+        messages = self.prompts.render(
+            WRITE_PROMPT, mode=mode,
+            article={"path": article.path, "title": article.title, "topic": article.topic,
+                     "summary": article.summary, "text": fence_untrusted(text), "outline": outline,
+                     "partial": partial, "hand_edited": article.hand_edited},
+            contributions=contributions, today=self.today, summary_limit=SUMMARY_LIMIT,
+            rejected=article.rejected,
+        )
+        return messages, mode, any(c["truncated"] for c in contributions)
+
+    async def write(self, article: CurrentArticle, chunk: list[Contribution]) -> Draft:
+        messages, mode, truncated = self.messages(article, chunk)
+        schema = EDITS_SCHEMA if mode == "sections" else BODY_SCHEMA
+        reply = await self.gateway.complete_json(messages, schema=schema, schema_name=f"compile_write_{mode}",
+                                                 purpose="compile.write", meter=self.meter,
+                                                 max_tokens=WRITE_MAX_TOKENS)
+        known_sources = {c.path for c in chunk} | set(_string_list(article.meta.get("sources")))
+        warnings = ["a source was cut to fit the write budget"] if truncated else []
+        if mode == "sections":
+            edits = reply.get("edits") or []
+            if not isinstance(edits, list) or not edits:
+                raise WriteRefused("the model proposed no edit")
+            body = apply_edits(article.body or "", edits, article.title)
+        else:
+            body = clean_body(str(reply.get("body") or ""), article.title)
+            if len(re.findall(r"\w+", body)) < 5:
+                raise WriteRefused("the model returned an empty article")
+            if article.body is not None:
+                old_words = len(re.findall(r"\w+", article.body))
+                new_words = len(re.findall(r"\w+", body))
+                if old_words > 120 and new_words < old_words * SHRINK_LIMIT:
+                    raise WriteRefused(f"the model's rewrite would cut the article from {old_words} to "
+                                       f"{new_words} words; left unchanged")
+        body, dropped = check_trails(body, known_sources)
+        if dropped:
+            warnings.append(f"removed {dropped} trail line(s) citing a source outside this article")
+        summary = clean_summary(reply.get("summary"), body, article.title)
+        tags = clean_tags(reply.get("tags"))
+        trails_before = len(TRAIL_LINE.findall(article.body or ""))
+        return Draft(summary, tags, body, max(0, len(TRAIL_LINE.findall(body)) - trails_before), warnings)
+
+
+TRAIL_LINE = re.compile(r"^\[Superseded \d{4}-\d{2}-\d{2} by raw/", re.M)
+
+
+# ---------------------------------------------------------------------------------------------
+# validation helpers
+
+
+def _string_list(value: Any) -> list[str]:
+    if isinstance(value, (list, tuple)):
+        return [str(v) for v in value if v is not None and str(v).strip()]
+    return [str(value)] if value else []
+
+
+def cut(text: str, tokens: int) -> tuple[str, bool]:
+    limit = chars_for_tokens(tokens)
+    if len(text) <= limit:
+        return text, False
+    return text[:limit].rsplit("\n", 1)[0] + "\n\n[...]", True
+
+
+def clean_body(text: str, title: str) -> str:
+    """Model Markdown into an article body: no wrapping fence or frontmatter, ``# title`` first,
+    no second H1."""
+    text = text.strip()
+    fenced = re.match(r"^```(?:markdown|md)?\s*\n(.*)\n```$", text, re.S)
+    if fenced:
+        text = fenced.group(1).strip()
+    if text.startswith("---\n"):
+        end = text.find("\n---", 4)
+        if end != -1:
+            text = text[end + 4:].strip()
+    lines = text.splitlines()
+    out: list[str] = []
+    seen_h1 = False
+    for line, in_fence in iter_lines_outside_fences("\n".join(lines)):
+        if not in_fence and re.match(r"^#\s", line):
+            if not seen_h1 and not any(x.strip() for x in out):
+                seen_h1 = True
+                continue  # replaced by kaas's own title line below
+            line = "#" + line  # a second H1 becomes a section
+        out.append(line)
+    body = "\n".join(out).strip()
+    return f"# {title}\n\n{body}\n" if body else f"# {title}\n"
+
+
+def clean_summary(value: Any, body: str, title: str) -> str:
+    text = " ".join(str(value or "").split())
+    if not text:
+        text = first_sentence(body.split("\n", 1)[-1], SUMMARY_LIMIT) or title
+    return clip(text, SUMMARY_LIMIT)
+
+
+def clean_tags(value: Any) -> list[str]:
+    tags: list[str] = []
+    for tag in _string_list(value):
+        slug = slugify(tag, fallback="")
+        if slug and slug not in tags and len(slug) <= 40:
+            tags.append(slug)
+    return tags[:MAX_TAGS]
+
+
+def check_trails(body: str, known_sources: set[str]) -> tuple[str, int]:
+    """Drop trail lines that cite a source not feeding this article (a hostile source could
+    otherwise fake provenance); keep well-formed ones."""
+    out, dropped = [], 0
+    for line in body.splitlines():
+        stripped = line.strip()
+        if stripped.startswith("[Superseded"):
+            match = TRAIL.match(stripped)
+            if match and match.group(2) not in known_sources:
+                dropped += 1
+                continue
+        out.append(line)
+    return "\n".join(out).strip() + "\n", dropped
+
+
+_SECTION_HEADING = re.compile(r"^(#{1,2})\s+(.+?)\s*#*\s*$")
+
+
+def split_top_sections(body: str) -> list[tuple[str, str]]:
+    """(heading, text) at H1/H2 level; heading "" for the part before the first ``##``."""
+    sections: list[tuple[str, list[str]]] = [("", [])]
+    for line, in_fence in iter_lines_outside_fences(body):
+        match = None if in_fence else _SECTION_HEADING.match(line)
+        if match and len(match.group(1)) == 2:
+            sections.append((plain_text(match.group(2)), [line]))
+        else:
+            sections[-1][1].append(line)
+    return [(h, "\n".join(lines).strip("\n")) for h, lines in sections if "\n".join(lines).strip()]
+
+
+def relevant_sections(body: str, query: str) -> tuple[str, list[str]]:
+    """The lead plus the sections sharing most words with ``query``, and the full outline."""
+    sections = split_top_sections(body)
+    outline = [h for h, _ in sections if h]
+    terms = set(re.findall(r"\w{4,}", query.casefold()))
+
+    def score(text: str) -> int:
+        return len(terms & set(re.findall(r"\w{4,}", text.casefold())))
+
+    lead = [s for s in sections if not s[0]]
+    rest = sorted((s for s in sections if s[0]), key=lambda s: -score(s[1]))[:MAX_SECTIONS_SHOWN]
+    shown = set(id(s) for s in lead + rest)
+    text = "\n\n".join(s[1] for s in sections if id(s) in shown)
+    return text, outline
+
+
+def apply_edits(body: str, edits: list[Any], title: str) -> str:
+    """Apply section edits to ``body``; sections not named stay byte-for-byte as they were."""
+    sections = [[h, t] for h, t in split_top_sections(body)]
+    if not sections or sections[0][0]:
+        sections.insert(0, ["", f"# {title}"])
+    for edit in edits:
+        if not isinstance(edit, dict):
+            continue
+        heading = " ".join(plain_text(str(edit.get("heading") or "")).split()).lstrip("#").strip()
+        text = str(edit.get("text") or "").strip()
+        if not heading or not text:
+            continue
+        lines = text.splitlines()
+        if lines and re.match(r"^#{1,6}\s", lines[0]) and plain_text(lines[0].lstrip("#")).casefold() == heading.casefold():
+            text = "\n".join(lines[1:]).strip()
+        text = re.sub(r"^(#{1,2})(\s)", r"###\2", text, flags=re.M)  # no H1/H2 inside a section
+        action = edit.get("action")
+        index = next((i for i, (h, _) in enumerate(sections) if h and h.casefold() == heading.casefold()), None)
+        if index is None:
+            sections.append([heading, f"## {heading}\n\n{text}"])
+        elif action == "replace":
+            sections[index][1] = f"## {sections[index][0]}\n\n{text}"
+        else:
+            sections[index][1] = sections[index][1].rstrip() + "\n\n" + text
+    return "\n\n".join(t.strip("\n") for _, t in sections).strip() + "\n"
+
+
+def compose_meta(existing: dict[str, Any], *, title: str, summary: str, topic: str, tags: list[str],
+                 sources: list[str], updated: str) -> dict[str, Any]:
+    """The article's frontmatter: kaas's keys in the documented order, then any other keys a
+    person added, in their order."""
+    meta: dict[str, Any] = {
+        "title": title,
+        "summary": summary,
+        "topic": topic,
+        "tags": tags,
+        "sources": sources,
+        "updated": dt.date.fromisoformat(updated),
+    }
+    for key, value in existing.items():
+        if key not in meta:
+            meta[key] = value
+    return meta
+
+
+# ---------------------------------------------------------------------------------------------
+# the per-article unit of work
+
+
+class ArticleWriter:
+    """Runs the jobs of one compile: reads, asks the writer, validates, journals, writes."""
+
+    def __init__(self, wiki_dir: Path, state: CompileState, writer, today: str, dry_run: bool = False):
+        self.wiki_dir = wiki_dir
+        self.state = state
+        self.writer = writer
+        self.today = today
+        self.dry_run = dry_run
+
+    def current(self, job: ArticleJob) -> tuple[CurrentArticle, str | None]:
+        rel, file = safe_wiki_file(self.wiki_dir, job.path)
+        if Path(rel).name in RESERVED_NAMES:
+            raise UnsafePathError(f"{rel} is a reserved file name")
+        record = self.state.articles.get(rel)
+        try:
+            text = file.read_bytes().decode("utf-8")
+        except FileNotFoundError:
+            text = None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ArticleFormatError(f"{rel}: unreadable ({exc})") from None
+        merged_dates = [self.state.sources[s].date for s in (record.merged if record else {})
+                        if s in self.state.sources and self.state.sources[s].date]
+        latest = max(merged_dates) if merged_dates else None
+        rejected = self.state.rejections.get(rel)
+        if text is None:
+            return CurrentArticle(rel, job.target.title, job.target.topic, job.target.summary, {}, None, False, None,
+                                  rejected), None
+        article = parse_article(text, rel)
+        hand_edited = bool(record and record.hand_edited) or record is None or text_hash(text) != record.written_hash
+        title = article.meta.get("title") if isinstance(article.meta.get("title"), str) and article.meta["title"].strip() else job.target.title
+        topic = article.meta.get("topic") if isinstance(article.meta.get("topic"), str) and article.meta["topic"].strip() else job.target.topic
+        return CurrentArticle(rel, str(title).strip(), str(topic).strip(), article.summary, dict(article.meta),
+                              article.body, hand_edited, latest, rejected), text
+
+    def _commit(self, article: CurrentArticle, old_text: str | None, meta: dict[str, Any], body: str,
+                merged: dict[str, str], orphaned: bool) -> tuple[bool, str]:
+        """Journal the record, then replace the file. Returns (file changed, text now on disk)."""
+        text = render_article(meta, body)
+        record = self.state.articles.get(article.path)
+        same = old_text is not None and _without_updated(old_text) == _without_updated(text)
+        if same:
+            text = old_text  # keep the old date: nothing changed
+        new_record = ArticleRecord(article.path, text_hash(text), merged, article.hand_edited, orphaned)
+        if same and record is not None and record.to_json() == new_record.to_json():
+            return False, text
+        self.state.record_article(new_record)
+        if not same:
+            _, file = safe_wiki_file(self.wiki_dir, article.path)
+            atomic_write_text(file, text)
+        return not same, text
+
+    async def run(self, job: ArticleJob) -> ArticleOutcome:
+        try:
+            outcome = await self._run(job)
+        except WriteRefused as exc:
+            if getattr(self.writer, "mode", "") == "llm":
+                self.state.set_rejection(job.path, str(exc))
+            return ArticleOutcome(job.path, "held", str(exc))
+        except LLMError as exc:
+            if exc.code in ("unknown_model", "missing_api_key", "llm_auth", "llm_unreachable"):
+                raise
+            return ArticleOutcome(job.path, "failed", exc.message)
+        except KaasError as exc:
+            return ArticleOutcome(job.path, "failed", exc.message)
+        if job.path in self.state.rejections:
+            self.state.set_rejection(job.path, None)
+        return outcome
+
+    async def _run(self, job: ArticleJob) -> ArticleOutcome:
+        article, old_text = self.current(job)
+        record = self.state.articles.get(article.path)
+        merged = dict(record.merged) if record else {}
+        existed = article.body is not None
+        outcome = ArticleOutcome(article.path, "unchanged")
+        wrote = False
+        for chunk in _chunks(sorted(job.contributions, key=lambda c: (c.source.date or "", c.path))):
+            draft = await self.writer.write(article, chunk)
+            sources = _string_list(article.meta.get("sources"))
+            for contribution in chunk:
+                if contribution.path not in sources:
+                    sources.append(contribution.path)
+                merged[contribution.path] = contribution.source.checksum
+            sources = sorted(s for s in sources if s not in job.detach)
+            for path in job.detach:
+                merged.pop(path, None)
+            meta = compose_meta(article.meta, title=article.title, summary=draft.summary, topic=article.topic,
+                                tags=draft.tags, sources=sources, updated=self.today)
+            changed, old_text = self._commit(article, old_text, meta, draft.body, dict(merged), orphaned=not sources)
+            wrote = wrote or changed
+            outcome.merged.extend(c.path for c in chunk)
+            outcome.trails += draft.trails
+            outcome.warnings.extend(draft.warnings)
+            article = CurrentArticle(article.path, article.title, article.topic, draft.summary, meta,
+                                     draft.body, article.hand_edited, article.latest_date, None)
+            dates = [c.source.date for c in chunk if c.source.date]
+            if dates and (article.latest_date is None or max(dates) > article.latest_date):
+                article.latest_date = max(dates)
+        if job.detach and not job.contributions:
+            return self._detach(job, article, old_text, merged)
+        if wrote:
+            outcome.action = "updated" if existed else "created"
+        return outcome
+
+    def _detach(self, job: ArticleJob, article: CurrentArticle, old_text: str | None,
+                merged: dict[str, str]) -> ArticleOutcome:
+        """Remove deleted (or no longer planned) sources from ``sources:``; flag an orphan."""
+        if article.body is None:
+            if article.path in self.state.articles:
+                self.state.drop_article(article.path)
+            return ArticleOutcome(article.path, "unchanged", "file no longer exists")
+        sources = [s for s in _string_list(article.meta.get("sources")) if s not in job.detach]
+        for path in job.detach:
+            merged.pop(path, None)
+        meta = dict(article.meta)
+        meta["sources"] = sources
+        orphaned = not sources
+        wrote, _ = self._commit(article, old_text, meta, article.body, merged, orphaned)
+        reason = "no source left: flagged, not deleted" if orphaned else ""
+        return ArticleOutcome(article.path, "detached" if wrote else "unchanged", reason,
+                              orphaned=orphaned)
+
+
+def _without_updated(text: str) -> str:
+    return re.sub(r"^updated: .*$", "", text, count=1, flags=re.M)
+
+
+def _chunks(contributions: list[Contribution]) -> list[list[Contribution]]:
+    """Batches of contributions whose text fits one write call."""
+    chunks: list[list[Contribution]] = []
+    size = 0
+    for contribution in contributions:
+        tokens = min(estimate_tokens(contribution.source.text), WRITE_SOURCE_TOKENS)
+        if chunks and size + tokens <= WRITE_SOURCE_TOKENS and len(chunks[-1]) < 4:
+            chunks[-1].append(contribution)
+            size += tokens
+        else:
+            chunks.append([contribution])
+            size = tokens
+    return chunks
