@@ -6,6 +6,7 @@ Errors a person can cause are one line on stderr and a non-zero exit, never a tr
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import sys
@@ -41,6 +42,11 @@ def _setup_logging(verbose: bool) -> None:
 def _fail(exc: KaasError) -> None:
     click.echo(f"kaas: error: {exc.message}", err=True)
     sys.exit(exc.exit_code)
+
+
+def _offline(settings: Settings) -> Settings:
+    """The same settings with no model: every step takes the offline path."""
+    return dataclasses.replace(settings, model=None, compile_model=None)
 
 
 def _settings(ctx: click.Context, **overrides) -> Settings:
@@ -131,7 +137,7 @@ def ask(ctx: click.Context, question: str, as_json: bool, rewrite: bool, suggest
 
     settings = _settings(ctx, debug=True if debug else None)
     if offline:
-        settings = Settings(**{**settings.__dict__, "model": None})
+        settings = _offline(settings)
     try:
         service = build_service(settings)
     except KaasError as exc:
@@ -203,7 +209,7 @@ def compile_command(ctx: click.Context, full: bool, dry_run: bool, as_json: bool
 
     settings = _settings(ctx)
     if offline:
-        settings = Settings(**{**settings.__dict__, "model": None, "compile_model": None})
+        settings = _offline(settings)
     try:
         report = run_compile(settings, full=full, dry_run=dry_run)
     except KaasError as exc:
@@ -225,6 +231,56 @@ def mcp(ctx: click.Context) -> None:
     except KaasError as exc:
         _fail(exc)
     run_stdio(settings)
+
+
+@cli.command()
+@kb_option
+@click.option("--json", "as_json", is_flag=True, help="Print the findings as one JSON object.")
+@click.option("--fix", is_flag=True, help="Repair the mechanical findings: re-index, drop dead links (keeping their text).")
+@click.option("--contradictions", is_flag=True, help="Also ask the model about contradictions between related articles.")
+@click.option("--max-pairs", type=click.IntRange(1, 500), default=None,
+              help="Article pairs the contradictions check may compare (default 20).")
+@click.pass_context
+def lint(ctx: click.Context, as_json: bool, fix: bool, contradictions: bool, max_pairs: int | None) -> None:
+    """Check the wiki: broken links, orphans, index drift, summaries, duplicates, stale and oversized pages."""
+    from kb_ai.quality.lint import run_lint
+
+    settings = _settings(ctx)
+    try:
+        report = run_lint(settings, fix=fix, contradictions=contradictions, max_pairs=max_pairs)
+    except KaasError as exc:
+        _fail(exc)
+    click.echo(report.to_json_text() if as_json else report.render_text())
+    sys.exit(report.exit_code)
+
+
+@cli.command(name="eval")
+@kb_option
+@click.argument("questions_file", metavar="QUESTIONS.jsonl", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--json-out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Also write the full results (summary and every question) as JSON to this file.")
+@click.option("--limit", type=click.IntRange(1, None), default=None, help="Evaluate only the first N questions.")
+@click.option("--offline", is_flag=True, help="Ignore any configured model: lexical selection, extractive answers.")
+@click.pass_context
+def eval_command(ctx: click.Context, questions_file: Path, json_out: Path | None, limit: int | None, offline: bool) -> None:
+    """Measure page selection, answers, citations and cost on QUESTIONS.jsonl."""
+    from kb_ai.quality.eval import run_eval_file
+
+    settings = _settings(ctx)
+    if offline:
+        settings = _offline(settings)
+
+    def progress(done: int, total: int) -> None:
+        if done % 50 == 0 and done < total:
+            click.echo(f"kaas: eval: {done}/{total} questions", err=True)
+
+    try:
+        report = run_eval_file(settings, questions_file, limit=limit, progress=progress)
+        if json_out is not None:
+            report.write_json(json_out)
+    except KaasError as exc:
+        _fail(exc)
+    click.echo(report.render_table())
 
 
 from kb_ai.cli_serve import serve  # noqa: E402 (cheap: click only; the server loads on use)

@@ -1,0 +1,1 @@
+"""Quality tooling: ``kaas lint`` (checks on a wiki) and ``kaas eval`` (measured retrieval and answers)."""

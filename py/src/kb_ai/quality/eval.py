@@ -1,0 +1,378 @@
+"""``kaas eval QUESTIONS.jsonl``: run questions through the real ask service and score them.
+
+Each line of the file is one JSON object::
+
+    {"question": "...", "gold_pages": ["topic/page.md" or "Page title", ...],
+     "answer": "short gold answer", "answer_aliases": ["..."], "answerable": true, "id": "..."}
+
+Only ``question`` is required. ``gold_titles`` is accepted for ``gold_pages`` (HotpotQA files).
+Gold pages given as titles are resolved through the catalog (HTML-unescaped, case-insensitive).
+
+Metrics (per question, then averaged; each over the questions it applies to):
+
+* selection **recall** = gold pages read / gold pages; **precision** = gold pages read / pages read
+  (over questions that read at least one page); **all gold read** = every gold page was read,
+  **some gold read** = at least one was; **first page is gold** = the page ranked first is gold.
+* **exact match** and token **F1** against ``answer`` (and aliases), HotpotQA normalization, on the
+  answer with its citation links and kaas's notes removed; **contains gold** = the normalized gold
+  answer occurs in the answer (extractive offline answers are sentences, so EM is near 0 there).
+* **citation validity** = valid citations / all citations (summed over questions).
+* **abstention** on ``answerable: false`` questions: the answer read no page or says the wiki does
+  not cover the question; the same test on answerable questions gives the false-abstention rate.
+* LLM calls, tokens, cost and seconds per question.
+
+Questions run one after another through one service, so the lexical index is built once.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import platform
+import re
+import time
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable
+
+from kb_ai.config import Settings
+from kb_ai.errors import KaasError, UnsafePathError
+from kb_ai.navigate.ask import AskService, ask_events, build_service
+from kb_ai.navigate.records import AskRequest, AskResult
+from kb_ai.quality.scoring import normalize_answer, score_answer, scoring_text
+from kb_ai.store.catalog import Catalog
+from kb_ai.store.files import atomic_write_text
+from kb_ai.store.paths import normalize_wiki_path
+
+MAX_QUESTIONS_FILE_BYTES = 50_000_000
+# How answers say "the wiki does not know", besides reading no page at all (answer prompt wording).
+_ABSTAIN = re.compile(
+    r"\b(wiki|pages?|catalog)\b[^.\n]{0,60}\b(does not|doesn't|do not|don't|did not)\s+(cover|contain|mention|say|answer)"
+    r"|\bnot covered\b|\bnothing in the wiki\b|\bno page (of|in) the wiki\b",
+    re.IGNORECASE,
+)
+
+
+@dataclass
+class EvalQuestion:
+    question: str
+    gold_pages: list[str] = field(default_factory=list)
+    answer: str | None = None
+    aliases: list[str] = field(default_factory=list)
+    answerable: bool = True
+    id: str = ""
+
+
+def _string_list(value: Any, name: str, where: str) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return list(value)
+    raise KaasError(f"{where}: {name} must be a list of strings")
+
+
+def parse_questions(text: str, label: str = "questions") -> list[EvalQuestion]:
+    """Parse JSON lines (blank lines and ``#`` comments skipped); errors name the line."""
+    questions: list[EvalQuestion] = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        where = f"{label} line {number}"
+        try:
+            data = json.loads(line)
+        except ValueError as exc:
+            raise KaasError(f"{where}: not valid JSON ({exc.msg})") from None
+        if not isinstance(data, dict):
+            raise KaasError(f"{where}: expected a JSON object")
+        question = data.get("question")
+        if not isinstance(question, str) or not question.strip():
+            raise KaasError(f"{where}: missing \"question\"")
+        gold = data.get("gold_pages", data.get("gold_titles"))
+        answer = data.get("answer")
+        if answer is not None and not isinstance(answer, str):
+            answer = str(answer)
+        answerable = data.get("answerable", True)
+        if not isinstance(answerable, bool):
+            raise KaasError(f"{where}: answerable must be true or false")
+        questions.append(EvalQuestion(
+            question=question.strip(),
+            gold_pages=_string_list(gold, "gold_pages", where),
+            answer=answer if answer else None,
+            aliases=_string_list(data.get("answer_aliases"), "answer_aliases", where),
+            answerable=answerable,
+            id=str(data.get("id", number)),
+        ))
+    return questions
+
+
+def load_questions(path: Path) -> list[EvalQuestion]:
+    try:
+        if path.stat().st_size > MAX_QUESTIONS_FILE_BYTES:
+            raise KaasError(f"{path}: larger than {MAX_QUESTIONS_FILE_BYTES // 1_000_000} MB")
+        text = path.read_text(encoding="utf-8-sig")
+    except FileNotFoundError:
+        raise KaasError(f"{path}: no such file") from None
+    except UnicodeDecodeError:
+        raise KaasError(f"{path}: not UTF-8 text") from None
+    except OSError as exc:
+        raise KaasError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    questions = parse_questions(text, path.name)
+    if not questions:
+        raise KaasError(f"{path}: no questions")
+    return questions
+
+
+def _title_key(title: str) -> str:
+    return " ".join(html.unescape(title).casefold().split())
+
+
+class GoldResolver:
+    """Gold pages as catalog paths: a path that is in the catalog, else a title (unescaped, any case)."""
+
+    def __init__(self, catalog: Catalog):
+        self.catalog = catalog
+        self.by_title: dict[str, str] = {}
+        for entry in catalog.entries:
+            self.by_title.setdefault(_title_key(entry.title), entry.path)
+
+    def resolve(self, gold: list[str]) -> tuple[list[str], list[str]]:
+        """(catalog paths, entries that match no page)."""
+        paths: list[str] = []
+        unresolved: list[str] = []
+        for item in gold:
+            path = None
+            if item.strip().lower().endswith(".md"):
+                try:
+                    candidate = normalize_wiki_path(item)
+                    path = candidate if candidate in self.catalog else None
+                except UnsafePathError:
+                    path = None
+            if path is None:
+                path = self.by_title.get(_title_key(item))
+            if path is None:
+                unresolved.append(item)
+            elif path not in paths:
+                paths.append(path)
+        return paths, unresolved
+
+
+def is_abstention(result: AskResult, not_covered: str) -> bool:
+    """The answer says the wiki does not know: it read no page, or (a model's answer) says so in
+    words. An offline answer only quotes pages, so for it reading no page is the only signal."""
+    if not result.pages:
+        return True
+    if result.mode != "llm":
+        return False
+    answer = scoring_text(result.answer)
+    if normalize_answer(not_covered) and normalize_answer(not_covered) in normalize_answer(answer):
+        return True
+    return bool(_ABSTAIN.search(answer))
+
+
+@dataclass
+class QuestionResult:
+    id: str
+    question: str
+    answerable: bool
+    gold_pages: list[str]
+    unresolved_gold: list[str]
+    pages_read: list[str]
+    selection_method: str | None
+    recall: float | None
+    precision: float | None
+    all_gold_read: bool | None
+    any_gold_read: bool | None
+    first_page_gold: bool | None
+    answer: str
+    gold_answer: str | None
+    exact_match: float | None
+    f1: float | None
+    contains_gold: float | None
+    citations_valid: int
+    citations_invalid: int
+    abstained: bool
+    llm_calls: int
+    prompt_tokens: int
+    completion_tokens: int
+    cost_usd: float
+    cache_hits: int
+    seconds: float
+    notices: list[str]
+    error: dict[str, str] | None = None
+
+
+def score_question(q: EvalQuestion, gold: list[str], unresolved: list[str], result: AskResult,
+                   method: str | None, not_covered: str, seconds: float) -> QuestionResult:
+    read = [p["path"] for p in result.pages]
+    hits = len(set(gold) & set(read))
+    has_gold = q.answerable and bool(gold or unresolved)
+    gold_total = len(gold) + len(unresolved)  # an unresolvable gold page is a miss, not a skip
+    recall = hits / gold_total if has_gold else None
+    precision = (hits / len(read) if read else None) if has_gold else None
+    scored = score_answer(result.answer, [q.answer, *q.aliases]) if (q.answer and q.answerable) else None
+    usage = result.usage or {}
+    return QuestionResult(
+        id=q.id, question=q.question, answerable=q.answerable, gold_pages=gold, unresolved_gold=unresolved,
+        pages_read=read, selection_method=method, recall=recall, precision=precision,
+        all_gold_read=(hits == gold_total) if has_gold else None,
+        any_gold_read=(hits > 0) if has_gold else None,
+        first_page_gold=(bool(read) and read[0] in gold) if has_gold else None,
+        answer=result.answer, gold_answer=q.answer,
+        exact_match=scored.exact_match if scored else None, f1=scored.f1 if scored else None,
+        contains_gold=scored.contains_gold if scored else None,
+        citations_valid=len(result.citations), citations_invalid=len(result.invalid_citations),
+        abstained=result.error is None and is_abstention(result, not_covered),
+        llm_calls=int(usage.get("llm_calls", 0)), prompt_tokens=int(usage.get("prompt_tokens", 0)),
+        completion_tokens=int(usage.get("completion_tokens", 0)), cost_usd=float(usage.get("cost_usd", 0.0)),
+        cache_hits=int(usage.get("cache_hits", 0)), seconds=round(seconds, 4),
+        notices=result.notices, error=result.error,
+    )
+
+
+def _mean(values: list[float | bool | None]) -> float | None:
+    present = [float(v) for v in values if v is not None]
+    return sum(present) / len(present) if present else None
+
+
+@dataclass
+class EvalReport:
+    results: list[QuestionResult]
+    settings: dict[str, Any]
+
+    def summary(self) -> dict[str, Any]:
+        rs = self.results
+        ok = [r for r in rs if r.error is None]
+        answerable = [r for r in ok if r.answerable]
+        unanswerable = [r for r in ok if not r.answerable]
+        valid = sum(r.citations_valid for r in ok)
+        invalid = sum(r.citations_invalid for r in ok)
+        n = len(rs) or 1
+        return {
+            "questions": len(rs),
+            "errors": len(rs) - len(ok),
+            "answerable": len(answerable),
+            "unanswerable": len(unanswerable),
+            "gold_unresolved": sum(len(r.unresolved_gold) for r in rs),
+            "selection_recall": _mean([r.recall for r in ok]),
+            "selection_precision": _mean([r.precision for r in ok]),
+            "all_gold_read": _mean([r.all_gold_read for r in ok]),
+            "any_gold_read": _mean([r.any_gold_read for r in ok]),
+            "first_page_gold": _mean([r.first_page_gold for r in ok]),
+            "pages_read_mean": _mean([len(r.pages_read) for r in ok]),
+            "scored_answers": sum(1 for r in ok if r.f1 is not None),
+            "exact_match": _mean([r.exact_match for r in ok]),
+            "f1": _mean([r.f1 for r in ok]),
+            "answer_contains_gold": _mean([r.contains_gold for r in ok]),
+            "citations_valid": valid,
+            "citations_invalid": invalid,
+            "citation_validity": valid / (valid + invalid) if valid + invalid else None,
+            "answers_citing": _mean([r.citations_valid > 0 for r in answerable if r.pages_read]),
+            "abstention_rate": _mean([r.abstained for r in unanswerable]),
+            "false_abstention_rate": _mean([r.abstained for r in answerable]),
+            "selection_fallbacks": sum(1 for r in ok if r.selection_method == "lexical-fallback"),
+            "llm_calls_per_question": sum(r.llm_calls for r in rs) / n,
+            "prompt_tokens_per_question": sum(r.prompt_tokens for r in rs) / n,
+            "completion_tokens_per_question": sum(r.completion_tokens for r in rs) / n,
+            "cost_usd_per_question": sum(r.cost_usd for r in rs) / n,
+            "cost_usd_total": round(sum(r.cost_usd for r in rs), 6),
+            "cache_hits": sum(r.cache_hits for r in rs),
+            "seconds_per_question": sum(r.seconds for r in rs) / n,
+        }
+
+    def to_json(self) -> dict[str, Any]:
+        return {"summary": self.summary(), "settings": self.settings, "questions": [asdict(r) for r in self.results]}
+
+    def write_json(self, path: Path) -> None:
+        try:
+            atomic_write_text(Path(path), json.dumps(self.to_json(), ensure_ascii=False, indent=1) + "\n")
+        except OSError as exc:
+            raise KaasError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+    def render_table(self) -> str:
+        s = self.summary()
+
+        def pct(value: float | None) -> str:
+            return "—" if value is None else f"{value * 100:.1f}%"
+
+        def num(value: float | None, digits: int = 2) -> str:
+            return "—" if value is None else f"{value:,.{digits}f}"
+
+        answerable_with_gold = sum(1 for r in self.results if r.recall is not None)
+        rows = [
+            ("questions", f"{s['questions']}", f"{s['answerable']} answerable, {s['unanswerable']} not; {s['errors']} errors"),
+            ("selection recall", pct(s["selection_recall"]), f"gold pages read / gold pages, {answerable_with_gold} questions"),
+            ("selection precision", pct(s["selection_precision"]), "gold pages read / pages read"),
+            ("all gold pages read", pct(s["all_gold_read"]), "questions"),
+            ("some gold page read", pct(s["any_gold_read"]), "questions"),
+            ("first page is gold", pct(s["first_page_gold"]), "the page ranked first is a gold page"),
+            ("pages read per question", num(s["pages_read_mean"]), ""),
+            ("exact match", pct(s["exact_match"]), f"{s['scored_answers']} answers scored (HotpotQA normalization)"),
+            ("token F1", pct(s["f1"]), ""),
+            ("answer contains gold", pct(s["answer_contains_gold"]), ""),
+            ("citation validity", pct(s["citation_validity"]), f"{s['citations_valid']} valid, {s['citations_invalid']} invalid"),
+            ("answers citing a page", pct(s["answers_citing"]), "answerable questions that read a page"),
+            ("abstention (unanswerable)", pct(s["abstention_rate"]), f"{s['unanswerable']} questions"),
+            ("false abstention", pct(s["false_abstention_rate"]), "answerable questions answered 'not covered'"),
+            ("LLM calls per question", num(s["llm_calls_per_question"]), f"{s['cache_hits']} cache hits; {s['selection_fallbacks']} keyword fallbacks"),
+            ("tokens per question", f"{s['prompt_tokens_per_question']:,.0f} + {s['completion_tokens_per_question']:,.0f}", "prompt + completion"),
+            ("cost per question", f"${s['cost_usd_per_question']:.5f}", f"${s['cost_usd_total']:.4f} in all"),
+            ("seconds per question", num(s["seconds_per_question"], 3), ""),
+        ]
+        if s["gold_unresolved"]:
+            rows.insert(1, ("gold pages not found", f"{s['gold_unresolved']}", "counted as misses"))
+        width = max(len(r[0]) for r in rows)
+        value_width = max(len(r[1]) for r in rows)
+        mode = self.settings.get("mode", "?")
+        model = f", model {self.settings['model']}" if self.settings.get("model") else ""
+        lines = [f"kaas eval — {mode} mode{model}, at most {self.settings.get('max_pages')} pages per question"]
+        lines += [f"  {name:<{width}}  {value:>{value_width}}  {note}".rstrip() for name, value, note in rows]
+        return "\n".join(lines)
+
+
+async def run_eval(service: AskService, questions: list[EvalQuestion], *,
+                   progress: Callable[[int, int], None] | None = None) -> EvalReport:
+    """Ask every question, one after another, through ``service`` and score the results."""
+    catalog = service.kb.require_catalog()
+    resolver = GoldResolver(catalog)
+    not_covered = service.navigator.not_covered()
+    results: list[QuestionResult] = []
+    for number, q in enumerate(questions, start=1):
+        gold, unresolved = resolver.resolve(q.gold_pages)
+        result = AskResult(mode=service.navigator.mode)
+        method = None
+        start = time.perf_counter()
+        async for event in ask_events(service, AskRequest(question=q.question)):
+            result.add(event)
+            if event.name == "pages":
+                method = event.data.get("method")
+        results.append(score_question(q, gold, unresolved, result, method, not_covered, time.perf_counter() - start))
+        if progress is not None:
+            progress(number, len(questions))
+    settings = service.settings
+    return EvalReport(results, {
+        "kb": str(service.kb.root),
+        "mode": service.navigator.mode,
+        "model": settings.model,
+        "max_pages": settings.max_pages,
+        "read_budget": settings.read_budget,
+        "select_budget": settings.select_budget,
+        "catalog_pages": len(catalog),
+        "date": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "machine": f"{platform.machine()}, Python {platform.python_version()}",
+    })
+
+
+def run_eval_file(settings: Settings, questions_file: Path, *, limit: int | None = None,
+                  progress: Callable[[int, int], None] | None = None) -> EvalReport:
+    """What ``kaas eval`` does: load the questions, build one service, run them all."""
+    import asyncio
+
+    questions = load_questions(Path(questions_file))
+    if limit is not None:
+        questions = questions[:limit]
+    service = build_service(settings)
+    return asyncio.run(run_eval(service, questions, progress=progress))

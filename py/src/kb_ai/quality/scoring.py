@@ -1,0 +1,81 @@
+"""Answer scores as HotpotQA defines them: exact match and token F1 after normalization
+(lower case, punctuation and the articles a/an/the removed, whitespace folded).
+
+``normalize_answer`` and ``f1_score`` follow the official ``hotpot_evaluate_v1.py`` exactly,
+including its rule that a yes/no answer scores nothing unless it is the same yes/no. Answers
+kaas writes are prose with citations, so ``scoring_text`` first removes what is not answer
+content: citation links, the offline-mode label, the "no page mentions" footer.
+"""
+
+from __future__ import annotations
+
+import re
+import string
+from collections import Counter
+from dataclasses import dataclass
+
+_ARTICLES = re.compile(r"\b(a|an|the)\b")
+_PUNCTUATION = frozenset(string.punctuation)
+# A Markdown link or image, as answers cite: [Title](path) — nested brackets allowed in the title.
+_LINK = re.compile(r"!?\[(?:[^\[\]\\]|\\.|\[[^\]]*\])*\]\((?:<[^>]*>|[^()\s]*(?:\([^()\s]*\)[^()\s]*)*)(?:\s+\"[^\"]*\")?\)")
+# Lines kaas adds around an offline answer that are about the answer, not part of it.
+_OFFLINE_NOTE = re.compile(r"^\s*\*?(Offline mode \(no model configured\)|No page of the wiki mentions:).*$", re.MULTILINE)
+_YES_NO = {"yes", "no", "noanswer"}
+
+
+def normalize_answer(text: str) -> str:
+    """HotpotQA normalization: lower, no punctuation, no articles, single spaces."""
+    text = "".join(ch for ch in text.lower() if ch not in _PUNCTUATION)
+    return " ".join(_ARTICLES.sub(" ", text).split())
+
+
+def scoring_text(answer: str) -> str:
+    """The words of an answer that can match a gold answer: citation links and kaas's own
+    notes about the answer removed, Markdown bullets and emphasis left to normalization."""
+    text = _OFFLINE_NOTE.sub("", answer)
+    return " ".join(_LINK.sub(" ", text).split())
+
+
+def exact_match(prediction: str, gold: str) -> float:
+    return float(normalize_answer(prediction) == normalize_answer(gold))
+
+
+def f1_score(prediction: str, gold: str) -> float:
+    """Token F1 between normalized prediction and gold (HotpotQA's definition)."""
+    pred, truth = normalize_answer(prediction), normalize_answer(gold)
+    if (pred in _YES_NO or truth in _YES_NO) and pred != truth:
+        return 0.0
+    pred_tokens, truth_tokens = pred.split(), truth.split()
+    same = sum((Counter(pred_tokens) & Counter(truth_tokens)).values())
+    if same == 0:
+        return 0.0
+    precision, recall = same / len(pred_tokens), same / len(truth_tokens)
+    return 2 * precision * recall / (precision + recall)
+
+
+def contains_answer(prediction: str, gold: str) -> float:
+    """1.0 when the normalized gold answer occurs in the normalized prediction as whole words."""
+    truth = normalize_answer(gold)
+    if not truth:
+        return 0.0
+    return float(f" {truth} " in f" {normalize_answer(prediction)} ")
+
+
+@dataclass(frozen=True)
+class AnswerScore:
+    exact_match: float
+    f1: float
+    contains_gold: float
+
+
+def score_answer(answer: str, golds: list[str]) -> AnswerScore:
+    """Best score over the gold answer and its aliases, on the answer's scoring text."""
+    text = scoring_text(answer)
+    golds = [g for g in golds if g and g.strip()]
+    if not golds:
+        return AnswerScore(0.0, 0.0, 0.0)
+    return AnswerScore(
+        exact_match=max(exact_match(text, g) for g in golds),
+        f1=max(f1_score(text, g) for g in golds),
+        contains_gold=max(contains_answer(text, g) for g in golds),
+    )
