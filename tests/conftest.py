@@ -15,6 +15,24 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ["DISABLE_AIOHTTP_TRANSPORT"] = "True"
 
 
+REAL_LLM_BASE = os.environ.get("KAAS_REAL_LLM_BASE", "http://127.0.0.1:8765/v1")
+
+
+@pytest.fixture(scope="session")
+def real_llm_server() -> str:
+    """The real OpenAI-compatible server of ../shared/tools/real-llm-server, for opt-in
+    ``real_llm`` tests: skipped unless KAAS_REAL_LLM=1, failed if that is set and none answers."""
+    import httpx
+
+    if os.environ.get("KAAS_REAL_LLM") != "1":
+        pytest.skip("set KAAS_REAL_LLM=1 and start ../shared/tools/real-llm-server to run")
+    try:
+        httpx.get(REAL_LLM_BASE + "/models", timeout=5).raise_for_status()
+    except httpx.HTTPError as exc:
+        pytest.fail(f"KAAS_REAL_LLM=1 but no server at {REAL_LLM_BASE}: {exc}")
+    return REAL_LLM_BASE
+
+
 @pytest.fixture(autouse=True)
 def _isolated_env(monkeypatch):
     for name in list(os.environ):

@@ -12,28 +12,17 @@ usage is counted, and every citation returned is a page that was read.
 from __future__ import annotations
 
 import json
-import os
 
-import httpx
 import pytest
+
+from conftest import REAL_LLM_BASE
 
 from kb_ai.config import Settings
 from kb_ai.navigate.ask import ask, build_service
 from kb_ai.navigate.records import AskRequest
 
-pytestmark = pytest.mark.real_llm
-
-BASE = os.environ.get("KAAS_REAL_LLM_BASE", "http://127.0.0.1:8765/v1")
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _server_up():
-    if os.environ.get("KAAS_REAL_LLM") != "1":
-        pytest.skip("set KAAS_REAL_LLM=1 and start ../shared/tools/real-llm-server to run")
-    try:
-        httpx.get(BASE + "/models", timeout=5).raise_for_status()
-    except httpx.HTTPError as exc:
-        pytest.fail(f"KAAS_REAL_LLM=1 but no server at {BASE}: {exc}")
+pytestmark = [pytest.mark.real_llm, pytest.mark.usefixtures("real_llm_server")]
+BASE = REAL_LLM_BASE
 
 
 async def test_ask_against_a_real_llama_cpp_server(sample_kb):

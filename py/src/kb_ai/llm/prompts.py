@@ -14,16 +14,14 @@ from pathlib import Path
 import jinja2
 
 from kb_ai.errors import ConfigError
-
-_PACKAGE_PROMPTS = Path(__file__).resolve().parent.parent / "prompts"
-_CHECKOUT_PROMPTS = Path(__file__).resolve().parents[4] / "prompts"
+from kb_ai.resources import shipped_dir
 
 
 def default_prompts_dir() -> Path:
-    for candidate in (_PACKAGE_PROMPTS, _CHECKOUT_PROMPTS):
-        if (candidate / "answer.md").is_file():
-            return candidate
-    raise ConfigError("prompt files not found: reinstall kaas or set KAAS_PROMPTS_DIR")
+    found = shipped_dir("prompts", "answer.md")
+    if found is None:
+        raise ConfigError("prompt files not found: reinstall kaas or set KAAS_PROMPTS_DIR")
+    return found
 
 
 class PromptLibrary:

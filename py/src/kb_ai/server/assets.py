@@ -5,14 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from kb_ai.errors import ConfigError
-
-_PACKAGE_WEB = Path(__file__).resolve().parents[1] / "web"
-_CHECKOUT_WEB = Path(__file__).resolve().parents[4] / "web"
+from kb_ai.resources import shipped_dir
 
 
 def default_web_dir() -> Path:
     """The ``web/`` folder: packaged copy first (``kb_ai/web``), then the source checkout."""
-    for candidate in (_PACKAGE_WEB, _CHECKOUT_WEB):
-        if (candidate / "index.html").is_file():
-            return candidate
-    raise ConfigError("the web UI files are missing: reinstall kaas")
+    found = shipped_dir("web", "index.html")
+    if found is None:
+        raise ConfigError("the web UI files are missing: reinstall kaas")
+    return found
