@@ -137,3 +137,16 @@ async def test_streamable_http_at_mcp_inside_the_chat_server(sample_kb):
             refused = await http.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
                                       headers={"Accept": "application/json, text/event-stream"})
         assert refused.status_code == 401
+
+
+async def test_ask_reports_progress_while_answering(sample_kb):
+    seen: list[tuple[float, str | None]] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        seen.append((progress, message))
+
+    async with Client(build_mcp_server(load_settings(sample_kb.root, env={}))) as client:
+        result = await client.call_tool("ask", {"question": "How are citations validated?"}, progress_callback=on_progress)
+    assert not result.is_error
+    assert seen and seen[0][1].startswith("reading ")
+    assert [p for p, _ in seen] == sorted(p for p, _ in seen)  # progress only goes up
