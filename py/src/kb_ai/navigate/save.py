@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 
+from kb_ai.compile.lock import CompileLock
 from kb_ai.errors import KaasError
 from kb_ai.navigate.records import AskResult
 from kb_ai.store.articles import SUMMARY_LIMIT, write_article
@@ -35,9 +36,6 @@ def save_answer(kb: KnowledgeBase, question: str, result: AskResult, today: dt.d
     question = " ".join(question.split())
     today = today or dt.date.today()
     slug = slugify(question)[:60].rstrip("-") or "answer"
-    path, n = f"{ANSWERS_TOPIC}/{slug}.md", 2
-    while (kb.wiki_dir / path).exists():
-        path, n = f"{ANSWERS_TOPIC}/{slug}-{n}.md", n + 1
     cited = [c["path"] for c in result.citations]
     meta = {
         "title": clip(question, 120),
@@ -60,6 +58,12 @@ def save_answer(kb: KnowledgeBase, question: str, result: AskResult, today: dt.d
         "",
         *[f"- [{c['title']}](../{c['path']})" for c in result.citations],
     ])
-    write_article(kb.wiki_dir, path, meta, body)
-    kb.reindex()
+    # The same lock as compile, hand edits and lint --fix: one writer of wiki/ at a time, so two
+    # saves of the same question cannot pick the same free name.
+    with CompileLock(kb.state_dir):
+        path, n = f"{ANSWERS_TOPIC}/{slug}.md", 2
+        while (kb.wiki_dir / path).exists():
+            path, n = f"{ANSWERS_TOPIC}/{slug}-{n}.md", n + 1
+        write_article(kb.wiki_dir, path, meta, body)
+        kb.reindex()
     return path
