@@ -79,6 +79,15 @@ def _clean_name(name: str) -> str:
     return "/".join(p for p in re.split(r"[\\/]+", name) if p and p != ".")
 
 
+def _skipped_by_name(clean: str) -> str | None:
+    """Why a member is not compiled, judged by its (already safe) name alone."""
+    if any(part.startswith(".") for part in clean.split("/")) or clean.startswith("__MACOSX/"):
+        return f"{clean}: skipped (hidden)"
+    if clean.lower().endswith(ARCHIVE_EXT):
+        return f"{clean}: skipped (nested archive)"
+    return None
+
+
 def _zip_members(data: bytes) -> tuple[list[tuple[str, bytes]], list[str]]:
     try:
         archive = zipfile.ZipFile(io.BytesIO(data))
@@ -100,11 +109,9 @@ def _zip_members(data: bytes) -> tuple[list[tuple[str, bytes]], list[str]]:
             notes.append(f"{name!r}: {problem}")
             continue
         clean = _clean_name(name)
-        if any(part.startswith(".") for part in clean.split("/")) or clean.startswith("__MACOSX/"):
-            notes.append(f"{clean}: skipped (hidden)")
-            continue
-        if clean.lower().endswith(ARCHIVE_EXT):
-            notes.append(f"{clean}: skipped (nested archive)")
+        skipped = _skipped_by_name(clean)
+        if skipped:
+            notes.append(skipped)
             continue
         if info.flag_bits & 0x1:
             notes.append(f"{clean}: skipped (encrypted)")
@@ -163,11 +170,9 @@ def _tar_members(data: bytes) -> tuple[list[tuple[str, bytes]], list[str]]:
                 # Moving past a member means decompressing it: stop rather than chew through a bomb.
                 notes.append(f"stopped at {clean}: archive contents over {MAX_TOTAL_BYTES:,} bytes")
                 break
-            if any(part.startswith(".") for part in clean.split("/")):
-                notes.append(f"{clean}: skipped (hidden)")
-                continue
-            if clean.lower().endswith(ARCHIVE_EXT):
-                notes.append(f"{clean}: skipped (nested archive)")
+            skipped = _skipped_by_name(clean)
+            if skipped:
+                notes.append(skipped)
                 continue
             if info.size > MAX_MEMBER_BYTES:
                 notes.append(f"{clean}: skipped (larger than {MAX_MEMBER_BYTES:,} bytes)")
