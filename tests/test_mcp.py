@@ -88,14 +88,12 @@ async def test_read_page_and_list_pages(sample_kb):
     assert "KAAS_MODEL variable selects" in page.structured_content["markdown"]
 
 
-async def test_stdio_subprocess_speaks_only_protocol(sample_kb, tmp_path):
-    errlog = tmp_path / "stderr.txt"
+async def test_stdio_subprocess_speaks_only_protocol(sample_kb):
     params = StdioServerParameters(command=KAAS, args=["--kb", str(sample_kb.root), "mcp"], env={"PATH": "/usr/bin:/bin"})
-    with open(errlog, "w") as err:
-        async with Client(StdioServerParameters(**{**params.__dict__})) as client:
-            tools = await client.list_tools()
-            result = await client.call_tool("ask", {"question": "Which variable selects the language model?"})
-            page = await client.call_tool("read_page", {"path": "ops/configuration.md"})
+    async with Client(params) as client:
+        tools = await client.list_tools()
+        result = await client.call_tool("ask", {"question": "Which variable selects the language model?"})
+        page = await client.call_tool("read_page", {"path": "ops/configuration.md"})
     assert {t.name for t in tools.tools} == {"ask", "read_page", "list_pages"}
     assert not result.is_error
     assert result.structured_content["citations"][0]["path"] == "ops/configuration.md"
