@@ -8,6 +8,7 @@ memory and reloads it when the file changes.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import logging
 import os
 import re
@@ -69,6 +70,11 @@ class Catalog:
 
     def __len__(self) -> int:
         return len(self.entries)
+
+    @functools.cached_property
+    def line_chars(self) -> int:
+        """Characters of all catalog lines: what showing the whole catalog to a model costs."""
+        return sum(len(e.line()) for e in self.entries)
 
     def __contains__(self, path: object) -> bool:
         return path in self.by_path

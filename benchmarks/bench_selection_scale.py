@@ -1,0 +1,93 @@
+"""Selection at scale with a model: is the selection prompt bounded, and what does kaas cost
+per question besides the model? Generated wikis, a zero-latency fake OpenAI-compatible server on
+127.0.0.1 (tests/server_fakes.py), the real LLM path (litellm, gateway, navigator).
+
+    .venv/bin/python benchmarks/bench_selection_scale.py [SIZES...]     (default: 1000 10000)
+
+Per size: the selection budget in force (the fake model is unknown to litellm, so the default
+6,000 tokens applies), the largest selection prompt sent (characters / 3.5, the same estimate
+the budget uses, and the fake server's own count), LLM calls per question, kaas time per
+question excluding the time spent inside model calls, the share of questions whose gold page was
+among the catalog lines shown to the model, and the process's peak memory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import platform
+import random
+import re
+import resource
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests"))
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+from kb_ai.config import Settings  # noqa: E402
+from kb_ai.navigate.ask import ask, build_service  # noqa: E402
+from kb_ai.navigate.records import AskRequest  # noqa: E402
+from kb_ai.navigate.select import select_budget_for  # noqa: E402
+from kb_ai.store.kb import KnowledgeBase  # noqa: E402
+from server_fakes import FakeLLMServer  # noqa: E402
+from wikigen import generate_wiki  # noqa: E402
+
+QUESTIONS = 30
+_LINE = re.compile(r"^- \[", re.MULTILINE)
+
+
+def bench(size: int, llm: FakeLLMServer) -> dict:
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        made = generate_wiki(root, size)
+        KnowledgeBase(root).reindex()
+        settings = Settings(kb=root, model="openai/fake-zero-latency", api_base=llm.api_base, api_key="x",
+                            cache=False, max_retries=0)
+        service = build_service(settings)
+        budget = select_budget_for(service.navigator.gateway.context_window(), settings.select_budget)
+        asyncio.run(ask(service, AskRequest(question="warm-up: bridge history")))  # index build, imports
+        sample = random.Random(3).sample(made, QUESTIONS)
+        own_times, calls, prompt_tokens, lines_shown, gold_shown = [], [], [], [], 0
+        for path, name in sample:
+            before = len(llm.stats.requests)
+            start = time.perf_counter()
+            result = asyncio.run(ask(service, AskRequest(question=f"When was {name} founded and where?")))
+            total = time.perf_counter() - start
+            model_time = sum(c["seconds"] for c in result.usage["calls"])
+            own_times.append(total - model_time)
+            calls.append(result.usage["llm_calls"])
+            select = [r for r in llm.stats.requests[before:] if not r.get("stream")]
+            text = "\n".join(str(m.get("content") or "") for m in select[0]["messages"])
+            prompt_tokens.append(len(text) / 3.5)
+            lines_shown.append(len(_LINE.findall(text)))
+            gold_shown += f"]({path})" in text
+        return {
+            "size": size, "budget": budget, "max_prompt": max(prompt_tokens), "mean_lines": statistics.mean(lines_shown),
+            "calls": statistics.mean(calls), "own_mean_ms": statistics.mean(own_times) * 1000,
+            "own_p95_ms": sorted(own_times)[int(QUESTIONS * 0.95) - 1] * 1000, "gold_shown": gold_shown / QUESTIONS,
+            "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        }
+
+
+def main() -> None:
+    sizes = [int(a) for a in sys.argv[1:]] or [1000, 10000]
+    print(f"# selection at scale — {platform.node()} {platform.machine()} {os.cpu_count()} cores, "
+          f"Python {platform.python_version()}, {time.strftime('%Y-%m-%d')}")
+    print("| articles | selection budget | largest selection prompt | catalog lines shown (mean) | LLM calls / question "
+          "| kaas time / question, excl. model calls: mean / p95 | gold page shown to the model | peak RSS |")
+    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    with FakeLLMServer(token_delay=0) as llm:
+        for size in sizes:
+            r = bench(size, llm)
+            print(f"| {r['size']:,} | {r['budget']:,} tokens | {r['max_prompt']:,.0f} tokens | {r['mean_lines']:,.0f} | "
+                  f"{r['calls']:.1f} | {r['own_mean_ms']:.0f} ms / {r['own_p95_ms']:.0f} ms | {r['gold_shown']:.2f} | "
+                  f"{r['peak_mb']:,.0f} MB |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
