@@ -52,10 +52,7 @@ def resolve_paths(raw_paths: list, catalog: Catalog, limit: int) -> Selection:
     kept: list[str] = []
     dropped: list[str] = []
     repaired: dict[str, str] = {}
-    by_title = {e.title.casefold(): e.path for e in catalog.entries}
-    by_slug: dict[str, list[str]] = {}
-    for e in catalog.entries:
-        by_slug.setdefault(PurePosixPath(e.path).stem, []).append(e.path)
+    by_title, by_slug = catalog.by_title, catalog.by_stem  # built once per catalog version
 
     for item in raw_paths:
         if not isinstance(item, str) or not item.strip():

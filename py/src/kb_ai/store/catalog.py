@@ -72,6 +72,19 @@ class Catalog:
         return len(self.entries)
 
     @functools.cached_property
+    def by_title(self) -> dict[str, str]:
+        """Case-folded title -> path (for repairing a model that answers with a title)."""
+        return {e.title.casefold(): e.path for e in self.entries}
+
+    @functools.cached_property
+    def by_stem(self) -> dict[str, list[str]]:
+        """File name without .md -> paths (for repairing a slug without its topic)."""
+        stems: dict[str, list[str]] = {}
+        for e in self.entries:
+            stems.setdefault(e.path.rsplit("/", 1)[-1].removesuffix(".md"), []).append(e.path)
+        return stems
+
+    @functools.cached_property
     def line_chars(self) -> int:
         """Characters of all catalog lines: what showing the whole catalog to a model costs."""
         return sum(len(e.line()) for e in self.entries)
