@@ -16,11 +16,9 @@ import click
 
 from kb_ai import __version__
 from kb_ai.config import Settings, load_settings
-from kb_ai.errors import KaasError
+from kb_ai.errors import KaasError, exit_code_for
 
 log = logging.getLogger("kb_ai")
-# Error codes that mean "fix your setup" (exit 2) rather than "this run failed" (exit 1).
-_USER_CONFIG_ERRORS = {"no_wiki", "empty_catalog", "unknown_model", "missing_api_key", "llm_auth", "config_error"}
 
 
 class _OneLineFormatter(logging.Formatter):
@@ -173,7 +171,7 @@ def ask(ctx: click.Context, question: str, as_json: bool, rewrite: bool, suggest
         click.echo(json.dumps(result.to_json(), ensure_ascii=False, indent=2))
     if result.error:
         click.echo(f"kaas: error: {result.error['message']}", err=True)
-        sys.exit(2 if result.error["code"] in _USER_CONFIG_ERRORS else 1)
+        sys.exit(exit_code_for(result.error["code"]))
     if as_json:
         return
     if not result.answer.endswith("\n"):

@@ -104,3 +104,15 @@ class LLMOutputError(LLMError):
 
     code = "llm_bad_output"
     retryable = True
+
+
+def exit_code_for(code: str) -> int:
+    """The exit code of the error class with this ``code`` (an ``error`` event carries only the
+    code); 1 for codes no class declares."""
+    pending = [KaasError]
+    while pending:
+        cls = pending.pop()
+        if cls.code == code:
+            return cls.exit_code
+        pending.extend(cls.__subclasses__())
+    return 1

@@ -160,7 +160,7 @@ def build_mcp_server(settings: Settings, service: AskService | None = None) -> M
         entry = catalog.get(article.path)
         page = PageOutput(
             path=article.path, title=entry.title if entry else article.title, summary=article.summary,
-            topic=article.topic, frontmatter={k: _jsonable(v) for k, v in article.meta.items()}, markdown=article.body,
+            topic=article.topic, frontmatter=article.frontmatter_json, markdown=article.body,
         )
         return CallToolResult(content=[TextContent(type="text", text=f"# {page.title} ({page.path})\n\n{article.body}")],
                               structured_content=page.model_dump(mode="json"))
@@ -197,16 +197,6 @@ async def _progress(ctx: Context, progress: float, message: str) -> None:
         await ctx.report_progress(progress, None, message)
     except Exception as exc:  # noqa: BLE001 - progress is best-effort by design
         log.debug("progress notification not sent: %s", exc)
-
-
-def _jsonable(value):
-    if isinstance(value, (str, int, float, bool)) or value is None:
-        return value
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    return str(value)
 
 
 class MCPHttpEndpoint:

@@ -22,7 +22,7 @@ log = logging.getLogger(__name__)
 MIN_USEFUL_TOKENS = 120  # below this a trimmed page is more noise than help
 
 
-def _trim_to_budget(title: str, body: str, question: str, budget: int) -> tuple[str, list[str]] | None:
+def _trim_to_budget(body: str, question: str, budget: int) -> tuple[str, list[str]] | None:
     """Lead + best-matching sections that fit ``budget`` tokens, in document order, plus a note."""
     sections = split_sections(body)
     if not sections:
@@ -92,7 +92,7 @@ def read_pages(kb: KnowledgeBase, paths: list[str], budget_tokens: int, question
             pages.append(ReadPage(path, title, text, kind=kind))
             remaining -= cost
             continue
-        trimmed = _trim_to_budget(title, text, question, remaining) if remaining >= MIN_USEFUL_TOKENS else None
+        trimmed = _trim_to_budget(text, question, remaining) if remaining >= MIN_USEFUL_TOKENS else None
         if trimmed is None:
             notices.append(f"Not read: {title} ({path}) — the reading budget of {budget_tokens} tokens was used up.")
             continue

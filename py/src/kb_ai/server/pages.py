@@ -10,7 +10,6 @@ so the catalog (and the navigator) see the change at once.
 
 from __future__ import annotations
 
-import datetime as dt
 import hashlib
 import json
 import logging
@@ -63,18 +62,6 @@ def error_response(exc: KaasError) -> JSONResponse:
                         headers={"Cache-Control": "no-store"})
 
 
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, (dt.date, dt.datetime)):
-        return value.isoformat()
-    if value is None or isinstance(value, (str, int, float, bool)):
-        return value
-    return str(value)
-
-
 def text_version(text: str) -> str:
     """What an editor sends back to say which text it edited (optimistic concurrency)."""
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
@@ -118,7 +105,7 @@ def page_json(kb: KnowledgeBase, page: LoadedPage) -> dict[str, Any]:
         "title": article.title,
         "summary": article.summary,
         "topic": article.topic,
-        "frontmatter": _jsonable(article.meta),
+        "frontmatter": article.frontmatter_json,
         "markdown": page.text,
         "body": article.body,
         "html": rendered.html,

@@ -82,9 +82,26 @@ class Article:
         return str(self.meta.get("kind") or "article")
 
     @property
+    def frontmatter_json(self) -> dict[str, Any]:
+        """The frontmatter as JSON-safe values (dates as ISO strings), keys in file order."""
+        return _jsonable(self.meta)
+
+    @property
     def cited_paths(self) -> list[str]:
         """For a saved answer: the catalog paths of the articles it cited."""
         return _string_list(self.meta.get("citations"))
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, (dt.date, dt.datetime)):
+        return value.isoformat()
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    return str(value)
 
 
 def _string_list(value: Any) -> list[str]:
