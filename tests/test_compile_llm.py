@@ -55,13 +55,17 @@ def compiled(tmp_path):
 def test_first_compile_with_a_model(compiled):
     root, files, report, fake = compiled
     assert report.mode == "llm" and not fake.unmatched
-    assert report.llm_calls == fake.call_count <= 2 * COMPILED_SOURCES
+    topic_calls = report.stage("topics").llm_calls
+    assert report.llm_calls == fake.call_count <= 2 * COMPILED_SOURCES + topic_calls
     assert len(plan_requests(fake)) == 10  # the revision reuses its original's plan
+    # One summary per topic, written by the model into the topic index.
+    topics_md = (root / "wiki" / "topics.md").read_text()
+    assert topic_calls == report.stage("topics").counts["summaries"] == topics_md.count("Everything the wiki knows about") > 0
     assert len(report.created) == 10 and not report.failed
     assert_consistent(root)
     usage = report.usage
     assert usage["prompt_tokens"] > 0 and usage["completion_tokens"] > 0
-    assert report.stage("plan").llm_calls == 10 and report.stage("write").llm_calls == report.llm_calls - 10
+    assert report.stage("plan").llm_calls == 10 and report.stage("write").llm_calls == report.llm_calls - 10 - topic_calls
     for request in fake.requests:
         assert request["temperature"] == 0
         assert request["response_format"]["type"] == "json_schema"
@@ -140,7 +144,7 @@ def test_hostile_source_cannot_choose_where_kaas_writes(tmp_path):
     rejected = " | ".join(r["detail"] for r in report.rejected)
     assert "../../etc/passwd.md" in rejected and "is not a slug" in rejected
     written = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*.md"))
-    assert written == ["raw/notes/evil.md", "wiki/log.md", "wiki/master-index.md", "wiki/notes/helpful-notes.md"]
+    assert written == ["raw/notes/evil.md", "wiki/log.md", "wiki/master-index.md", "wiki/notes/helpful-notes.md", "wiki/topics.md"]
     assert not (tmp_path.parent / "etc").exists()
     assert_consistent(tmp_path)
 
@@ -181,7 +185,8 @@ def test_one_failing_article_does_not_stop_the_compile(tmp_path):
     with FakeOpenAI() as fake:
         fake.add(compile_responder, repeat=True)
         report = compile_llm(tmp_path, fake)
-    assert report.created == ["team/team-handbook.md"] and fake.call_count == 1
+    assert report.created == ["team/team-handbook.md"] and len(write_requests(fake)) == 1
+    assert report.stage("topics").llm_calls == 1 and fake.call_count == 2  # only the grown topic is re-summarized
 
 
 def test_unreachable_server_stops_with_a_clear_error_and_keeps_work(tmp_path):

@@ -35,6 +35,8 @@ class Settings:
     cache: bool = True
     # Navigation budgets, in estimated tokens. select_budget None = derived from the model's context.
     select_budget: int | None = None
+    # Over the budget: "shortlist" (keyword shortlist, one call) or "topics" (topics, then pages).
+    navigation: str = "shortlist"
     read_budget: int = 12_000
     max_pages: int = 5
     debug: bool = False
@@ -57,6 +59,7 @@ _ZERO_ALLOWED = {"max_retries"}
 _FLOAT_FIELDS = {"timeout"}
 _BOOL_FIELDS = {"cache", "debug"}
 _PATH_FIELDS = {"kb", "prompts_dir"}
+_CHOICE_FIELDS = {"navigation": ("shortlist", "topics")}
 
 
 def _coerce(name: str, value: Any, origin: str) -> Any:
@@ -82,6 +85,11 @@ def _coerce(name: str, value: Any, origin: str) -> Any:
             if text in {"0", "false", "no", "off"}:
                 return False
             raise ValueError("expected true or false")
+        if name in _CHOICE_FIELDS:
+            text = str(value).strip().lower()
+            if text not in _CHOICE_FIELDS[name]:
+                raise ValueError("expected " + " or ".join(_CHOICE_FIELDS[name]))
+            return text
         if name in _PATH_FIELDS:
             return Path(str(value)).expanduser()
         return str(value)

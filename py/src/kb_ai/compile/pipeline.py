@@ -182,6 +182,7 @@ class Compiler:
             else:
                 await self._stage_write()
                 self._stage_index()
+                await self._stage_topics()
         finally:
             self.progress.done()
             self.state.close()
@@ -704,6 +705,22 @@ class Compiler:
             self.report.warnings.extend(w for w in result.warnings if "no summary" not in w)
         else:
             stage.counts = {"skipped": 1}
+        stage.seconds = round(time.perf_counter() - t0, 3)
+
+    # -- 6. topic summaries (with a model) -------------------------------------------------------
+
+    async def _stage_topics(self) -> None:
+        if self.mode != "llm":
+            return  # offline: kaas index wrote the deterministic summaries
+        from kb_ai.compile.topic_summaries import refresh_topic_summaries  # noqa: PLC0415
+
+        stage = self.report.stage("topics")
+        t0 = time.perf_counter()
+        meter = UsageMeter()
+        written, warnings = await refresh_topic_summaries(self.kb, self.gateway, self.prompts, meter)
+        self.report.warnings.extend(warnings)
+        stage.counts = {"summaries": written}
+        stage.add_usage(meter)
         stage.seconds = round(time.perf_counter() - t0, 3)
 
     def _log_line(self) -> str:

@@ -20,6 +20,7 @@ from kb_ai.navigate.citations import validate_citations
 from kb_ai.navigate.navigator import LexicalIndexCache, Navigator
 from kb_ai.navigate.read import read_pages
 from kb_ai.navigate.records import AskEvent, AskRequest, AskResult, Selection
+from kb_ai.navigate.topic_select import TopicIndexCache
 from kb_ai.store.catalog import Catalog
 from kb_ai.store.kb import KnowledgeBase
 from kb_ai.store.paths import normalize_wiki_path
@@ -62,7 +63,8 @@ def build_service(settings: Settings) -> AskService:
             trace_file=(kb.state_dir / "logs" / "llm-trace.jsonl") if settings.debug else None,
         )
     )
-    navigator = LLMNavigator(gateway, PromptLibrary(settings.prompts_dir), lexical, settings.select_budget)
+    navigator = LLMNavigator(gateway, PromptLibrary(settings.prompts_dir), lexical, settings.select_budget,
+                             navigation=settings.navigation, topics=TopicIndexCache(kb.state_dir))
     return AskService(kb, settings, navigator)
 
 

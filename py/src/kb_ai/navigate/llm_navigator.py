@@ -14,7 +14,8 @@ from kb_ai.llm.usage import UsageMeter
 from kb_ai.navigate.navigator import LexicalIndexCache
 from kb_ai.navigate.offline_navigator import lexical_selection
 from kb_ai.navigate.records import ReadPage, Selection, Turn
-from kb_ai.navigate.select import select_budget_for, select_pages_llm
+from kb_ai.navigate.select import catalog_tokens, select_budget_for, select_pages_llm
+from kb_ai.navigate.topic_select import TopicIndexCache, select_pages_by_topic
 from kb_ai.store.catalog import Catalog
 
 log = logging.getLogger(__name__)
@@ -46,11 +47,14 @@ class LLMNavigator:
     mode = "llm"
 
     def __init__(self, gateway: LLMGateway, prompts: PromptLibrary, lexical: LexicalIndexCache,
-                 select_budget: int | None = None):
+                 select_budget: int | None = None, *, navigation: str = "shortlist",
+                 topics: TopicIndexCache | None = None):
         self.gateway = gateway
         self.prompts = prompts
         self.lexical = lexical
         self.select_budget = select_budget
+        self.navigation = navigation  # "shortlist" | "topics": what happens over the budget
+        self.topics = topics or TopicIndexCache(None)
 
     async def rewrite(self, question: str, history: list[Turn], meter: UsageMeter) -> tuple[str, list[str]]:
         messages = self.prompts.render("rewrite", question=_delimit(question), history=_history(history))
@@ -70,10 +74,19 @@ class LLMNavigator:
     async def select(self, question: str, catalog: Catalog, max_pages: int, meter: UsageMeter) -> Selection:
         budget = select_budget_for(self.gateway.context_window(), self.select_budget)
         try:
-            selection = await select_pages_llm(
-                question, catalog, gateway=self.gateway, prompts=self.prompts, max_pages=max_pages,
-                budget_tokens=budget, lexical=self.lexical.get(catalog), meter=meter,
-            )
+            selection = None
+            if self.navigation == "topics" and catalog_tokens(catalog) > budget:
+                selection = await select_pages_by_topic(
+                    question, catalog, gateway=self.gateway, prompts=self.prompts, topics=self.topics.get(catalog),
+                    lexical_for=self.lexical.get, max_pages=max_pages, budget_tokens=budget, meter=meter,
+                )
+                if selection is None:
+                    log.warning("the model named no topic of the wiki; using the keyword shortlist")
+            if selection is None:
+                selection = await select_pages_llm(
+                    question, catalog, gateway=self.gateway, prompts=self.prompts, max_pages=max_pages,
+                    budget_tokens=budget, lexical=self.lexical.get(catalog), meter=meter,
+                )
         except FATAL_LLM_ERRORS:
             raise
         except LLMError as exc:

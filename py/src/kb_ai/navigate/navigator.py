@@ -50,7 +50,12 @@ class LexicalIndexCache:
         self._index: LexicalIndex | None = None
 
     def get(self, catalog: Catalog) -> LexicalIndex:
-        if self._index is None or self._catalog is not catalog:
-            self._index = LexicalIndex.load_or_build(self.wiki_dir, catalog, self.cache_dir)
-            self._catalog = catalog
-        return self._index
+        """The index of ``catalog``; for a subset of a catalog (a topic, one user's view) the
+        full catalog's index, restricted to the subset's pages."""
+        root = catalog.root
+        if self._index is None or self._catalog is not root:
+            self._index = LexicalIndex.load_or_build(self.wiki_dir, root, self.cache_dir)
+            self._catalog = root
+        if catalog is root:
+            return self._index
+        return self._index.restricted_to(catalog.by_path)

@@ -126,9 +126,9 @@ def catalog_tokens(catalog: Catalog) -> int:
     return int(catalog.line_chars / CHARS_PER_TOKEN) + len(catalog)
 
 
-def _delimit(text: str) -> str:
-    """Keep data inside its delimiters: a page cannot close the <catalog> or <page> tag."""
-    return re.sub(r"</(catalog|pages?)", r"<\\/\1", text, flags=re.IGNORECASE)
+def delimit_data(text: str) -> str:
+    """Keep data inside its delimiters: a page cannot close the <catalog>, <topics> or <page> tag."""
+    return re.sub(r"</(catalog|pages?|topics)", r"<\\/\1", text, flags=re.IGNORECASE)
 
 
 async def select_pages_llm(
@@ -147,7 +147,7 @@ async def select_pages_llm(
     messages = prompts.render(
         "select",
         question=question,
-        catalog_lines=[_delimit(e.line()) for e in entries],
+        catalog_lines=[delimit_data(e.line()) for e in entries],
         max_pages=max_pages,
         shortlisted=shortlisted,
         total_pages=len(catalog),

@@ -137,11 +137,32 @@ class LexicalIndex:
             return None
         return cls(paths, retriever, vocab)
 
+    def restricted_to(self, paths) -> "LexicalIndex":
+        """The same index, scoring only ``paths`` (a topic's pages, what one user may read)."""
+        position = self._positions()
+        mask = np.zeros(len(self.paths), dtype=bool)
+        mask[[position[p] for p in paths if p in position]] = True
+        view = LexicalIndex(self.paths, self._retriever, self._vocab)
+        view._mask = mask
+        view._position = position
+        return view
+
+    _mask: np.ndarray | None = None
+    _position: dict[str, int] | None = None
+
+    def _positions(self) -> dict[str, int]:
+        if self._position is None:
+            self._position = {p: i for i, p in enumerate(self.paths)}
+        return self._position
+
     def scores(self, query: str) -> np.ndarray:
-        ids = [self._vocab[t] for t in tokenize(query) if t in self._vocab]
+        return self._term_scores([self._vocab[t] for t in tokenize(query) if t in self._vocab])
+
+    def _term_scores(self, ids: list[int]) -> np.ndarray:
         if not ids or not self.paths:
             return np.zeros(len(self.paths), dtype=np.float32)
-        return self._retriever.get_scores(ids)
+        scores = self._retriever.get_scores(ids)
+        return scores if self._mask is None else np.where(self._mask, scores, 0)
 
     def search(self, query: str, k: int) -> list[ScoredPage]:
         scores = self.scores(query)
@@ -159,5 +180,8 @@ class LexicalIndex:
             terms = tokenize(word)
             if not terms:
                 continue
-            (found if all(t in self._vocab for t in terms) else missing).append(word.strip("?!.,;:\"'()"))
+            known = all(t in self._vocab for t in terms)
+            if known and self._mask is not None:  # in a restricted view, only the visible pages count
+                known = all(bool(self._term_scores([self._vocab[t]]).any()) for t in terms)
+            (found if known else missing).append(word.strip("?!.,;:\"'()"))
         return found, missing

@@ -26,7 +26,7 @@ MAX_FRONTMATTER_BYTES = 64_000
 SUMMARY_LIMIT = 200
 DEFAULT_TOPIC = "general"
 # Files in wiki/ that are not articles.
-RESERVED_NAMES = {"master-index.md", "log.md", "index.md"}
+RESERVED_NAMES = {"master-index.md", "log.md", "index.md", "topics.md"}
 
 _YAML_HANDLER = frontmatter.YAMLHandler()
 _FAST_SAFE_LOADER = getattr(yaml, "CSafeLoader", None)
@@ -54,6 +54,18 @@ def _represent_list(dumper: yaml.SafeDumper, data: list) -> yaml.Node:
 
 
 _FrontmatterDumper.add_representer(list, _represent_list)
+
+_UNICODE_BREAKS = ("\x85", "\u2028", "\u2029")
+
+
+def _represent_str(dumper: yaml.SafeDumper, data: str) -> yaml.Node:
+    # PyYAML writes NEL / LS / PS raw inside single quotes, where they read back as folded line
+    # breaks (a space): double quotes escape them (\N, \L, \P) so the value round-trips.
+    style = '"' if any(ch in data for ch in _UNICODE_BREAKS) else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", data, style=style)
+
+
+_FrontmatterDumper.add_representer(str, _represent_str)
 
 
 @dataclass
@@ -166,7 +178,9 @@ def parse_article(text: str, path: str) -> Article:
         path=path,
         title=" ".join(str(title).split()),
         summary=clip(str(summary), 400),
-        topic=str(topic).strip(),
+        # Folded to one line like the title: a topic is a catalog heading, and a line break in it
+        # would let frontmatter write extra lines (fake entries) into master-index.md.
+        topic=" ".join(str(topic).split()),
         body=body,
         meta=meta,
         warnings=warnings,
@@ -223,7 +237,7 @@ def write_article(wiki_dir: Path, path: str, meta: dict[str, Any], body: str) ->
 
 def iter_article_paths(wiki_dir: Path) -> list[str]:
     """Every article file under ``wiki_dir`` as catalog paths, sorted. Skips the catalog, the log,
-    topic index pages, hidden files, and symlinks that point out of the wiki."""
+    the topic index, topic index pages, hidden files, and symlinks that point out of the wiki."""
     root = wiki_dir.resolve()
     found: list[str] = []
     for file in sorted(wiki_dir.rglob("*.md")):

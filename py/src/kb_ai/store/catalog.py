@@ -65,8 +65,22 @@ class Catalog:
     # to notice article edits (the lexical index) does not stat 100,000 files a second time.
     stamps: dict[str, tuple[int, int]] | None = None
 
+    # The full catalog this one was cut from (a topic's pages, what one user may read), so that
+    # indexes built for the full catalog are reused with a mask instead of rebuilt.
+    parent: "Catalog | None" = None
+
     def __post_init__(self) -> None:
         self.by_path = {e.path: e for e in self.entries}
+        if self.parent is not None and self.parent.parent is not None:
+            self.parent = self.parent.parent
+
+    @property
+    def root(self) -> "Catalog":
+        return self.parent if self.parent is not None else self
+
+    def subset(self, entries: list[CatalogEntry]) -> "Catalog":
+        """A catalog of some of these entries that remembers where it came from."""
+        return Catalog(entries, list(self.warnings), self.stamps, parent=self)
 
     def __len__(self) -> int:
         return len(self.entries)

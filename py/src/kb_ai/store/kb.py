@@ -9,6 +9,7 @@ from kb_ai.errors import ArticleFormatError, EmptyCatalogError, NoWikiError, Pag
 from kb_ai.store.articles import Article, load_article
 from kb_ai.store.catalog import Catalog, CatalogStore, append_log, build_catalog, write_master_index
 from kb_ai.store.files import atomic_write_text
+from kb_ai.store.topics import build_topic_index, load_model_summaries, write_topics
 
 KAAS_TOML_TEMPLATE = """\
 # KaaS settings. Environment variables (KAAS_MODEL, ...) override these.
@@ -71,10 +72,12 @@ class KnowledgeBase:
             raise ArticleFormatError(f"{path}: permission denied") from None
 
     def reindex(self) -> IndexResult:
-        """Regenerate master-index.md from the articles and log the operation."""
+        """Regenerate master-index.md and topics.md from the articles and log the operation."""
         self.require_wiki()
         catalog = build_catalog(self.wiki_dir)
         written = write_master_index(self.wiki_dir, catalog)
+        topic_index = build_topic_index(catalog, load_model_summaries(self.state_dir))
+        written = write_topics(self.wiki_dir, topic_index) or written
         topics = len(catalog.topics)
         if written:  # an unchanged catalog is not an event worth a line (and keeps wiki/ clean in git)
             append_log(self.wiki_dir, "index", f"{len(catalog)} articles in {topics} topics")
