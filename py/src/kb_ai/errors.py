@@ -39,6 +39,18 @@ class UnsafePathError(KaasError):
     code = "unsafe_path"
 
 
+class StorageError(KaasError):
+    """A file of the knowledge base cannot be written or read: disk full, permission denied, ..."""
+
+    code = "storage_error"
+
+    @classmethod
+    def from_os_error(cls, exc: OSError, doing: str = "write") -> "StorageError":
+        reason = exc.strerror or str(exc) or type(exc).__name__
+        where = f" {exc.filename}" if exc.filename else ""
+        return cls(f"cannot {doing}{where}: {reason}")
+
+
 class PageNotFoundError(KaasError):
     code = "page_not_found"
 

@@ -27,8 +27,13 @@ def atomic_write_text(path: Path, text: str) -> None:
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=TEMP_PREFIX, dir=path.parent)
+    """Errors (disk full, permission denied, ...) are raised as the same ``OSError`` subclass
+    naming ``path`` (not the temp file), and no temp file is left behind."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp_name = tempfile.mkstemp(prefix=TEMP_PREFIX, dir=path.parent)
+    except OSError as exc:
+        raise _naming(exc, path) from None
     try:
         os.fchmod(fd, _target_mode(path))
         with os.fdopen(fd, "wb") as handle:
@@ -36,12 +41,21 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp_name, path)
-    except BaseException:
+    except BaseException as exc:
         try:
             os.unlink(tmp_name)
         except FileNotFoundError:
             pass
+        if isinstance(exc, OSError):
+            raise _naming(exc, path) from None
         raise
+
+
+def _naming(exc: OSError, path: Path) -> OSError:
+    """``exc`` as the same kind of error, about ``path`` (what a person can act on)."""
+    if exc.filename == str(path):
+        return exc
+    return type(exc)(exc.errno, exc.strerror or str(exc), str(path))
 
 
 def append_text(path: Path, text: str) -> None:
