@@ -4,11 +4,14 @@ per question besides the model? Generated wikis, a zero-latency fake OpenAI-comp
 
     .venv/bin/python benchmarks/bench_selection_scale.py [SIZES...]     (default: 1000 10000)
 
-Per size: the selection budget in force (the fake model is unknown to litellm, so the default
+Per size and navigation ("shortlist": keyword shortlist then one selection call; "topics": the
+model picks a topic, then pages in it — the fake model takes the first topic shown, i.e. the one
+with the most keyword hits; "offline": no model at all): the selection budget in force (the fake model is unknown to litellm, so the default
 6,000 tokens applies), the largest selection prompt sent (characters / 3.5, the same estimate
 the budget uses, and the fake server's own count), LLM calls per question, kaas time per
 question excluding the time spent inside model calls, the share of questions whose gold page was
-among the catalog lines shown to the model, and the process's peak memory.
+among the catalog lines shown to the model (offline: among the selected pages), and the
+process's peak memory (cumulative: the process's peak so far).
 """
 
 from __future__ import annotations
@@ -41,52 +44,74 @@ QUESTIONS = 30
 _LINE = re.compile(r"^- \[", re.MULTILINE)
 
 
-def bench(size: int, llm: FakeLLMServer) -> dict:
+def run_questions(service, sample, llm: FakeLLMServer | None) -> dict:
+    own_times, calls, prompt_tokens, lines_shown, gold_shown = [], [], [], [], 0
+    for path, name in sample:
+        before = len(llm.stats.requests) if llm else 0
+        start = time.perf_counter()
+        result = asyncio.run(ask(service, AskRequest(question=f"When was {name} founded and where?")))
+        total = time.perf_counter() - start
+        model_time = sum(c["seconds"] for c in result.usage.get("calls", []))
+        own_times.append(total - model_time)
+        calls.append(result.usage["llm_calls"])
+        if llm is None:
+            gold_shown += path in [p["path"] for p in result.pages]
+            continue
+        selects = [r for r in llm.stats.requests[before:] if not r.get("stream")]
+        texts = ["\n".join(str(m.get("content") or "") for m in r["messages"]) for r in selects]
+        prompt_tokens.append(max(len(t) / 3.5 for t in texts))
+        pages_prompt = texts[-1]  # the page selection (after the topic step, if any)
+        lines_shown.append(len(_LINE.findall(pages_prompt)))
+        gold_shown += f"]({path})" in pages_prompt
+    own_times.sort()
+    return {
+        "max_prompt": max(prompt_tokens) if prompt_tokens else 0,
+        "mean_lines": statistics.mean(lines_shown) if lines_shown else 0,
+        "calls": statistics.mean(calls), "own_mean_ms": statistics.mean(own_times) * 1000,
+        "own_p95_ms": own_times[int(len(own_times) * 0.95) - 1] * 1000, "gold_shown": gold_shown / len(sample),
+    }
+
+
+def bench(size: int, llm: FakeLLMServer) -> list[dict]:
+    rows = []
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         made = generate_wiki(root, size)
         KnowledgeBase(root).reindex()
-        settings = Settings(kb=root, model="openai/fake-zero-latency", api_base=llm.api_base, api_key="x",
-                            cache=False, max_retries=0)
-        service = build_service(settings)
-        budget = select_budget_for(service.navigator.gateway.context_window(), settings.select_budget)
-        asyncio.run(ask(service, AskRequest(question="warm-up: bridge history")))  # index build, imports
         sample = random.Random(3).sample(made, QUESTIONS)
-        own_times, calls, prompt_tokens, lines_shown, gold_shown = [], [], [], [], 0
-        for path, name in sample:
-            before = len(llm.stats.requests)
-            start = time.perf_counter()
-            result = asyncio.run(ask(service, AskRequest(question=f"When was {name} founded and where?")))
-            total = time.perf_counter() - start
-            model_time = sum(c["seconds"] for c in result.usage["calls"])
-            own_times.append(total - model_time)
-            calls.append(result.usage["llm_calls"])
-            select = [r for r in llm.stats.requests[before:] if not r.get("stream")]
-            text = "\n".join(str(m.get("content") or "") for m in select[0]["messages"])
-            prompt_tokens.append(len(text) / 3.5)
-            lines_shown.append(len(_LINE.findall(text)))
-            gold_shown += f"]({path})" in text
-        return {
-            "size": size, "budget": budget, "max_prompt": max(prompt_tokens), "mean_lines": statistics.mean(lines_shown),
-            "calls": statistics.mean(calls), "own_mean_ms": statistics.mean(own_times) * 1000,
-            "own_p95_ms": sorted(own_times)[int(QUESTIONS * 0.95) - 1] * 1000, "gold_shown": gold_shown / QUESTIONS,
-            "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-        }
+        for navigation in ("shortlist", "topics", None):
+            if navigation is None:
+                settings = Settings(kb=root)  # offline: no model
+            else:
+                settings = Settings(kb=root, model="openai/fake-zero-latency", api_base=llm.api_base, api_key="x",
+                                    cache=False, max_retries=0, navigation=navigation)
+            service = build_service(settings)
+            budget = select_budget_for(service.navigator.gateway.context_window(), settings.select_budget) if navigation else 0
+            asyncio.run(ask(service, AskRequest(question="warm-up: bridge history")))  # index build, imports
+            row = run_questions(service, sample, llm if navigation else None)
+            row.update(size=size, budget=budget, mode=navigation or "offline",
+                       peak_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+            rows.append(row)
+    return rows
 
 
 def main() -> None:
     sizes = [int(a) for a in sys.argv[1:]] or [1000, 10000]
     print(f"# selection at scale — {platform.node()} {platform.machine()} {os.cpu_count()} cores, "
           f"Python {platform.python_version()}, {time.strftime('%Y-%m-%d')}")
-    print("| articles | selection budget | largest selection prompt | catalog lines shown (mean) | LLM calls / question "
-          "| kaas time / question, excl. model calls: mean / p95 | gold page shown to the model | peak RSS |")
-    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    print("| articles | navigation | selection budget | largest selection prompt | page lines shown (mean) "
+          "| LLM calls / question | kaas time / question, excl. model calls: mean / p95 "
+          "| gold page shown to the model (offline: selected) | peak RSS |")
+    print("| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     with FakeLLMServer(token_delay=0) as llm:
         for size in sizes:
-            r = bench(size, llm)
-            print(f"| {r['size']:,} | {r['budget']:,} tokens | {r['max_prompt']:,.0f} tokens | {r['mean_lines']:,.0f} | "
-                  f"{r['calls']:.1f} | {r['own_mean_ms']:.0f} ms / {r['own_p95_ms']:.0f} ms | {r['gold_shown']:.2f} | "
-                  f"{r['peak_mb']:,.0f} MB |", flush=True)
+            for r in bench(size, llm):
+                budget = f"{r['budget']:,} tokens" if r["budget"] else "—"
+                prompt = f"{r['max_prompt']:,.0f} tokens" if r["max_prompt"] else "—"
+                lines = f"{r['mean_lines']:,.0f}" if r["mean_lines"] else "—"
+                print(f"| {r['size']:,} | {r['mode']} | {budget} | {prompt} | {lines} | {r['calls']:.1f} | "
+                      f"{r['own_mean_ms']:.0f} ms / {r['own_p95_ms']:.0f} ms | {r['gold_shown']:.2f} | "
+                      f"{r['peak_mb']:,.0f} MB |", flush=True)
 
 
 if __name__ == "__main__":

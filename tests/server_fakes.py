@@ -58,6 +58,7 @@ class ServerThread:
 
 _PAGE = re.compile(r'<page path="([^"]+)" title="([^"]*)"')
 _CATALOG_LINE = re.compile(r"^- \[[^\]]+\]\(([^)]+)\)", re.MULTILINE)
+_TOPIC_LINE = re.compile(r"^- ([^\[(\n][^(\n]*?) \(\d[\d,]* articles?\)", re.MULTILINE)
 
 
 @dataclass
@@ -89,7 +90,10 @@ def fake_llm_app(stats: FakeLLMStats, token_delay: float = 0.03, answer_words=fa
         prompt = "\n".join(str(m.get("content") or "") for m in messages)
         usage = {"prompt_tokens": max(1, len(prompt) // 4), "completion_tokens": 40, "total_tokens": 0}
         if not body.get("stream"):
-            if "navigator of a wiki" in prompt:
+            if "navigator of a large wiki" in prompt:  # topic step: the first topic shown
+                first = _TOPIC_LINE.search(prompt)
+                content = json.dumps({"topics": [first.group(1)] if first else []})
+            elif "navigator of a wiki" in prompt:
                 paths = _CATALOG_LINE.findall(prompt)[:2]
                 content = json.dumps({"paths": paths})
             elif "rewrite" in prompt.lower() and "standalone" in prompt.lower():

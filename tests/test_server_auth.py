@@ -9,7 +9,8 @@ from starlette.testclient import TestClient
 from kb_ai.config import Settings, load_settings
 from kb_ai.server import create_app
 from kb_ai.server.app import hosts_for
-from kb_ai.server.guard import tokens_match
+from kb_ai.store.access import OWNER
+from kb_ai.users import UserDirectory
 
 TOKEN = "s3cret-t0ken/+="
 API_CALLS = [
@@ -75,11 +76,12 @@ def test_token_comes_from_the_environment(sample_kb):
         assert client.get("/api/index").status_code == 401
 
 
-def test_token_comparison():
-    assert tokens_match(TOKEN, TOKEN)
-    assert not tokens_match(None, TOKEN)
-    assert not tokens_match(TOKEN[:-1], TOKEN)
-    assert not tokens_match("", TOKEN)
+def test_token_comparison(tmp_path):
+    users = UserDirectory(tmp_path, TOKEN)
+    assert users.reader_for(TOKEN) == OWNER
+    assert users.reader_for(None) is None
+    assert users.reader_for(TOKEN[:-1]) is None
+    assert users.reader_for("") is None
 
 
 def test_loopback_server_answers_only_to_loopback_host_names(sample_kb):

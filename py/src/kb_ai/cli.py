@@ -5,7 +5,6 @@ Errors a person can cause are one line on stderr and a non-zero exit, never a tr
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import json
 import logging
@@ -16,7 +15,7 @@ import click
 
 from kb_ai import __version__
 from kb_ai.config import Settings, load_settings
-from kb_ai.errors import KaasError, exit_code_for
+from kb_ai.errors import KaasError, StorageError, exit_code_for
 
 log = logging.getLogger("kb_ai")
 
@@ -66,7 +65,24 @@ def kb_option(command):
                         callback=_remember_kb, help="Knowledge base folder (default: current folder).")(command)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _KaasGroup(click.Group):
+    """A file-system error that escapes a command (disk full, permission denied) is a one-line
+    message and exit 1, like every other error a person can hit, not a traceback."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except OSError as exc:
+            _fail(StorageError.from_os_error(exc, "write" if _is_write_error(exc) else "access"))
+
+
+def _is_write_error(exc: OSError) -> bool:
+    import errno
+
+    return exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EFBIG)
+
+
+@click.group(cls=_KaasGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--kb", type=click.Path(file_okay=False, path_type=Path), default=None, envvar="KAAS_KB",
               help="Knowledge base folder (default: current folder).")
 @click.option("-v", "--verbose", is_flag=True, help="Log more to stderr.")
@@ -129,39 +145,59 @@ def index(ctx: click.Context) -> None:
 @click.pass_context
 def ask(ctx: click.Context, question: str, as_json: bool, rewrite: bool, suggest: bool, max_pages: int | None,
         paths: tuple[str, ...], offline: bool, debug: bool, save: bool) -> None:
-    """Answer QUESTION from the wiki, citing the pages it used."""
-    from kb_ai.navigate.ask import ask_events, build_service
-    from kb_ai.navigate.records import AskRequest, AskResult
+    """Answer QUESTION from the wiki, citing the pages it used.
+
+    When `kaas serve` runs for this KB with the same model, the question goes to it (it has the
+    catalog, index and model client loaded); otherwise it is answered in this process."""
+    from kb_ai.navigate.records import AskEvent, AskResult
 
     settings = _settings(ctx, debug=True if debug else None)
     if offline:
         settings = _offline(settings)
-    try:
-        service = build_service(settings)
-    except KaasError as exc:
-        _fail(exc)
-    request = AskRequest(question=question, rewrite=rewrite, suggest=suggest, max_pages=max_pages,
-                         paths=list(paths) or None)
-    result = AskResult(mode=service.navigator.mode)
 
-    async def run() -> None:
-        async for event in ask_events(service, request):
-            result.add(event)
-            if as_json:
-                continue
-            if event.name == "token":
-                click.echo(event.data["text"], nl=False)
-            elif event.name == "notice":
-                click.echo(f"kaas: note: {event.data['message']}", err=True)
-            elif event.name == "rewrite":
-                click.echo(f"kaas: rewritten query: {event.data['query']}", err=True)
+    def show(event: AskEvent) -> None:
+        result.add(event)
+        if as_json:
+            return
+        if event.name == "token":
+            click.echo(event.data["text"], nl=False)
+        elif event.name == "notice":
+            click.echo(f"kaas: note: {event.data['message']}", err=True)
+        elif event.name == "rewrite":
+            click.echo(f"kaas: rewritten query: {event.data['query']}", err=True)
 
-    asyncio.run(run())
+    save_error: StorageError | None = None
+    result = AskResult(mode="offline" if settings.offline else "llm")
+    answered = not (paths or debug) and _ask_running_server(settings, question, rewrite, suggest, max_pages, show)
+    if not answered:
+        from kb_ai.navigate.ask import ask_events, build_service
+        from kb_ai.navigate.records import AskRequest
+
+        try:
+            service = build_service(settings)
+        except KaasError as exc:
+            _fail(exc)
+        request = AskRequest(question=question, rewrite=rewrite, suggest=suggest, max_pages=max_pages,
+                             paths=list(paths) or None)
+        result.mode = service.navigator.mode
+
+        async def run() -> None:
+            async for event in ask_events(service, request):
+                show(event)
+
+        import asyncio  # here, not at the top: a question answered by `kaas serve` never needs it
+
+        asyncio.run(run())
     if save and not result.error:
         from kb_ai.navigate.save import save_answer
 
         try:
-            result.saved_path = save_answer(service.kb, question, result)
+            from kb_ai.store.kb import KnowledgeBase
+
+            result.saved_path = save_answer(KnowledgeBase(settings.kb), question, result)
+        except StorageError as exc:  # asked to save and could not (disk full, ...): an error, exit 1
+            result.notices.append(exc.message)
+            save_error = exc
         except KaasError as exc:
             result.notices.append(exc.message)
             click.echo(f"kaas: note: {exc.message}", err=True)
@@ -172,6 +208,8 @@ def ask(ctx: click.Context, question: str, as_json: bool, rewrite: bool, suggest
     if result.error:
         click.echo(f"kaas: error: {result.error['message']}", err=True)
         sys.exit(exit_code_for(result.error["code"]))
+    if save_error is not None and as_json:
+        _fail(save_error)
     if as_json:
         return
     if not result.answer.endswith("\n"):
@@ -192,6 +230,39 @@ def ask(ctx: click.Context, question: str, as_json: bool, rewrite: bool, suggest
             f"{usage['prompt_tokens']} prompt + {usage['completion_tokens']} completion tokens, ${usage['cost_usd']:.4f}",
             err=True,
         )
+    if save_error is not None:
+        _fail(save_error)
+
+
+def _ask_running_server(settings: Settings, question: str, rewrite: bool, suggest: bool, max_pages: int | None,
+                        show) -> bool:
+    """Ask a running `kaas serve` of this KB, passing each event to ``show``. False when there is
+    none or it did not take the question (answer here instead)."""
+    from kb_ai.navigate.records import AskEvent
+    from kb_ai.remote_ask import ServerUnavailable, ask_events_remote, running_server
+
+    server = running_server(settings.kb / ".kaas", settings.model)
+    if server is None:
+        return False
+    body = {"question": question, "rewrite": rewrite, "suggest": suggest,
+            **({"max_pages": max_pages} if max_pages else {})}
+    ended = False
+    try:
+        for name, data in ask_events_remote(server["url"], body, settings.api_token):
+            show(AskEvent(name, data))
+            ended = ended or name in ("done", "error")
+    except ServerUnavailable as exc:
+        log.info("kaas serve at %s did not answer (%s); answering here", server["url"], exc)
+        return False
+    except (OSError, ValueError) as exc:
+        show(AskEvent("error", {"code": "llm_unreachable",
+                                "message": f"kaas serve at {server['url']} broke off the answer ({exc})"}))
+        return True
+    if not ended:
+        show(AskEvent("error", {"code": "llm_unreachable",
+                                "message": f"kaas serve at {server['url']} closed the answer before it ended"}))
+    log.info("answered by kaas serve at %s", server["url"])
+    return True
 
 
 @cli.command(name="compile")

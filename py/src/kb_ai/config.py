@@ -107,6 +107,8 @@ def _read_toml(path: Path) -> dict[str, Any]:
     known = {f.name for f in fields(Settings)} - {"kb"}
     values: dict[str, Any] = {}
     for key, value in data.items():
+        if key == "users":  # API users and their groups: read per request by kb_ai.users
+            continue
         name = key.lower().removeprefix("kaas_")
         if name not in known:
             raise ConfigError(f"{path}: unknown setting {key!r} (known: {', '.join(sorted(known))})")

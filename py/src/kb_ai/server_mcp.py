@@ -24,10 +24,12 @@ from starlette.responses import JSONResponse
 
 from kb_ai import __version__
 from kb_ai.config import Settings
-from kb_ai.errors import KaasError
+from kb_ai.errors import KaasError, PageNotFoundError
 from kb_ai.navigate.ask import AskService, ask_events, build_service
 from kb_ai.navigate.records import AskRequest, AskResult
 from kb_ai.navigate.save import save_answer
+from kb_ai.server.guard import READER_KEY
+from kb_ai.store.access import OWNER, Reader
 
 log = logging.getLogger(__name__)
 
@@ -117,7 +119,8 @@ def build_mcp_server(settings: Settings, service: AskService | None = None) -> M
     ) -> Annotated[CallToolResult, AskOutput]:
         if not question or not question.strip():
             raise ToolError("the question is empty: pass the question to answer as `question`")
-        request = AskRequest(question=question, rewrite=rewrite, suggest=suggest, paths=paths or None)
+        request = AskRequest(question=question, rewrite=rewrite, suggest=suggest, paths=paths or None,
+                             reader=_reader(ctx))
         result = AskResult(mode=service.navigator.mode)
         tokens, last_report = 0, 0.0
         async for event in ask_events(service, request):
@@ -134,7 +137,7 @@ def build_mcp_server(settings: Settings, service: AskService | None = None) -> M
             raise ToolError(f"{result.error['message']} [{result.error['code']}]")
         if save:
             try:
-                result.saved_path = save_answer(service.kb, question, result)
+                result.saved_path = save_answer(service.kb, question, result, reader=request.reader)
             except KaasError as exc:
                 result.notices.append(exc.message)
         structured = AskOutput(
@@ -151,10 +154,14 @@ def build_mcp_server(settings: Settings, service: AskService | None = None) -> M
     )
     async def read_page(
         path: Annotated[str, Field(description="Page path relative to the wiki, as listed by list_pages.")],
+        ctx: Context,
     ) -> Annotated[CallToolResult, PageOutput]:
+        reader = _reader(ctx)
         try:
-            catalog = service.kb.catalog()
+            catalog = service.kb.catalog().visible_to(reader)
             article = service.kb.read_article(path)
+            if not reader.can_read(article.access):
+                raise PageNotFoundError(f"no page {article.path!r} in the wiki")  # exactly as if it did not exist
         except KaasError as exc:
             raise ToolError(f"{exc.message}; call list_pages to see the page paths [{exc.code}]") from None
         entry = catalog.get(article.path)
@@ -170,10 +177,11 @@ def build_mcp_server(settings: Settings, service: AskService | None = None) -> M
         annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False),
     )
     async def list_pages(
+        ctx: Context,
         topic: Annotated[str | None, Field(description="Only pages of this topic.")] = None,
     ) -> Annotated[CallToolResult, PageList]:
         try:
-            catalog = service.kb.catalog()
+            catalog = service.kb.catalog().visible_to(_reader(ctx))
         except KaasError as exc:
             raise _tool_error(exc) from None
         entries = catalog.entries
@@ -189,6 +197,18 @@ def build_mcp_server(settings: Settings, service: AskService | None = None) -> M
         return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=listing.model_dump(mode="json"))
 
     return server
+
+
+def _reader(ctx: Context) -> Reader:
+    """Who calls: over HTTP, the reader the server's guard authenticated; over stdio, the local
+    user who started `kaas mcp` (the owner). An HTTP call the guard did not mark is refused."""
+    request = getattr(ctx.request_context, "request", None)
+    if request is None:
+        return OWNER
+    reader = getattr(request, "scope", {}).get(READER_KEY)
+    if reader is None:
+        raise ToolError("this request was not authenticated [unauthorized]")
+    return reader
 
 
 async def _progress(ctx: Context, progress: float, message: str) -> None:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import AsyncIterator
 
 from kb_ai.config import Settings
-from kb_ai.errors import KaasError, PageNotFoundError, UnsafePathError
+from kb_ai.errors import EmptyCatalogError, KaasError, PageNotFoundError, UnsafePathError
 from kb_ai.llm.usage import UsageMeter
 from kb_ai.navigate.citations import validate_citations
 from kb_ai.navigate.navigator import LexicalIndexCache, Navigator
@@ -92,7 +92,13 @@ async def ask_events(service: AskService, request: AskRequest) -> AsyncIterator[
             raise KaasError("the question is empty")
         if len(question) > MAX_QUESTION_CHARS:
             raise KaasError(f"the question is longer than {MAX_QUESTION_CHARS} characters")
-        catalog = service.kb.require_catalog()
+        # Authorization is part of the query: from here on, pages this reader may not read do
+        # not exist — not for navigation, the model, counts, reading, citations or suggestions.
+        catalog = service.kb.catalog().visible_to(request.reader)
+        if not catalog.entries:
+            if request.reader.admin:
+                service.kb.require_catalog()  # the message that says how to fill an empty wiki
+            raise EmptyCatalogError("the wiki has no pages you can read")  # same whether or not others exist
         preflight = getattr(getattr(navigator, "gateway", None), "preflight", None)
         if preflight is not None:
             preflight()
@@ -112,7 +118,8 @@ async def ask_events(service: AskService, request: AskRequest) -> AsyncIterator[
         for message in selection.notices:
             yield AskEvent("notice", {"message": message})
 
-        pages, read_notices = read_pages(service.kb, selection.paths, service.settings.read_budget, query)
+        pages, read_notices = read_pages(service.kb, selection.paths, service.settings.read_budget, query,
+                                        catalog=catalog, reader=request.reader)
         yield AskEvent("pages", {"pages": [p.ref() for p in pages], "method": selection.method})
         for message in read_notices:
             yield AskEvent("notice", {"message": message})

@@ -43,11 +43,14 @@ class LexicalIndexCache:
     shortlists, offline ranking). Rebuilt when the catalog object changes (the catalog store
     hands out a new object whenever master-index.md changes)."""
 
+    VIEWS = 32
+
     def __init__(self, wiki_dir: Path, cache_dir: Path | None):
         self.wiki_dir = wiki_dir
         self.cache_dir = cache_dir
         self._catalog: Catalog | None = None
         self._index: LexicalIndex | None = None
+        self._views: dict[int, tuple[Catalog, LexicalIndex]] = {}  # per reader's view / topic subset
 
     def get(self, catalog: Catalog) -> LexicalIndex:
         """The index of ``catalog``; for a subset of a catalog (a topic, one user's view) the
@@ -56,6 +59,12 @@ class LexicalIndexCache:
         if self._index is None or self._catalog is not root:
             self._index = LexicalIndex.load_or_build(self.wiki_dir, root, self.cache_dir)
             self._catalog = root
+            self._views.clear()
         if catalog is root:
             return self._index
-        return self._index.restricted_to(catalog.by_path)
+        hit = self._views.get(id(catalog))
+        if hit is None or hit[0] is not catalog:
+            if len(self._views) >= self.VIEWS:
+                self._views.pop(next(iter(self._views)))
+            hit = self._views[id(catalog)] = (catalog, self._index.restricted_to(catalog.by_path))
+        return hit[1]

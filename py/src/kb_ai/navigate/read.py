@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import logging
 
-from kb_ai.errors import KaasError
+from kb_ai.errors import KaasError, PageNotFoundError
 from kb_ai.llm.tokens import chars_for_tokens, estimate_tokens
 from kb_ai.navigate.records import ReadPage
 from kb_ai.offline.text import tokenize
+from kb_ai.store.access import OWNER, Reader
+from kb_ai.store.catalog import Catalog
 from kb_ai.store.kb import KnowledgeBase
 from kb_ai.store.markdown_text import split_sections
 
@@ -59,15 +61,20 @@ def _trim_to_budget(body: str, question: str, budget: int) -> tuple[str, list[st
     return "\n\n".join(parts), omitted
 
 
-def read_pages(kb: KnowledgeBase, paths: list[str], budget_tokens: int, question: str) -> tuple[list[ReadPage], list[str]]:
+def read_pages(kb: KnowledgeBase, paths: list[str], budget_tokens: int, question: str, *,
+               catalog: Catalog | None = None, reader: Reader = OWNER) -> tuple[list[ReadPage], list[str]]:
     """Read ``paths`` (best first) within ``budget_tokens``. Returns (pages read, notices).
+
+    ``catalog`` is what ``reader`` may see; each page's own ``access`` rule is checked again
+    as it is read (a hand edit may have restricted it since the catalog was indexed), and a
+    refused page reads exactly like a missing one.
 
     A saved answer (``kind: answer``) is navigation, not evidence: it is read, and the article
     pages it cites are queued right after it, so the answer can cite those instead."""
     pages: list[ReadPage] = []
     notices: list[str] = []
     remaining = budget_tokens
-    catalog = kb.catalog()
+    catalog = catalog if catalog is not None else kb.catalog().visible_to(reader)
     queue = list(paths)
     seen: set[str] = set()
     while queue:
@@ -77,6 +84,8 @@ def read_pages(kb: KnowledgeBase, paths: list[str], budget_tokens: int, question
         seen.add(path)
         try:
             article = kb.read_article(path)
+            if not reader.can_read(article.access):
+                raise PageNotFoundError(f"no page {path!r} in the wiki")
         except KaasError as exc:
             notices.append(f"Could not read {path}: {exc.message}")
             continue

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from kb_ai.store.access import OWNER, Reader
+
 
 @dataclass(frozen=True)
 class Turn:
@@ -20,6 +22,7 @@ class AskRequest:
     suggest: bool = False
     max_pages: int | None = None
     paths: list[str] | None = None  # read exactly these pages, skipping navigation
+    reader: Reader = OWNER  # who asks: only the pages this reader may read exist for the question
 
 
 @dataclass

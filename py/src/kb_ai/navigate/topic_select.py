@@ -84,6 +84,24 @@ def topic_lines_within(index: TopicIndex, question: str, lexical: LexicalIndex |
     return shown, all_lines - len(shown)
 
 
+SUBSETS_KEPT = 64
+
+
+def _pages_of(topics: TopicIndex, catalog: Catalog, chosen: list[Topic]) -> Catalog:
+    """The chosen topics' pages as a catalog, kept per topic index (one per catalog version):
+    a later question about the same topics reuses its sizes and lookups."""
+    key = frozenset(t.name for t in chosen)
+    subsets = topics.__dict__.setdefault("_subsets", {})
+    within = subsets.get(key)
+    if within is None:
+        members = set().union(*(t.paths for t in chosen))
+        within = catalog.subset([e for e in catalog.entries if e.path in members])
+        if len(subsets) >= SUBSETS_KEPT:
+            subsets.pop(next(iter(subsets)))
+        subsets[key] = within
+    return within
+
+
 async def select_pages_by_topic(
     question: str,
     catalog: Catalog,
@@ -116,8 +134,7 @@ async def select_pages_by_topic(
     chosen = chosen[:MAX_TOPICS]
     if not chosen:
         return None
-    members = set().union(*(t.paths for t in chosen))
-    within = catalog.subset([e for e in catalog.entries if e.path in members])
+    within = _pages_of(topics, catalog, chosen)
     selection = await select_pages_llm(
         question, within, gateway=gateway, prompts=prompts, max_pages=max_pages,
         budget_tokens=budget_tokens, lexical=lexical_for(within), meter=meter,

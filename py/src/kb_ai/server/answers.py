@@ -18,13 +18,15 @@ from kb_ai.errors import KaasError, PageNotFoundError, UnsafePathError
 from kb_ai.navigate.records import AskResult
 from kb_ai.navigate.save import save_answer
 from kb_ai.server.chat import BadRequestError
+from kb_ai.server.guard import reader_of
 from kb_ai.server.pages import error_response
+from kb_ai.store.access import Reader
 from kb_ai.store.paths import normalize_wiki_path
 
 MAX_ANSWER_BODY_BYTES = 512_000
 
 
-def _result_from(payload: object, kb) -> tuple[str, AskResult]:
+def _result_from(payload: object, kb, reader: Reader) -> tuple[str, AskResult]:
     if not isinstance(payload, dict):
         raise BadRequestError("send {\"question\", \"answer\", \"citations\": [paths], \"mode\"}")
     question, answer = payload.get("question"), payload.get("answer")
@@ -33,7 +35,7 @@ def _result_from(payload: object, kb) -> tuple[str, AskResult]:
     raw_citations = payload.get("citations") or []
     if not isinstance(raw_citations, list) or len(raw_citations) > 50:
         raise BadRequestError("'citations' must be a list of at most 50 page paths")
-    catalog = kb.catalog()
+    catalog = kb.catalog().visible_to(reader)  # a page this reader may not read is "no page"
     citations = []
     for item in raw_citations:
         raw = item.get("path") if isinstance(item, dict) else item
@@ -61,9 +63,10 @@ async def save_answer_endpoint(request: Request) -> Response:
             payload = json.loads(body)
         except (ValueError, UnicodeDecodeError):
             raise BadRequestError("the request body is not valid JSON") from None
-        question, result = _result_from(payload, state.kb)
+        reader = reader_of(request)
+        question, result = _result_from(payload, state.kb, reader)
         async with state.save_lock:
-            path = await anyio.to_thread.run_sync(save_answer, state.kb, question, result)
+            path = await anyio.to_thread.run_sync(lambda: save_answer(state.kb, question, result, reader=reader))
             state.watcher_seen_now()
     except KaasError as exc:
         return error_response(exc)

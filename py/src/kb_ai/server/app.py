@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
+import os
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,8 +40,10 @@ from kb_ai.server.assets import default_web_dir
 from kb_ai.server.answers import save_answer_endpoint
 from kb_ai.server.chat import chat_endpoint
 from kb_ai.server.guard import LOOPBACK_HOSTS, RequestGuard
+from kb_ai.users import UserDirectory
 from kb_ai.server.pages import index_endpoint, page_endpoint, template_env, wiki_page_endpoint
 from kb_ai.server.watch import WikiWatcher
+from kb_ai.store.files import atomic_write_text
 from kb_ai.store.kb import KnowledgeBase
 
 log = logging.getLogger(__name__)
@@ -105,13 +109,16 @@ async def wiki_root_redirect(request: Request) -> Response:
 
 def create_app(settings: Settings, *, service: AskService | None = None, web_dir: Path | None = None,
                allowed_hosts: Sequence[str] | None = None, watch_interval: float | None = None,
-               warm_up: bool = False, extra_routes: Sequence[BaseRoute] = (), mcp: bool = True) -> Starlette:
+               warm_up: bool = False, extra_routes: Sequence[BaseRoute] = (), mcp: bool = True,
+               announce_url: str | None = None) -> Starlette:
     """The KaaS HTTP app for ``settings``.
 
     ``service`` replaces the navigator the settings call for (tests, benchmarks);
     ``allowed_hosts`` None answers any Host header; ``watch_interval`` seconds enables re-indexing
     on hand edits; ``warm_up`` imports the model client at start-up, not at the first question;
-    ``extra_routes`` are mounted too; ``mcp`` serves the MCP tools over streamable HTTP at ``/mcp``."""
+    ``extra_routes`` are mounted too; ``mcp`` serves the MCP tools over streamable HTTP at ``/mcp``;
+    ``announce_url`` is written to ``.kaas/server.json`` while the app runs, so that ``kaas ask``
+    can send its questions here instead of loading everything itself."""
     service = service or build_service(settings)
     mcp_endpoint = None
     if mcp:
@@ -130,6 +137,8 @@ def create_app(settings: Settings, *, service: AskService | None = None, web_dir
             tasks.append(asyncio.create_task(state.watcher.run(), name="kaas-wiki-watcher"))
         if warm_up and not settings.offline:
             threading.Thread(target=_import_model_client, name="kaas-warm-up", daemon=True).start()
+        if announce_url:
+            _announce(service.kb.state_dir, announce_url, settings.model)
         try:
             if mcp_endpoint is not None:
                 async with mcp_endpoint.running():
@@ -137,6 +146,8 @@ def create_app(settings: Settings, *, service: AskService | None = None, web_dir
             else:
                 yield
         finally:
+            if announce_url:
+                _withdraw(service.kb.state_dir)
             for task in tasks:
                 task.cancel()
             for task in tasks:
@@ -159,9 +170,33 @@ def create_app(settings: Settings, *, service: AskService | None = None, web_dir
     ]
     app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={404: http_error, 405: http_error})
     app.state.kaas = state
-    app.add_middleware(RequestGuard, api_token=settings.api_token,
+    users = UserDirectory(settings.kb, settings.api_token)
+    users.check()
+    app.add_middleware(RequestGuard, users=users,
                        allowed_hosts=None if allowed_hosts is None else list(allowed_hosts))
     return app
+
+
+def _announce(state_dir: Path, url: str, model: str | None) -> None:
+    from kb_ai.remote_ask import SERVER_FILE, announcement
+
+    try:
+        state_dir.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(state_dir / SERVER_FILE, json.dumps(announcement(url, model)) + "\n")
+    except OSError as exc:  # a read-only KB still serves; `kaas ask` just answers in-process
+        log.warning("could not write %s: %s", state_dir / SERVER_FILE, exc)
+
+
+def _withdraw(state_dir: Path) -> None:
+    """Remove the announcement if it is still ours (another server may have replaced it)."""
+    from kb_ai.remote_ask import SERVER_FILE
+
+    target = state_dir / SERVER_FILE
+    try:
+        if json.loads(target.read_text(encoding="utf-8")).get("pid") == os.getpid():
+            target.unlink()
+    except (OSError, ValueError, AttributeError):
+        pass
 
 
 def _import_model_client() -> None:
@@ -185,9 +220,13 @@ def run_server(settings: Settings, host: str = DEFAULT_HOST, port: int = DEFAULT
     """Serve the app with uvicorn until interrupted (``kaas serve``)."""
     import uvicorn
 
-    if host not in LOOPBACK_HOSTS and not host.startswith("127.") and not settings.api_token:
+    if host not in LOOPBACK_HOSTS and not host.startswith("127.") and not UserDirectory(settings.kb, settings.api_token).required():
         log.warning("serving on %s without KAAS_API_TOKEN: anyone who can reach this port can read "
                     "and edit the wiki", host)
-    app = create_app(settings, allowed_hosts=hosts_for(host), watch_interval=WATCH_SECONDS, warm_up=True)
+    loopback = host in LOOPBACK_HOSTS or host.startswith("127.")
+    bracketed = f"[{host}]" if ":" in host else host
+    announce = f"http://{'127.0.0.1' if host == 'localhost' else bracketed}:{port}" if loopback and port else None
+    app = create_app(settings, allowed_hosts=hosts_for(host), watch_interval=WATCH_SECONDS, warm_up=True,
+                     announce_url=announce)
     uvicorn.run(app, host=host, port=port, log_level=log_level, proxy_headers=False,
                 timeout_graceful_shutdown=5)

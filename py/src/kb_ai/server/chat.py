@@ -22,6 +22,7 @@ from starlette.requests import Request
 from kb_ai.errors import KaasError
 from kb_ai.navigate.ask import MAX_QUESTION_CHARS, AskService, ask_events
 from kb_ai.navigate.records import AskRequest, Turn
+from kb_ai.server.guard import reader_of
 
 log = logging.getLogger(__name__)
 
@@ -141,6 +142,7 @@ async def chat_endpoint(request: Request) -> AnswerStreamResponse:
     service: AskService = request.app.state.kaas.service
     try:
         ask_request = parse_chat_request(await _read_json(request))
+        ask_request.reader = reader_of(request)  # only what this reader may read exists for the answer
     except KaasError as exc:
         return AnswerStreamResponse(_error_stream(exc))
     return AnswerStreamResponse(chat_events(service, ask_request))

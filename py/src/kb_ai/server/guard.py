@@ -5,26 +5,37 @@ security headers on every response.
   rebinds its DNS name to 127.0.0.1 cannot read the wiki through the visitor's browser.
 - Origin: a request that changes something (POST/PUT/DELETE) must come from the UI's own origin
   when the browser says where it comes from.
-- Token: with ``KAAS_API_TOKEN`` set, every ``/api`` (and ``/mcp``) route needs ``Authorization: Bearer <token>``
-  (compared in constant time). ``/wiki`` pages, which a browser opens without headers, also
-  accept the token in the ``kaas_token`` cookie the UI sets (SameSite=Strict).
+- Token: with ``KAAS_API_TOKEN`` set or users configured in ``kaas.toml`` (``kb_ai/users.py``),
+  every ``/api`` (and ``/mcp``) route needs ``Authorization: Bearer <token>`` (compared in
+  constant time). ``/wiki`` pages, which a browser opens without headers, also accept the token
+  in the ``kaas_token`` cookie the UI sets (SameSite=Strict). The token's reader (its groups)
+  is put in the request scope (``reader_of``): every route serves only what that reader may read.
 - Headers: a strict Content-Security-Policy (scripts and styles only from this server, no remote
   images), no sniffing, no framing, no referrer.
 """
 
 from __future__ import annotations
 
-import hmac
 import json
 from http.cookies import SimpleCookie
 from urllib.parse import unquote, urlsplit
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from kb_ai.store.access import OWNER, Reader
+from kb_ai.users import UserDirectory
+
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
 TOKEN_COOKIE = "kaas_token"
 UNSAFE_METHODS = {"POST", "PUT", "PATCH", "DELETE"}
 PROTECTED_PREFIXES = ("/api", "/mcp")  # /mcp: the MCP endpoint, when mounted next to the API
+READER_KEY = "kaas.reader"
+
+
+def reader_of(scope_or_request) -> Reader:
+    """The reader a request was authenticated as (the owner when the server has no users)."""
+    scope = getattr(scope_or_request, "scope", scope_or_request)
+    return scope.get(READER_KEY, OWNER)
 
 CONTENT_SECURITY_POLICY = (
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
@@ -56,13 +67,6 @@ def _host_name(host_header: str) -> str:
     return host_header.rsplit(":", 1)[0] if host_header.count(":") == 1 else host_header
 
 
-def tokens_match(given: str | None, expected: str) -> bool:
-    """Constant-time comparison (of UTF-8 bytes, so any token text works)."""
-    if given is None:
-        return False
-    return hmac.compare_digest(given.encode("utf-8"), expected.encode("utf-8"))
-
-
 def bearer_token(scope: Scope) -> str | None:
     value = _header(scope, b"authorization")
     if not value:
@@ -87,9 +91,9 @@ def cookie_token(scope: Scope) -> str | None:
 class RequestGuard:
     """Pure ASGI middleware (no buffering, so SSE streams pass through untouched)."""
 
-    def __init__(self, app: ASGIApp, *, api_token: str | None, allowed_hosts: list[str] | None):
+    def __init__(self, app: ASGIApp, *, users: UserDirectory, allowed_hosts: list[str] | None):
         self.app = app
-        self.api_token = api_token or None
+        self.users = users
         self.allowed_hosts = None if allowed_hosts is None else {h.lower() for h in allowed_hosts}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -123,15 +127,19 @@ class RequestGuard:
             host = (_header(scope, b"host") or "").lower()
             if origin is not None and (origin == "null" or urlsplit(origin).netloc.lower() != host):
                 return 403, "bad_origin", "cross-origin requests may not change anything"
-        if self.api_token is None:
+        api = any(path == prefix or path.startswith(prefix + "/") for prefix in PROTECTED_PREFIXES)
+        wiki = path == "/wiki" or path.startswith("/wiki/")
+        if not (api or wiki):
             return None
-        if any(path == prefix or path.startswith(prefix + "/") for prefix in PROTECTED_PREFIXES):
-            if not tokens_match(bearer_token(scope), self.api_token):
+        if not self.users.required():
+            scope[READER_KEY] = OWNER  # no tokens configured: a loopback server for its owner
+            return None
+        reader = self.users.reader_for(bearer_token(scope) if api else (bearer_token(scope) or cookie_token(scope)))
+        if reader is None:
+            if api:
                 return 401, "unauthorized", "this server needs an API token (Authorization: Bearer <token>)"
-        elif path == "/wiki" or path.startswith("/wiki/"):
-            given = bearer_token(scope) or cookie_token(scope)
-            if not tokens_match(given, self.api_token):
-                return 401, "unauthorized", "this server needs an API token: open the chat page and enter it"
+            return 401, "unauthorized", "this server needs an API token: open the chat page and enter it"
+        scope[READER_KEY] = reader
         return None
 
 

@@ -23,10 +23,12 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 
 from kb_ai.compile.lock import CompileLock
-from kb_ai.errors import ArticleFormatError, KaasError, PageNotFoundError, UnsafePathError
+from kb_ai.errors import ArticleFormatError, KaasError, PageNotFoundError, StorageError, UnsafePathError
 from kb_ai.render import render_markdown, wiki_href
 from kb_ai.server.chat import BadRequestError
 from kb_ai.store.articles import MAX_ARTICLE_BYTES, RESERVED_NAMES, Article, parse_article, read_article_text, split_frontmatter
+from kb_ai.server.guard import reader_of
+from kb_ai.store.access import OWNER, Reader
 from kb_ai.store.catalog import Catalog
 from kb_ai.store.files import atomic_write_text
 from kb_ai.store.kb import KnowledgeBase
@@ -35,6 +37,12 @@ from kb_ai.store.paths import safe_wiki_file
 log = logging.getLogger(__name__)
 
 MAX_SAVE_BODY_BYTES = MAX_ARTICLE_BYTES + 64_000
+
+
+class ForbiddenError(KaasError):
+    """The reader may see this page but not do this to it."""
+
+    code = "forbidden"
 
 
 class VersionConflictError(KaasError):
@@ -51,8 +59,10 @@ STATUS_BY_CODE = {
     "empty_catalog": 404,
     "bad_article": 422,
     "conflict": 409,
+    "forbidden": 403,
     "locked": 409,
     "config_error": 500,
+    "storage_error": 507,  # Insufficient Storage (WebDAV): the server cannot store what was sent
 }
 
 
@@ -74,8 +84,9 @@ class LoadedPage:
     file: Path
 
 
-def load_page(kb: KnowledgeBase, raw_path: str) -> LoadedPage:
-    """Read one article by a path from a URL; refuses unsafe paths, reports missing pages."""
+def load_page(kb: KnowledgeBase, raw_path: str, reader: Reader = OWNER) -> LoadedPage:
+    """Read one article by a path from a URL; refuses unsafe paths, reports missing pages. A
+    page ``reader`` may not read is reported exactly like a missing one."""
     kb.require_wiki()
     rel, file = safe_wiki_file(kb.wiki_dir, raw_path)
     if Path(rel).name in RESERVED_NAMES and "/" not in rel:
@@ -86,20 +97,25 @@ def load_page(kb: KnowledgeBase, raw_path: str) -> LoadedPage:
         raise PageNotFoundError(f"no page {rel!r} in the wiki") from None
     except PermissionError:
         raise ArticleFormatError(f"{rel}: permission denied") from None
-    return LoadedPage(parse_article(text, rel), text, file)
+    article = parse_article(text, rel)
+    if not reader.can_read(article.access):
+        raise PageNotFoundError(f"no page {rel!r} in the wiki")
+    return LoadedPage(article, text, file)
 
 
-def _exists_in(kb: KnowledgeBase, catalog: Catalog):
+def _exists_in(kb: KnowledgeBase, catalog: Catalog, reader: Reader):
+    """Whether a link target exists, as far as ``reader`` may know: for anyone but an admin, a
+    link to a page they may not read renders exactly like a link to a missing page."""
     def exists(path: str) -> bool:
-        return path in catalog or (kb.wiki_dir / path).is_file()
+        return path in catalog or (reader.admin and (kb.wiki_dir / path).is_file())
     return exists
 
 
-def page_json(kb: KnowledgeBase, page: LoadedPage) -> dict[str, Any]:
+def page_json(kb: KnowledgeBase, page: LoadedPage, reader: Reader = OWNER) -> dict[str, Any]:
     """``GET /api/pages/<path>``: frontmatter, the full Markdown text, rendered HTML and TOC."""
     article = page.article
-    catalog = kb.catalog()
-    rendered = render_markdown(article.body, from_path=article.path, exists=_exists_in(kb, catalog))
+    catalog = kb.catalog().visible_to(reader)
+    rendered = render_markdown(article.body, from_path=article.path, exists=_exists_in(kb, catalog, reader))
     return {
         "path": article.path,
         "title": article.title,
@@ -119,9 +135,9 @@ def page_json(kb: KnowledgeBase, page: LoadedPage) -> dict[str, Any]:
     }
 
 
-def catalog_json(kb: KnowledgeBase, mode: str, model: str | None) -> dict[str, Any]:
-    """``GET /api/index``: the catalog grouped by topic, in catalog order."""
-    catalog = kb.catalog()
+def catalog_json(kb: KnowledgeBase, mode: str, model: str | None, reader: Reader = OWNER) -> dict[str, Any]:
+    """``GET /api/index``: the catalog ``reader`` may see, grouped by topic, in catalog order."""
+    catalog = kb.catalog().visible_to(reader)
     topics: dict[str, list[dict[str, str]]] = {}
     for entry in catalog.entries:
         topics.setdefault(entry.topic, []).append({"path": entry.path, "title": entry.title, "summary": entry.summary})
@@ -130,7 +146,7 @@ def catalog_json(kb: KnowledgeBase, mode: str, model: str | None) -> dict[str, A
         "model": model,
         "articles": len(catalog),
         "topics": [{"topic": name, "pages": pages} for name, pages in topics.items()],
-        "warnings": catalog.warnings[:50],
+        "warnings": catalog.warnings[:50] if reader.admin else [],  # warnings name files
     }
 
 
@@ -140,7 +156,8 @@ def catalog_json(kb: KnowledgeBase, mode: str, model: str | None) -> dict[str, A
 async def index_endpoint(request: Request) -> Response:
     state = request.app.state.kaas
     try:
-        data = await anyio.to_thread.run_sync(catalog_json, state.kb, state.mode, state.settings.model)
+        data = await anyio.to_thread.run_sync(catalog_json, state.kb, state.mode, state.settings.model,
+                                              reader_of(request))
     except KaasError as exc:
         return error_response(exc)
     return JSONResponse(data, headers={"Cache-Control": "no-store"})
@@ -153,8 +170,10 @@ async def page_endpoint(request: Request) -> Response:
         if request.method in ("PUT", "POST"):
             return await _save(request, raw_path)
 
+        reader = reader_of(request)
+
         def read() -> dict[str, Any]:
-            return page_json(state.kb, load_page(state.kb, raw_path))
+            return page_json(state.kb, load_page(state.kb, raw_path, reader), reader)
 
         data = await anyio.to_thread.run_sync(read)
     except KaasError as exc:
@@ -201,7 +220,14 @@ async def _save(request: Request, raw_path: str) -> Response:
     if expected is not None and not isinstance(expected, str):
         raise BadRequestError("'version' must be a string")
     text = payload["markdown"].replace("\r\n", "\n").rstrip("\n") + "\n"
-    validate_article_text(text, rel)
+    edited = validate_article_text(text, rel)
+    reader = reader_of(request)
+    if not reader.admin:
+        # Readers edit the pages they may read; they do not create pages (a refused name would
+        # tell them a hidden page is there) and do not change who may read one.
+        current = await anyio.to_thread.run_sync(load_page, kb, rel, reader)  # 404 when missing or hidden
+        if edited.access != current.article.access:
+            raise ForbiddenError("only an admin can change who may read a page (the access field)")
 
     def write_and_index() -> tuple[bool, list[str]]:
         with CompileLock(kb.state_dir):
@@ -212,20 +238,27 @@ async def _save(request: Request, raw_path: str) -> Response:
                     raise VersionConflictError(
                         f"{rel} changed on disk since it was opened; reload it and apply your edit again"
                     )
-            atomic_write_text(file, text)
-            result = kb.reindex()
+            try:
+                atomic_write_text(file, text)
+            except OSError as exc:
+                raise StorageError(f"{rel} was not saved: {StorageError.from_os_error(exc).message}") from None
+            try:
+                result = kb.reindex()
+            except OSError as exc:
+                raise StorageError(f"{rel} was saved, but the catalog could not be updated "
+                                   f"({StorageError.from_os_error(exc).message}); run `kaas index`") from None
         return created, result.warnings
 
     async with state.save_lock:
         try:
             created, warnings = await anyio.to_thread.run_sync(write_and_index)
-        except OSError as exc:
-            raise ArticleFormatError(f"{rel}: cannot be written ({exc.strerror or exc})") from None
+        except OSError as exc:  # reading the current text, taking the lock
+            raise StorageError(f"{rel} was not saved: {StorageError.from_os_error(exc, 'access').message}") from None
         state.watcher_seen_now()
     log.info("saved %s (%s)", rel, "created" if created else "edited")
 
     def reread() -> dict[str, Any]:
-        data = page_json(kb, load_page(kb, rel))
+        data = page_json(kb, load_page(kb, rel, reader), reader)
         data["saved"] = True
         data["index_warnings"] = [w for w in warnings if rel in w][:20]
         return data
@@ -256,9 +289,10 @@ def _html_error(request: Request, exc: KaasError) -> HTMLResponse:
 async def wiki_page_endpoint(request: Request) -> Response:
     state = request.app.state.kaas
     raw_path = request.path_params.get("path", "")
+    reader = reader_of(request)
     try:
         if not raw_path:
-            catalog = await anyio.to_thread.run_sync(state.kb.catalog)
+            catalog = (await anyio.to_thread.run_sync(state.kb.catalog)).visible_to(reader)
             topics: dict[str, list] = {}
             for entry in catalog.entries:
                 topics.setdefault(entry.topic, []).append(entry)
@@ -267,7 +301,7 @@ async def wiki_page_endpoint(request: Request) -> Response:
             return HTMLResponse(html)
 
         def read() -> dict[str, Any]:
-            return page_json(state.kb, load_page(state.kb, raw_path))
+            return page_json(state.kb, load_page(state.kb, raw_path, reader), reader)
 
         page = await anyio.to_thread.run_sync(read)
     except KaasError as exc:

@@ -17,6 +17,7 @@ import frontmatter
 import yaml
 
 from kb_ai.errors import ArticleFormatError
+from kb_ai.store.access import parse_access
 from kb_ai.store.files import atomic_write_text
 from kb_ai.store.markdown_text import clip, first_heading, first_sentence
 from kb_ai.store.paths import safe_wiki_file
@@ -79,6 +80,7 @@ class Article:
     body: str
     meta: dict[str, Any] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    access: tuple[str, ...] | None = None  # None: public; else the groups that may read it (store/access.py)
 
     @property
     def tags(self) -> list[str]:
@@ -170,6 +172,8 @@ def parse_article(text: str, path: str) -> Article:
         warnings.append(f"{path}: no summary in frontmatter; using the first sentence")
     elif len(summary) > SUMMARY_LIMIT:
         warnings.append(f"{path}: summary longer than {SUMMARY_LIMIT} characters")
+    access, access_warnings = parse_access(meta)
+    warnings += [f"{path}: {w}" for w in access_warnings]
     topic = meta.get("topic")
     if not isinstance(topic, str) or not topic.strip():
         folder = Path(path).parent.as_posix()
@@ -184,6 +188,7 @@ def parse_article(text: str, path: str) -> Article:
         body=body,
         meta=meta,
         warnings=warnings,
+        access=access,
     )
 
 

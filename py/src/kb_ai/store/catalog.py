@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kb_ai.errors import ArticleFormatError, UnsafePathError
+from kb_ai.store.access import Reader, format_access
 from kb_ai.store.articles import Article, load_article, iter_article_paths
 from kb_ai.store.files import append_text, atomic_write_text
 from kb_ai.store.paths import normalize_wiki_path
@@ -32,6 +33,7 @@ INDEX_NOTE = (
 SEPARATOR = " — "
 _LINE = re.compile(r"^\s*[-*]\s+\[(?P<title>(?:\\.|[^\]\\])+)\]\((?P<path>[^)\s]+)\)(?:\s*(?:—|–|-{1,2}|:)\s*(?P<summary>.*))?$")
 _TOPIC = re.compile(r"^##\s+(?P<topic>.+?)\s*$")
+_ACCESS = re.compile(r"\s*<!--\s*access:(?P<groups>[^>]*?)-->\s*$")
 
 
 @dataclass(frozen=True)
@@ -40,11 +42,19 @@ class CatalogEntry:
     title: str
     summary: str
     topic: str
+    access: tuple[str, ...] | None = None  # None: public (store/access.py)
 
     def line(self) -> str:
         """The entry as a catalog line, exactly as the model and a reader see it."""
         summary = " ".join(self.summary.split())
         return f"- [{_escape(self.title)}]({self.path}){SEPARATOR}{summary}" if summary else f"- [{_escape(self.title)}]({self.path})"
+
+    def index_line(self) -> str:
+        """The line in master-index.md: ``line()`` plus, for a restricted page, its access rule
+        in an HTML comment (invisible when the Markdown is rendered)."""
+        if self.access is None:
+            return self.line()
+        return f"{self.line()} <!-- access: {format_access(self.access)} -->"
 
 
 def _escape(title: str) -> str:
@@ -82,6 +92,24 @@ class Catalog:
         """A catalog of some of these entries that remembers where it came from."""
         return Catalog(entries, list(self.warnings), self.stamps, parent=self)
 
+    def visible_to(self, reader: Reader) -> "Catalog":
+        """The pages ``reader`` may read, and nothing else: what that reader's questions are
+        navigated over, counted and summarized from. One object per kind of reader (cached),
+        so per-catalog caches (topic index, masks) are shared by readers who see the same."""
+        if reader.admin or not self.restricted:
+            return self
+        views = self.__dict__.setdefault("_views", {})
+        view = views.get(reader.key)
+        if view is None:
+            view = self.subset([e for e in self.entries if reader.can_read(e.access)])
+            view.warnings = []  # warnings name files; a reader sees none of them
+            views[reader.key] = view
+        return view
+
+    @functools.cached_property
+    def restricted(self) -> bool:
+        return any(e.access is not None for e in self.entries)
+
     def __len__(self) -> int:
         return len(self.entries)
 
@@ -115,7 +143,8 @@ class Catalog:
 
 
 def entry_from_article(article: Article) -> CatalogEntry:
-    return CatalogEntry(path=article.path, title=article.title, summary=article.summary, topic=article.topic)
+    return CatalogEntry(path=article.path, title=article.title, summary=article.summary, topic=article.topic,
+                        access=article.access)
 
 
 def _sort_key(entry: CatalogEntry) -> tuple[str, str, str]:
@@ -151,7 +180,7 @@ def render_master_index(catalog: Catalog) -> str:
                 lines.append("")
             lines += [f"## {entry.topic}", ""]
             current = entry.topic
-        lines.append(entry.line())
+        lines.append(entry.index_line())
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
@@ -166,6 +195,11 @@ def parse_master_index(text: str) -> Catalog:
         if topic_match:
             topic = topic_match.group("topic").strip()
             continue
+        access = None
+        rule = _ACCESS.search(line)
+        if rule:
+            line = line[: rule.start()]
+            access = tuple(g.strip() for g in rule.group("groups").split(",") if g.strip())
         match = _LINE.match(line)
         if not match:
             if line.lstrip().startswith(("- [", "* [")):
@@ -180,12 +214,14 @@ def parse_master_index(text: str) -> Catalog:
             warnings.append(f"master-index.md line {number}: {path} listed twice")
             continue
         seen.add(path)
+        summary = (match.group("summary") or "").strip()
         entries.append(
             CatalogEntry(
                 path=path,
                 title=_unescape(match.group("title")).strip(),
-                summary=(match.group("summary") or "").strip(),
+                summary=summary,
                 topic=topic,
+                access=access,
             )
         )
     return Catalog(entries, warnings)
@@ -244,14 +280,16 @@ class CatalogStore:
             else:
                 text = (self.wiki_dir / "master-index.md").read_text(encoding="utf-8", errors="replace")
                 catalog = parse_master_index(text)
-                catalog = self._drop_missing(catalog)
+                catalog = self._drop_missing(catalog, stamp[0])
             for warning in catalog.warnings:
                 log.warning("%s", warning)
             self._catalog, self._stamp = catalog, stamp
             return catalog
 
-    def _drop_missing(self, catalog: Catalog) -> Catalog:
-        """Every catalog line must resolve: lines naming a missing file are dropped and reported."""
+    def _drop_missing(self, catalog: Catalog, index_mtime_ns: int) -> Catalog:
+        """Every catalog line must resolve: lines naming a missing file are dropped and reported.
+        An article changed after master-index.md was written (a hand edit not yet re-indexed)
+        is re-read, so its title, summary, topic and — above all — access rule are current."""
         kept: list[CatalogEntry] = []
         warnings = list(catalog.warnings)
         stamps: dict[str, tuple[int, int]] = {}
@@ -262,11 +300,19 @@ class CatalogStore:
             except OSError:
                 st = None
             if st is not None and stat.S_ISREG(st.st_mode):
+                if st.st_mtime_ns > index_mtime_ns:
+                    entry = self._reread(entry)
                 kept.append(entry)
                 stamps[entry.path] = (st.st_size, st.st_mtime_ns)
             else:
                 warnings.append(f"master-index.md lists {entry.path}, which does not exist (run `kaas index`)")
         return Catalog(kept, warnings, stamps)
+
+    def _reread(self, entry: CatalogEntry) -> CatalogEntry:
+        try:
+            return entry_from_article(load_article(self.wiki_dir, entry.path))
+        except (ArticleFormatError, UnsafePathError, OSError):
+            return entry  # unreadable now: reading it will report that
 
     def invalidate(self) -> None:
         with self._lock:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from kb_ai.errors import ArticleFormatError, EmptyCatalogError, NoWikiError, PageNotFoundError
-from kb_ai.store.articles import Article, load_article
+from kb_ai.store.articles import RESERVED_NAMES, Article, load_article
 from kb_ai.store.catalog import Catalog, CatalogStore, append_log, build_catalog, write_master_index
 from kb_ai.store.files import atomic_write_text
 from kb_ai.store.topics import build_topic_index, load_model_summaries, write_topics
@@ -64,6 +65,8 @@ class KnowledgeBase:
     def read_article(self, path: str) -> Article:
         """Load an article by catalog path; a path outside the catalog's files is not found."""
         self.require_wiki()
+        if "/" not in path.strip("/") and path.strip("/") in RESERVED_NAMES:
+            raise PageNotFoundError(f"no page {path!r} in the wiki")  # generated files are not articles
         try:
             return load_article(self.wiki_dir, path)
         except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
@@ -76,6 +79,10 @@ class KnowledgeBase:
         self.require_wiki()
         catalog = build_catalog(self.wiki_dir)
         written = write_master_index(self.wiki_dir, catalog)
+        if not written:
+            # Unchanged text, but the articles were just read: mark the index as current, so
+            # loading it does not re-read articles edited before now (see CatalogStore).
+            os.utime(self.master_index)
         topic_index = build_topic_index(catalog, load_model_summaries(self.state_dir))
         written = write_topics(self.wiki_dir, topic_index) or written
         topics = len(catalog.topics)
