@@ -87,16 +87,22 @@ def serve_fake_llm(port: int, tokens: int, delay: float) -> None:
 
 
 class Process:
-    def __init__(self, args: list[str], env: dict[str, str] | None = None, health: str | None = None):
+    """A server in its own process. Its stderr goes to a file (``log``, or a temporary one): a
+    never-read pipe would block a server that logs a lot once the pipe buffer fills."""
+
+    def __init__(self, args: list[str], env: dict[str, str] | None = None, health: str | None = None,
+                 log: Path | None = None):
         self.health = health
+        self._log_file = open(log, "w+") if log else tempfile.TemporaryFile("w+")  # noqa: SIM115 (closed in __exit__)
         self.proc = subprocess.Popen([sys.executable, *args], env={**os.environ, **(env or {})},
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                                     stdout=subprocess.DEVNULL, stderr=self._log_file, text=True)
 
     def __enter__(self) -> "Process":
         deadline = time.monotonic() + 60
         while self.health and time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(self.proc.stderr.read() if self.proc.stderr else "server exited")
+                self._log_file.seek(0)
+                raise RuntimeError(self._log_file.read() or "server exited")
             try:
                 httpx.get(self.health, timeout=1)
                 return self
@@ -110,6 +116,7 @@ class Process:
             self.proc.wait(10)
         except subprocess.TimeoutExpired:
             self.proc.kill()
+        self._log_file.close()
 
 
 # -- the client ----------------------------------------------------------------------------------

@@ -51,19 +51,6 @@ from server_probe import PROBE_PATH
 LEAVE_MAX_SHARE = 0.5  # a leaving client reads at most this share of the answer's tokens
 
 
-class LoggedProcess(Process):
-    """bench_server.Process with stderr to a file: a server that logs a lot (a warning per write to
-    a closed socket, say) would otherwise block on a full, never-read stderr pipe."""
-
-    def __init__(self, args: list[str], log: Path, env: dict[str, str] | None = None, health: str | None = None):
-        import subprocess
-
-        self.health = health
-        self.log = log
-        self.proc = subprocess.Popen([sys.executable, *args], env={**os.environ, **(env or {})},
-                                     stdout=subprocess.DEVNULL, stderr=open(log, "w"), text=True)
-
-
 def log_summary(log: Path) -> str:
     """The server's stderr, condensed: distinct message lines (tracebacks' frames left out) by count."""
     from collections import Counter
@@ -288,8 +275,8 @@ def main() -> None:
         server_log = root / "server-stderr.log"
         with Process([__file__, "--serve-fake-llm", str(llm_port), "--tokens", str(args.tokens), "--delay",
                       str(args.delay)], health=f"{llm_url}/stats"), \
-             LoggedProcess([str(HERE / "server_probe.py"), "--kb", str(root), "--port", str(port)], server_log,
-                           env=env, health=url + "/healthz"):
+             Process([str(HERE / "server_probe.py"), "--kb", str(root), "--port", str(port)],
+                     env=env, health=url + "/healthz", log=server_log):
             rounds, baseline, idle = asyncio.run(bench(url, llm_url, args, questions))
         server_said = log_summary(server_log)
     print()

@@ -167,3 +167,13 @@ def test_trail_lines_for_paths_with_spaces_and_crlf_sources(tmp_path):
     [raw] = walk_raw(tmp_path)
     result = read_source(raw)
     assert result.title == "Windows" and "\r" not in result.text
+
+
+def test_a_topic_named_wiki_gets_a_folder_that_can_be_addressed():
+    from kb_ai.compile.ingest import topic_hint
+    from kb_ai.store.paths import normalize_wiki_path
+
+    folder = topic_hint("raw/Wiki/notes.md")
+    assert folder == "wiki-pages"
+    assert normalize_wiki_path(f"{folder}/notes.md") == "wiki-pages/notes.md"
+    assert topic_hint("raw/product/x.md") == "product"

@@ -20,7 +20,7 @@ from pathlib import Path, PurePosixPath
 from kb_ai.errors import ArticleFormatError
 from kb_ai.store.articles import split_frontmatter
 from kb_ai.store.markdown_text import first_heading
-from kb_ai.store.paths import slugify
+from kb_ai.store.paths import slugify, topic_folder
 
 MAX_SOURCE_BYTES = 25_000_000  # larger files are skipped: almost always data dumps, not documents
 MAX_TEXT_CHARS = 2_000_000  # extracted text beyond this is cut (and the cut is noted)
@@ -137,7 +137,7 @@ def topic_hint(path: str) -> str:
     """The topic suggested by a source's folder: ``raw/product/x.md`` -> ``product``."""
     parts = PurePosixPath(path).parts
     if len(parts) >= 3:
-        return slugify(parts[1], fallback=DEFAULT_TOPIC)
+        return topic_folder(slugify(parts[1], fallback=DEFAULT_TOPIC))
     return DEFAULT_TOPIC
 
 

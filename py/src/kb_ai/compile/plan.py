@@ -26,7 +26,7 @@ from kb_ai.errors import UnsafePathError
 from kb_ai.llm.tokens import chars_for_tokens
 from kb_ai.store.articles import RESERVED_NAMES, SUMMARY_LIMIT
 from kb_ai.store.markdown_text import clip, first_sentence
-from kb_ai.store.paths import normalize_wiki_path, slugify
+from kb_ai.store.paths import normalize_wiki_path, slugify, topic_folder
 
 PLAN_PROMPT = "compile_plan"
 PLAN_WAVE = 8  # sources planned in parallel per wave; fixed so plans do not depend on --concurrency
@@ -320,7 +320,7 @@ def resolve_plan(raw: object, source: Source, catalog: PlanCatalog, offered: set
         if not isinstance(item, dict):
             continue
         try:
-            topic = _clean_slug(item.get("topic"), "topic")[:MAX_TOPIC_LENGTH].strip("-")
+            topic = topic_folder(_clean_slug(item.get("topic"), "topic")[:MAX_TOPIC_LENGTH].strip("-"))
             slug = _clean_slug(item.get("slug"), "slug")
             if f"{slug}.md" in RESERVED_NAMES:
                 raise UnsafePathError(f"slug {slug!r} is a reserved name")

@@ -25,6 +25,17 @@ def slugify(text: str, fallback: str = "untitled") -> str:
     return slug or fallback
 
 
+# A first folder named "wiki" cannot be addressed: "wiki/<path>" is how models and people name
+# a page of the wiki, and the prefix is dropped. Topics that would get that folder get this one.
+UNADDRESSABLE_TOPIC = "wiki"
+TOPIC_INSTEAD = "wiki-pages"
+
+
+def topic_folder(slug: str) -> str:
+    """The folder for a topic slug (``wiki`` cannot be one, see above)."""
+    return TOPIC_INSTEAD if slug == UNADDRESSABLE_TOPIC else slug
+
+
 def normalize_wiki_path(raw: str) -> str:
     """Turn a path as people and models write it into the catalog's form, or raise.
 
