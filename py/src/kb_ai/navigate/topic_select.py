@@ -91,7 +91,7 @@ def _pages_of(topics: TopicIndex, catalog: Catalog, chosen: list[Topic]) -> Cata
     """The chosen topics' pages as a catalog, kept per topic index (one per catalog version):
     a later question about the same topics reuses its sizes and lookups."""
     key = frozenset(t.name for t in chosen)
-    subsets = topics.__dict__.setdefault("_subsets", {})
+    subsets = topics.subsets
     within = subsets.get(key)
     if within is None:
         members = set().union(*(t.paths for t in chosen))

@@ -78,6 +78,8 @@ class Catalog:
     # The full catalog this one was cut from (a topic's pages, what one user may read), so that
     # indexes built for the full catalog are reused with a mask instead of rebuilt.
     parent: "Catalog | None" = None
+    # One view per kind of reader (``visible_to``), so caches keyed by catalog object are shared.
+    views: dict = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self.by_path = {e.path: e for e in self.entries}
@@ -98,12 +100,11 @@ class Catalog:
         so per-catalog caches (topic index, masks) are shared by readers who see the same."""
         if reader.admin or not self.restricted:
             return self
-        views = self.__dict__.setdefault("_views", {})
-        view = views.get(reader.key)
+        view = self.views.get(reader.key)
         if view is None:
             view = self.subset([e for e in self.entries if reader.can_read(e.access)])
             view.warnings = []  # warnings name files; a reader sees none of them
-            views[reader.key] = view
+            self.views[reader.key] = view
         return view
 
     @functools.cached_property
