@@ -263,3 +263,31 @@ def test_user_table_is_validated(tmp_path):
     users = UserDirectory(tmp_path)
     assert users.required() and users.reader_for(OPS) == Reader("ops", frozenset(), True)
     assert users.reader_for(BOB).groups == {"eng"} and users.reader_for("nope-nope-nope-nope") is None
+
+
+def test_cli_and_stdio_mcp_can_act_as_a_user(kb):
+    from click.testing import CliRunner
+
+    from kb_ai.cli import cli
+
+    runner = CliRunner()
+    as_bob = runner.invoke(cli, ["--kb", str(kb.root), "ask", "What is the zanzibarite salary band?", "--user", "bob", "--json"])
+    assert as_bob.exit_code == 0, as_bob.output
+    assert "91,000" not in as_bob.stdout and "hr/salaries.md" not in as_bob.stdout
+    as_alice = runner.invoke(cli, ["--kb", str(kb.root), "ask", "What is the zanzibarite salary band?", "--user", "alice"])
+    assert "91,000" in as_alice.stdout
+    unknown = runner.invoke(cli, ["--kb", str(kb.root), "ask", "x", "--user", "mallory"])
+    assert unknown.exit_code == 2 and "no user 'mallory'" in unknown.stderr
+
+
+async def test_stdio_mcp_server_built_for_a_user_sees_only_their_pages(kb):
+    from mcp.client import Client
+
+    from kb_ai.server_mcp import build_mcp_server
+
+    bob = UserDirectory(kb.root).reader_named("bob")
+    async with Client(build_mcp_server(Settings(kb=kb.root), stdio_reader=bob)) as client:
+        listing = await client.call_tool("list_pages", {})
+        hidden = await client.call_tool("read_page", {"path": "hr/salaries.md"})
+    assert_hidden(json.dumps(listing.structured_content))
+    assert hidden.is_error

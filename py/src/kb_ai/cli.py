@@ -54,6 +54,20 @@ def _settings(ctx: click.Context, **overrides) -> Settings:
     return settings.with_overrides(**overrides)
 
 
+def _reader(settings: Settings, user_name: str | None):
+    """The owner, or with ``--user NAME`` that user of kaas.toml (a clear error if unknown)."""
+    from kb_ai.store.access import OWNER
+
+    if not user_name:
+        return OWNER
+    from kb_ai.users import UserDirectory
+
+    try:
+        return UserDirectory(settings.kb).reader_named(user_name)
+    except KaasError as exc:
+        _fail(exc)
+
+
 def _remember_kb(ctx: click.Context, _param: click.Parameter, value: Path | None) -> None:
     if value is not None:
         ctx.ensure_object(dict)["kb"] = value
@@ -142,9 +156,11 @@ def index(ctx: click.Context) -> None:
 @click.option("--offline", is_flag=True, help="Ignore any configured model: lexical selection, extractive answer.")
 @click.option("--debug", is_flag=True, help="Log every prompt and raw model reply to .kaas/logs/llm-trace.jsonl.")
 @click.option("--save", is_flag=True, help="File the answer into wiki/answers/ (navigation only, never cited).")
+@click.option("--user", "user_name", default=None, metavar="NAME",
+              help="Answer as this user of kaas.toml: only the pages their groups may read exist.")
 @click.pass_context
 def ask(ctx: click.Context, question: str, as_json: bool, rewrite: bool, suggest: bool, max_pages: int | None,
-        paths: tuple[str, ...], offline: bool, debug: bool, save: bool) -> None:
+        paths: tuple[str, ...], offline: bool, debug: bool, save: bool, user_name: str | None) -> None:
     """Answer QUESTION from the wiki, citing the pages it used.
 
     When `kaas serve` runs for this KB with the same model, the question goes to it (it has the
@@ -166,9 +182,11 @@ def ask(ctx: click.Context, question: str, as_json: bool, rewrite: bool, suggest
         elif event.name == "rewrite":
             click.echo(f"kaas: rewritten query: {event.data['query']}", err=True)
 
+    reader = _reader(settings, user_name)
     save_error: StorageError | None = None
     result = AskResult(mode="offline" if settings.offline else "llm")
-    answered = not (paths or debug) and _ask_running_server(settings, question, rewrite, suggest, max_pages, show)
+    answered = not (paths or debug or user_name) and _ask_running_server(settings, question, rewrite, suggest,
+                                                                          max_pages, show)
     if not answered:
         from kb_ai.navigate.ask import ask_events, build_service
         from kb_ai.navigate.records import AskRequest
@@ -178,7 +196,7 @@ def ask(ctx: click.Context, question: str, as_json: bool, rewrite: bool, suggest
         except KaasError as exc:
             _fail(exc)
         request = AskRequest(question=question, rewrite=rewrite, suggest=suggest, max_pages=max_pages,
-                             paths=list(paths) or None)
+                             paths=list(paths) or None, reader=reader)
         result.mode = service.navigator.mode
 
         async def run() -> None:
@@ -194,7 +212,7 @@ def ask(ctx: click.Context, question: str, as_json: bool, rewrite: bool, suggest
         try:
             from kb_ai.store.kb import KnowledgeBase
 
-            result.saved_path = save_answer(KnowledgeBase(settings.kb), question, result)
+            result.saved_path = save_answer(KnowledgeBase(settings.kb), question, result, reader=reader)
         except StorageError as exc:  # asked to save and could not (disk full, ...): an error, exit 1
             result.notices.append(exc.message)
             save_error = exc
@@ -288,18 +306,21 @@ def compile_command(ctx: click.Context, full: bool, dry_run: bool, as_json: bool
 
 @cli.command()
 @kb_option
+@click.option("--user", "user_name", default=None, metavar="NAME",
+              help="Act as this user of kaas.toml: the tools see only the pages their groups may read.")
 @click.pass_context
-def mcp(ctx: click.Context) -> None:
+def mcp(ctx: click.Context, user_name: str | None) -> None:
     """Serve the MCP tools (ask, read_page, list_pages) over stdio."""
     from kb_ai.server_mcp import run_stdio
     from kb_ai.store.kb import KnowledgeBase
 
     settings = _settings(ctx)
+    reader = _reader(settings, user_name)
     try:
         KnowledgeBase(settings.kb).require_wiki()  # a wrong --kb is a one-line error, not a silent server
     except KaasError as exc:
         _fail(exc)
-    run_stdio(settings)
+    run_stdio(settings, reader)
 
 
 @cli.command()

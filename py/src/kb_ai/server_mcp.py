@@ -97,8 +97,10 @@ def _tool_error(exc: KaasError) -> ToolError:
     return ToolError(f"{exc.message} [{exc.code}]")
 
 
-def build_mcp_server(settings: Settings, service: AskService | None = None) -> MCPServer:
-    """An MCP server answering from the knowledge base in ``settings``."""
+def build_mcp_server(settings: Settings, service: AskService | None = None, *,
+                     stdio_reader: Reader = OWNER) -> MCPServer:
+    """An MCP server answering from the knowledge base in ``settings``. Over stdio, tools act as
+    ``stdio_reader`` (the owner unless ``kaas mcp --user NAME``); over HTTP, as the token's user."""
     service = service or build_service(settings)
     server = MCPServer(name="kaas", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING")
 
@@ -120,7 +122,7 @@ def build_mcp_server(settings: Settings, service: AskService | None = None) -> M
         if not question or not question.strip():
             raise ToolError("the question is empty: pass the question to answer as `question`")
         request = AskRequest(question=question, rewrite=rewrite, suggest=suggest, paths=paths or None,
-                             reader=_reader(ctx))
+                             reader=_reader(ctx, stdio_reader))
         result = AskResult(mode=service.navigator.mode)
         tokens, last_report = 0, 0.0
         async for event in ask_events(service, request):
@@ -156,7 +158,7 @@ def build_mcp_server(settings: Settings, service: AskService | None = None) -> M
         path: Annotated[str, Field(description="Page path relative to the wiki, as listed by list_pages.")],
         ctx: Context,
     ) -> Annotated[CallToolResult, PageOutput]:
-        reader = _reader(ctx)
+        reader = _reader(ctx, stdio_reader)
         try:
             catalog = service.kb.catalog().visible_to(reader)
             article = service.kb.read_article(path)
@@ -181,7 +183,7 @@ def build_mcp_server(settings: Settings, service: AskService | None = None) -> M
         topic: Annotated[str | None, Field(description="Only pages of this topic.")] = None,
     ) -> Annotated[CallToolResult, PageList]:
         try:
-            catalog = service.kb.catalog().visible_to(_reader(ctx))
+            catalog = service.kb.catalog().visible_to(_reader(ctx, stdio_reader))
         except KaasError as exc:
             raise _tool_error(exc) from None
         entries = catalog.entries
@@ -199,12 +201,12 @@ def build_mcp_server(settings: Settings, service: AskService | None = None) -> M
     return server
 
 
-def _reader(ctx: Context) -> Reader:
-    """Who calls: over HTTP, the reader the server's guard authenticated; over stdio, the local
-    user who started `kaas mcp` (the owner). An HTTP call the guard did not mark is refused."""
+def _reader(ctx: Context, stdio_reader: Reader) -> Reader:
+    """Who calls: over HTTP, the reader the server's guard authenticated; over stdio, the reader
+    `kaas mcp` was started as. An HTTP call the guard did not mark is refused."""
     request = getattr(ctx.request_context, "request", None)
     if request is None:
-        return OWNER
+        return stdio_reader
     reader = getattr(request, "scope", {}).get(READER_KEY)
     if reader is None:
         raise ToolError("this request was not authenticated [unauthorized]")
@@ -255,6 +257,6 @@ class MCPHttpEndpoint:
         await self._app(scope, receive, send)
 
 
-def run_stdio(settings: Settings) -> None:
+def run_stdio(settings: Settings, reader: Reader = OWNER) -> None:
     """Serve MCP over stdin/stdout. Nothing but protocol may reach stdout."""
-    build_mcp_server(settings).run("stdio")
+    build_mcp_server(settings, stdio_reader=reader).run("stdio")

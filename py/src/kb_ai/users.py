@@ -124,6 +124,17 @@ class UserDirectory:
         if error:
             raise ConfigError(error)
 
+    def reader_named(self, name: str) -> Reader:
+        """A configured user by name (``kaas ask --user``, ``kaas mcp --user``)."""
+        users, error = self._current()
+        if error:
+            raise ConfigError(error)
+        for user in users:
+            if user.reader.name == name:
+                return user.reader
+        known = ", ".join(sorted(u.reader.name for u in users)) or "none configured"
+        raise ConfigError(f"no user {name!r} in {self.file} (users: {known})")
+
     def required(self) -> bool:
         """Whether requests must carry a token (an admin token or users are configured)."""
         users, error = self._current()
