@@ -277,3 +277,22 @@ def test_cli_lint_json_exit_codes_and_fix(defect_kb):
     result = runner.invoke(cli, ["--kb", str(defect_kb.root), "lint", "--fix"])
     assert "fixed: wiki/valves/dead-links.md" in result.stdout
     assert runner.invoke(cli, ["--kb", str(defect_kb.root / "nowhere"), "lint"]).exit_code == 2
+
+
+def test_access_rules_are_linted_and_their_drift_is_an_error(tmp_path):
+    wiki = tmp_path / "wiki"
+    write_page(wiki, "hr/pay.md", "Pay", "Pay bands.", "# Pay\n\nBands.", access=["hr"])
+    write_page(wiki, "hr/typo.md", "Typo", "A typo in a group.", "# Typo\n\nText.", access=["h-r"])
+    write_page(wiki, "hr/bad.md", "Bad", "A malformed rule.", "# Bad\n\nText.", access={"hr": True})
+    (tmp_path / "kaas.toml").write_text('[users.alice]\ntoken = "alice-token-0123456789"\ngroups = ["hr"]\n')
+    kb = KnowledgeBase(tmp_path)
+    kb.reindex()
+    report = run_lint(Settings(kb=tmp_path))
+    access = {(f.path, f.message.split(":")[0]) for f in report.findings if f.check == "access"}
+    assert ("hr/typo.md", "access names groups no user of kaas.toml has") in access
+    assert any(p == "hr/bad.md" for p, _ in access) and not any(p == "hr/pay.md" for p, _ in access)
+    # A hand edit that changes who may read a page, not yet re-indexed, is index drift.
+    page = wiki / "hr" / "pay.md"
+    page.write_text(page.read_text().replace("access: [hr]", "access: [hr, eng]"))
+    drift = [f for f in run_lint(Settings(kb=tmp_path)).findings if f.check == "index-drift" and f.path == "hr/pay.md"]
+    assert drift and "access [hr] in the catalog, [eng, hr] in the article" in drift[0].message

@@ -122,6 +122,21 @@ class LintContext:
         self.raw_exists = kb.raw_dir.is_dir()
 
     @cached_property
+    def user_groups(self) -> set[str] | None:
+        """Every group some user of kaas.toml has; None when no users are configured."""
+        import tomllib
+
+        try:
+            data = tomllib.loads((self.kb.root / "kaas.toml").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        users = data.get("users")
+        if not isinstance(users, dict) or not users:
+            return None
+        return {str(g) for spec in users.values() if isinstance(spec, dict)
+                for g in (spec.get("groups") or []) if isinstance(spec.get("groups"), list)}
+
+    @cached_property
     def links(self) -> dict[str, list[tuple[Link, LinkTarget]]]:
         return {path: [(link, resolve_target(path, link.target)) for link in find_links(article.body)]
                 for path, article in self.articles.items()}
@@ -208,6 +223,8 @@ def check_index_drift(ctx: LintContext) -> list[Finding]:
             diffs = [f"{name} {getattr(entry, name)!r} in the catalog, {getattr(want, name)!r} in the article"
                      for name in ("title", "summary", "topic")
                      if " ".join(getattr(entry, name).split()) != " ".join(getattr(want, name).split())]
+            if entry.access != want.access:  # who may read the page: the catalog must say it right
+                diffs.append(f"access {_access_text(entry.access)} in the catalog, {_access_text(want.access)} in the article")
             if diffs:
                 findings.append(Finding("index-drift", ERROR, entry.path,
                                         "catalog line differs from the frontmatter: " + "; ".join(diffs), fixable=True))
@@ -462,6 +479,28 @@ def _body_line(ctx: LintContext, path: str, link: Link) -> int:
     return text.count("\n", 0, offset) + link.line
 
 
+def _access_text(access: tuple[str, ...] | None) -> str:
+    return "public" if access is None else f"[{', '.join(access)}]"
+
+
+def check_access(ctx: LintContext) -> list[Finding]:
+    """``access`` rules: a malformed one hides the page from everyone but admins (fail closed);
+    a group that no user of kaas.toml belongs to is most likely a typo with the same effect."""
+    findings = [Finding("access", WARNING, path, warning.removeprefix(f"{path}: "))
+                for path, article in ctx.articles.items()
+                for warning in article.warnings if warning.removeprefix(f"{path}: ").startswith("access")]
+    groups = ctx.user_groups
+    if groups is None:
+        return findings
+    for path, article in ctx.articles.items():
+        unknown = sorted(set(article.access or ()) - groups)
+        if unknown:
+            findings.append(Finding("access", WARNING, path,
+                                    f"access names groups no user of kaas.toml has: {', '.join(unknown)} "
+                                    "(only admins can read through them)"))
+    return findings
+
+
 CHECKS: list[Callable[[LintContext], list[Finding]]] = [
     check_frontmatter,
     check_index_drift,
@@ -473,6 +512,7 @@ CHECKS: list[Callable[[LintContext], list[Finding]]] = [
     check_stale,
     check_no_sources,
     check_oversized,
+    check_access,
 ]
 
 
