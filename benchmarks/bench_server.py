@@ -10,7 +10,9 @@ server's GIL). Two set-ups:
   citations, SSE framing);
 - full path: ``python -m kb_ai.server`` with a model configured, against a fake OpenAI-compatible
   server (its own process) that answers selection at once and streams the answer at a fixed rate —
-  the same path as production, litellm included.
+  the same path as production; run twice, with the gateway's direct HTTP transport for
+  OpenAI-compatible servers (the default) and with every call through litellm
+  (``KAAS_DIRECT_HTTP=false``).
 
 Reported per request: time to the first event (``pages``), to the first token, to the end, and
 the server's own time = end-to-end minus the model's streaming time (tokens x delay).
@@ -246,17 +248,20 @@ def main() -> None:
                 extra.append(f"| POST /api/chat alone: first event / own time | {ms(single['pages'])} | "
                              f"{ms(single['total'] - llm_seconds)} |")
         if args.only in (None, "full"):
-            llm_port, port = free_port(), free_port()
-            url = f"http://127.0.0.1:{port}"
-            env = {"KAAS_MODEL": "openai/fake", "KAAS_API_BASE": f"http://127.0.0.1:{llm_port}/v1",
-                   "KAAS_API_KEY": "k", "KAAS_CACHE": "false", "KAAS_CONCURRENCY": str(args.streams + 10),
-                   "KAAS_TIMEOUT": "120", "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
-            with Process([__file__, "--serve-fake-llm", str(llm_port), "--tokens", str(args.tokens),
-                          "--delay", str(args.delay)], health=f"http://127.0.0.1:{llm_port}/v1/chat/completions"), \
-                 Process(["-m", "kb_ai.server", "--kb", str(root), "--port", str(port)], env=env,
-                         health=url + "/healthz") as server:
-                results, wall, cpu = asyncio.run(load(url, args.streams, questions, server.proc.pid))
-                rows.append(report_load("full path (litellm, fake model server)", results, wall, cpu, llm_seconds))
+            for direct in (True, False):  # the gateway's direct HTTP transport, then litellm
+                llm_port, port = free_port(), free_port()
+                url = f"http://127.0.0.1:{port}"
+                env = {"KAAS_MODEL": "openai/fake", "KAAS_API_BASE": f"http://127.0.0.1:{llm_port}/v1",
+                       "KAAS_API_KEY": "k", "KAAS_CACHE": "false", "KAAS_CONCURRENCY": str(args.streams + 10),
+                       "KAAS_TIMEOUT": "120", "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+                       "KAAS_DIRECT_HTTP": "true" if direct else "false"}
+                with Process([__file__, "--serve-fake-llm", str(llm_port), "--tokens", str(args.tokens),
+                              "--delay", str(args.delay)], health=f"http://127.0.0.1:{llm_port}/v1/chat/completions"), \
+                     Process(["-m", "kb_ai.server", "--kb", str(root), "--port", str(port)], env=env,
+                             health=url + "/healthz") as server:
+                    results, wall, cpu = asyncio.run(load(url, args.streams, questions, server.proc.pid))
+                    label = "full path, direct HTTP (default)" if direct else "full path, through litellm"
+                    rows.append(report_load(label, results, wall, cpu, llm_seconds))
 
     print("\n| set-up | streams | errors | wall time | first event p50 / p95 | first token p50 / p95 | end-to-end p50 | "
           "server's own time p50 / p95 | server CPU per chat |")

@@ -19,6 +19,7 @@ from kb_ai.errors import (
     LLMAuthError,
     LLMBadRequestError,
     LLMOutputError,
+    LLMRateLimitError,
     LLMServerError,
     LLMTimeoutError,
     LLMUnreachableError,
@@ -68,10 +69,19 @@ def route(mock):
     return mock.post(CHAT_URL)
 
 
+@pytest.fixture(params=["direct", "litellm"])
+def transport(request) -> str:
+    """Every gateway test runs on both transports: httpx straight to the OpenAI-compatible server
+    (llm/openai_http.py, the default for openai/<model> + api_base) and litellm (every other
+    provider, or direct_http = false)."""
+    return request.param
+
+
 @pytest.fixture
-def make_gateway(tmp_path):
+def make_gateway(tmp_path, transport):
     def make(**overrides) -> LLMGateway:
-        options = {"model": MODEL, "api_base": API_BASE, "timeout": 5.0, "max_retries": 2}
+        options = {"model": MODEL, "api_base": API_BASE, "timeout": 5.0, "max_retries": 2,
+                   "direct_http": transport == "direct"}
         options.update(overrides)
         gw = LLMGateway(GatewayConfig(**options))
         gw.sleeps = []
@@ -90,6 +100,27 @@ def body(call) -> dict:
 
 
 # -- import cost --------------------------------------------------------------------------------
+
+
+def test_asking_an_openai_compatible_server_never_imports_litellm(sample_kb):
+    """openai/<model> + api_base: the whole ask (budget, selection, answer, cost) runs on the direct
+    transport, so a fresh `kaas ask` does not pay litellm's multi-second import."""
+    tests = str(Path(__file__).resolve().parent)
+    script = f"""
+import asyncio, sys
+sys.path.insert(0, {tests!r})
+from server_fakes import FakeLLMServer
+from kb_ai.config import Settings
+from kb_ai.navigate.ask import ask, build_service
+from kb_ai.navigate.records import AskRequest
+with FakeLLMServer(token_delay=0) as llm:
+    settings = Settings(kb={str(sample_kb.root)!r}, model="openai/fake", api_base=llm.api_base, api_key="x", cache=False)
+    result = asyncio.run(ask(build_service(settings), AskRequest(question="How are citations validated?", suggest=True)))
+print(result.error, bool(result.citations), result.usage["llm_calls"], "litellm" in sys.modules)
+"""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["None", "True", "3", "False"], out.stdout + out.stderr
 
 
 def test_importing_the_gateway_does_not_import_litellm():
@@ -193,6 +224,45 @@ async def test_abandoned_stream_still_records_usage(route, make_gateway, tmp_pat
     [call] = meter.calls
     assert not call.cached and call.completion_tokens > 0
     assert not list((tmp_path / "cache").rglob("*.json"))  # a partial answer is not cached
+
+
+async def test_the_direct_transport_does_not_go_through_litellm(route, make_gateway, monkeypatch):
+    import litellm
+
+    async def refuse(**kwargs):
+        raise AssertionError("litellm was called for a request the direct transport serves")
+
+    monkeypatch.setattr(litellm, "acompletion", refuse)
+    route.mock(return_value=chat_json('{"paths": ["a.md"]}'))
+    reply = await make_gateway(direct_http=True).complete_json(MESSAGES, schema={"type": "object"}, schema_name="s",
+                                                               purpose="select")
+    assert reply == {"paths": ["a.md"]}
+    route.mock(return_value=chat_sse(["fast ", "path"], usage=(7, 2)))
+    meter = UsageMeter()
+    assert [p async for p in make_gateway(direct_http=True).stream(MESSAGES, purpose="answer", meter=meter)] == ["fast ", "path"]
+    sent = body(route.calls.last)
+    assert sent["model"] == MODEL.removeprefix("openai/") and sent["messages"] == MESSAGES
+    assert "api_base" not in sent and "num_retries" not in sent and "timeout" not in sent
+    assert route.calls.last.request.headers["authorization"].startswith("Bearer ")
+    assert (meter.calls[0].prompt_tokens, meter.calls[0].completion_tokens) == (7, 2)
+
+
+@pytest.mark.parametrize("status, error", [(429, LLMRateLimitError), (401, LLMAuthError), (404, UnknownModelError),
+                                           (400, LLMBadRequestError), (500, LLMServerError)])
+async def test_direct_transport_http_errors_map_like_litellm(route, make_gateway, status, error):
+    route.mock(return_value=error_response(status, "nope", headers={"Retry-After": "0"}))
+    with pytest.raises(error, match="nope"):
+        [p async for p in make_gateway(max_retries=0, direct_http=True).stream(MESSAGES, purpose="answer")]
+
+
+async def test_direct_transport_error_inside_the_stream_is_a_server_error(route, make_gateway):
+    stream = b'data: {"choices":[{"index":0,"delta":{"content":"Hi"}}]}\n\ndata: {"error":{"message":"the GPU fell over"}}\n\n'
+    route.mock(return_value=httpx.Response(200, content=stream, headers={"content-type": "text/event-stream"}))
+    got = []
+    with pytest.raises(LLMServerError, match="GPU fell over"):
+        async for piece in make_gateway(direct_http=True).stream(MESSAGES, purpose="answer"):
+            got.append(piece)
+    assert got == ["Hi"]
 
 
 # -- complete_json ----------------------------------------------------------------------------------
@@ -392,11 +462,22 @@ async def test_not_found_is_unknown_model(route, make_gateway):
 async def test_model_refusing_temperature_is_retried_without_it(route, make_gateway):
     # litellm itself refuses temperature=0 for o-series models (UnsupportedParamsError, no HTTP).
     route.mock(return_value=chat_json("ok"))
-    gw = make_gateway(model="openai/o3-mini")
+    gw = make_gateway(model="openai/o3-mini", direct_http=False)
     assert await gw.complete(MESSAGES, purpose="t") == "ok"
     assert await gw.complete(MESSAGES, purpose="t") == "ok"
     assert route.call_count == 2
     assert all("temperature" not in body(call) for call in route.calls)
+
+
+async def test_server_refusing_temperature_is_retried_without_it_and_remembered(route, make_gateway):
+    # The direct transport sends what it is given; OpenAI's own 400 for o-series models says why.
+    refusal = error_response(400, "Unsupported value: 'temperature' does not support 0 with this model.")
+    route.side_effect = [refusal, chat_json("ok"), chat_json("ok again")]
+    gw = make_gateway(model="openai/o3-mini", direct_http=True)
+    assert await gw.complete(MESSAGES, purpose="t") == "ok"
+    assert await gw.complete(MESSAGES, purpose="t") == "ok again"
+    assert route.call_count == 3
+    assert "temperature" in body(route.calls[0]) and all("temperature" not in body(c) for c in route.calls[1:])
 
 
 # -- cache ----------------------------------------------------------------------------------------

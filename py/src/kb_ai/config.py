@@ -33,6 +33,7 @@ class Settings:
     max_retries: int = 3
     concurrency: int = 4
     cache: bool = True
+    direct_http: bool = True  # talk to OpenAI-compatible servers over httpx, not through litellm
     # Navigation budgets, in estimated tokens. select_budget None = derived from the model's context.
     select_budget: int | None = None
     # Over the budget: "shortlist" (keyword shortlist, one call) or "topics" (topics, then pages).
@@ -57,7 +58,7 @@ class Settings:
 _INT_FIELDS = {"max_retries", "concurrency", "select_budget", "read_budget", "max_pages"}
 _ZERO_ALLOWED = {"max_retries"}
 _FLOAT_FIELDS = {"timeout"}
-_BOOL_FIELDS = {"cache", "debug"}
+_BOOL_FIELDS = {"cache", "debug", "direct_http"}
 _PATH_FIELDS = {"kb", "prompts_dir"}
 _CHOICE_FIELDS = {"navigation": ("shortlist", "topics")}
 

@@ -102,6 +102,7 @@ def build_gateway(settings: Settings, kb: KnowledgeBase):
         max_retries=settings.max_retries, concurrency=settings.concurrency,
         cache_dir=(kb.state_dir / "cache" / "llm") if settings.cache else None,
         trace_file=(kb.state_dir / "logs" / "llm-trace.jsonl") if settings.debug else None,
+        direct_http=settings.direct_http,
     )
     return LLMGateway(config)
 

@@ -61,6 +61,7 @@ def build_service(settings: Settings) -> AskService:
             concurrency=settings.concurrency,
             cache_dir=(kb.state_dir / "cache" / "llm") if settings.cache else None,
             trace_file=(kb.state_dir / "logs" / "llm-trace.jsonl") if settings.debug else None,
+            direct_http=settings.direct_http,
         )
     )
     navigator = LLMNavigator(gateway, PromptLibrary(settings.prompts_dir), lexical, settings.select_budget,
