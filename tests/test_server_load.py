@@ -1,5 +1,6 @@
 """Load with disconnects (benchmarks/bench_server_disconnects.py at a smaller scale): real uvicorn,
-real litellm, a slow loopback model; half the clients go away midway. The clients that stay see no
+the real model path (gateway, direct HTTP transport), a slow loopback model; half the clients go
+away midway. The clients that stay see no
 error, the server's asyncio tasks return to their idle count, and the model stream of every client
 that left is closed (not left running for nobody)."""
 
@@ -51,7 +52,7 @@ async def _rounds(url: str, llm: FakeLLMServer):
         async def model_stats() -> dict:
             return asdict(llm.stats)
 
-        async with httpx.AsyncClient(base_url=url, timeout=60) as warm:  # litellm's import, its workers
+        async with httpx.AsyncClient(base_url=url, timeout=60) as warm:  # first-call imports and caches
             response = await warm.post("/api/chat", json={"question": "How are citations validated?"})
             assert "event: done" in response.text
         await asyncio.sleep(0.5)
