@@ -197,7 +197,7 @@ def parse_master_index(text: str) -> Catalog:
             topic = topic_match.group("topic").strip()
             continue
         access = None
-        rule = _ACCESS.search(line)
+        rule = _ACCESS.search(line) if "<!--" in line else None  # the guard: 100,000 searches cost 0.3 s
         if rule:
             line = line[: rule.start()]
             access = tuple(g.strip() for g in rule.group("groups").split(",") if g.strip())
