@@ -92,6 +92,9 @@ async def compile_async(settings: Settings, *, full: bool = False, dry_run: bool
         lock.release()
 
 
+TOPIC_SUMMARY_PROMPT_TOKENS = 1_500  # estimate: instructions + a topic's catalog lines (capped at 3,000)
+
+
 def build_gateway(settings: Settings, kb: KnowledgeBase):
     from kb_ai.llm.gateway import GatewayConfig, LLMGateway  # noqa: PLC0415
 
@@ -571,6 +574,11 @@ class Compiler:
                 write_calls += 1
                 prompt_tokens += overhead + source_tokens + article_tokens
                 completion_tokens += min(article_tokens + source_tokens // 2 + 200, 4000)
+        # Topic summaries: one call per topic whose articles change; the topics a source will
+        # feed are known only after planning, so its folder's topic stands in for them.
+        topic_calls = len({work.source.topic_hint for work in need + revisions})
+        prompt_tokens += topic_calls * TOPIC_SUMMARY_PROMPT_TOKENS
+        completion_tokens += topic_calls * 60
         cost = None
         model = self.report.model
         if model:
@@ -582,8 +590,8 @@ class Compiler:
                 cost = round(float(p) + float(c), 6)
             except Exception:  # noqa: BLE001 - unknown price is an answer
                 cost = None
-        self.report.estimate = {"llm_calls": len(need) + write_calls, "plan_calls": len(need),
-                                "write_calls": write_calls, "prompt_tokens": prompt_tokens,
+        self.report.estimate = {"llm_calls": len(need) + write_calls + topic_calls, "plan_calls": len(need),
+                                "write_calls": write_calls, "topic_calls": topic_calls, "prompt_tokens": prompt_tokens,
                                 "completion_tokens": completion_tokens, "cost_usd": cost}
 
     # -- 4. write -----------------------------------------------------------------------------

@@ -127,7 +127,8 @@ class CompileReport:
             e = self.estimate
             cost = "unknown (no price for this model)" if e.get("cost_usd") is None else f"${e['cost_usd']:.4f}"
             lines += ["", f"estimate: {e.get('llm_calls', 0)} LLM calls ({e.get('plan_calls', 0)} plan, "
-                      f"{e.get('write_calls', 0)} write), ~{e.get('prompt_tokens', 0):,} prompt + "
+                      f"{e.get('write_calls', 0)} write, ~{e.get('topic_calls', 0)} topic summaries), "
+                      f"~{e.get('prompt_tokens', 0):,} prompt + "
                       f"~{e.get('completion_tokens', 0):,} completion tokens, cost {cost}"]
         if self.plan:
             lines += ["", "plan:"]
