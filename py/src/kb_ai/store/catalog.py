@@ -20,7 +20,7 @@ from pathlib import Path
 from kb_ai.errors import ArticleFormatError, UnsafePathError
 from kb_ai.store.access import Reader, format_access
 from kb_ai.store.articles import Article, load_article, iter_article_paths
-from kb_ai.store.files import append_text, atomic_write_text
+from kb_ai.store.files import append_text, write_text_if_changed
 from kb_ai.store.paths import normalize_wiki_path
 
 log = logging.getLogger(__name__)
@@ -230,15 +230,7 @@ def parse_master_index(text: str) -> Catalog:
 
 def write_master_index(wiki_dir: Path, catalog: Catalog) -> bool:
     """Write master-index.md if its text changed. Returns True when it was written."""
-    target = wiki_dir / "master-index.md"
-    text = render_master_index(catalog)
-    try:
-        if target.read_text(encoding="utf-8") == text:
-            return False
-    except (FileNotFoundError, UnicodeDecodeError):
-        pass
-    atomic_write_text(target, text)
-    return True
+    return write_text_if_changed(wiki_dir / "master-index.md", render_master_index(catalog))
 
 
 def append_log(wiki_dir: Path, operation: str, detail: str) -> None:

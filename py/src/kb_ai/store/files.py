@@ -26,6 +26,18 @@ def atomic_write_text(path: Path, text: str) -> None:
     atomic_write_bytes(path, text.encode("utf-8"))
 
 
+def write_text_if_changed(path: Path, text: str) -> bool:
+    """Atomically write ``text`` unless ``path`` already holds exactly it (generated files that
+    change rarely stay untouched, mtime included). Returns True when it was written."""
+    try:
+        if path.read_text(encoding="utf-8") == text:
+            return False
+    except (FileNotFoundError, UnicodeDecodeError):
+        pass
+    atomic_write_text(path, text)
+    return True
+
+
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Errors (disk full, permission denied, ...) are raised as the same ``OSError`` subclass
     naming ``path`` (not the temp file), and no temp file is left behind."""

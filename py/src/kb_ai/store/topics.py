@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kb_ai.store.catalog import Catalog, CatalogEntry
-from kb_ai.store.files import atomic_write_text
+from kb_ai.store.files import atomic_write_text, write_text_if_changed
 from kb_ai.store.words import label_words
 
 TOPICS_FILE = "topics.md"
@@ -181,24 +181,12 @@ def _split(name: str, entries: list[CatalogEntry], words_of) -> list[tuple[str, 
 
 
 def render_topics(index: TopicIndex) -> str:
-    lines = [TOPICS_HEADING, "", TOPICS_NOTE, ""]
-    for topic in index.topics:
-        lines.append(topic.line())
-        lines.extend("  " + sub.line() for sub in topic.subtopics)
-    return "\n".join(lines) + "\n"
+    return "\n".join([TOPICS_HEADING, "", TOPICS_NOTE, "", *index.lines()]) + "\n"
 
 
 def write_topics(wiki_dir: Path, index: TopicIndex) -> bool:
     """Write wiki/topics.md if its text changed. Returns True when it was written."""
-    target = wiki_dir / TOPICS_FILE
-    text = render_topics(index)
-    try:
-        if target.read_text(encoding="utf-8") == text:
-            return False
-    except (FileNotFoundError, UnicodeDecodeError):
-        pass
-    atomic_write_text(target, text)
-    return True
+    return write_text_if_changed(wiki_dir / TOPICS_FILE, render_topics(index))
 
 
 def load_model_summaries(state_dir: Path) -> dict[str, dict]:
