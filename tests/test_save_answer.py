@@ -104,6 +104,9 @@ def test_http_save_answer_endpoint(sample_kb):
         unknown = client.post("/api/answers", json={**body, "citations": ["ops/nope.md"]}, headers=auth)
         chained = client.post("/api/answers", json={**body, "citations": [path]}, headers=auth)
         empty = client.post("/api/answers", json={**body, "answer": " "}, headers=auth)
+        # Like every JSON route: a cross-site form (urlencoded, no preflight) is refused.
+        as_form = client.post("/api/answers", data={"question": "q", "answer": "a"}, headers=auth)
+    assert as_form.status_code == 400 and "Content-Type: application/json" in as_form.json()["error"]["message"]
     assert bad.status_code == 400 and unknown.status_code == 404
     assert chained.status_code == 400 and "saved answer" in chained.json()["error"]["message"]
     assert empty.status_code == 400

@@ -8,7 +8,6 @@ article of the catalog (not another saved answer), so the page leads somewhere r
 
 from __future__ import annotations
 
-import json
 
 import anyio
 from starlette.requests import Request
@@ -17,7 +16,7 @@ from starlette.responses import JSONResponse, Response
 from kb_ai.errors import KaasError, PageNotFoundError, UnsafePathError
 from kb_ai.navigate.records import AskResult
 from kb_ai.navigate.save import save_answer
-from kb_ai.server.chat import BadRequestError
+from kb_ai.server.chat import BadRequestError, read_json
 from kb_ai.server.guard import reader_of
 from kb_ai.server.pages import error_response
 from kb_ai.store.access import Reader
@@ -56,13 +55,7 @@ def _result_from(payload: object, kb, reader: Reader) -> tuple[str, AskResult]:
 async def save_answer_endpoint(request: Request) -> Response:
     state = request.app.state.kaas
     try:
-        body = await request.body()
-        if len(body) > MAX_ANSWER_BODY_BYTES:
-            raise BadRequestError("the request body is too large")
-        try:
-            payload = json.loads(body)
-        except (ValueError, UnicodeDecodeError):
-            raise BadRequestError("the request body is not valid JSON") from None
+        payload = await read_json(request, MAX_ANSWER_BODY_BYTES, "the answer")
         reader = reader_of(request)
         question, result = _result_from(payload, state.kb, reader)
         async with state.save_lock:

@@ -103,15 +103,18 @@ async def _error_stream(exc: KaasError) -> AsyncIterator[ServerSentEvent]:
     yield _frame("error", {"code": exc.code, "message": exc.message})
 
 
-async def _read_json(request: Request) -> Any:
+async def read_json(request: Request, max_bytes: int = MAX_BODY_BYTES, what: str = "the request") -> Any:
+    """The JSON body of a POST/PUT: ``Content-Type: application/json`` (which a cross-site form
+    cannot send without a preflight), at most ``max_bytes`` (read in chunks, never buffered past
+    the limit), valid JSON. Anything else is a BadRequestError."""
     content_type = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
     if content_type != "application/json":
-        raise BadRequestError("send the request as JSON (Content-Type: application/json)")
+        raise BadRequestError(f"send {what} as JSON (Content-Type: application/json)")
     body = b""
     async for chunk in request.stream():
         body += chunk
-        if len(body) > MAX_BODY_BYTES:
-            raise BadRequestError(f"the request body is larger than {MAX_BODY_BYTES} bytes")
+        if len(body) > max_bytes:
+            raise BadRequestError(f"the request body is larger than {max_bytes} bytes")
     try:
         return json.loads(body)
     except (ValueError, UnicodeDecodeError):
@@ -141,7 +144,7 @@ class AnswerStreamResponse(EventSourceResponse):
 async def chat_endpoint(request: Request) -> AnswerStreamResponse:
     service: AskService = request.app.state.kaas.service
     try:
-        ask_request = parse_chat_request(await _read_json(request))
+        ask_request = parse_chat_request(await read_json(request))
         ask_request.reader = reader_of(request)  # only what this reader may read exists for the answer
     except KaasError as exc:
         return AnswerStreamResponse(_error_stream(exc))
