@@ -15,7 +15,7 @@ import re
 from kb_ai.errors import LLMError
 from kb_ai.llm.tokens import estimate_tokens
 from kb_ai.llm.usage import UsageMeter
-from kb_ai.navigate.select import delimit_data
+from kb_ai.llm.prompts import delimit_data
 from kb_ai.store.catalog import Catalog
 from kb_ai.store.kb import KnowledgeBase
 from kb_ai.store.topics import Topic, build_topic_index, load_model_summaries, membership_key, save_model_summaries, write_topics

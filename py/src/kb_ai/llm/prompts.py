@@ -8,6 +8,7 @@ hash of its file, so state that depends on a prompt can notice when it changes.
 from __future__ import annotations
 
 import hashlib
+import re
 from functools import lru_cache
 from pathlib import Path
 
@@ -15,6 +16,16 @@ import jinja2
 
 from kb_ai.errors import ConfigError
 from kb_ai.resources import shipped_dir
+
+
+# Closing tags of the elements prompts wrap data in (prompts/*.md): text from pages, catalogs,
+# conversations and answers must not be able to close its element and pose as instructions.
+_DATA_CLOSERS = re.compile(r"</(catalog|pages?|topics|conversation|answer)", re.IGNORECASE)
+
+
+def delimit_data(text: str) -> str:
+    """Keep data inside its delimiters: ``</page>`` in a page becomes ``<\\/page>``."""
+    return _DATA_CLOSERS.sub(r"<\\/\1", text)
 
 
 def default_prompts_dir() -> Path:

@@ -14,7 +14,7 @@ from pathlib import PurePosixPath
 
 from kb_ai.errors import UnsafePathError
 from kb_ai.llm.gateway import LLMGateway
-from kb_ai.llm.prompts import PromptLibrary
+from kb_ai.llm.prompts import PromptLibrary, delimit_data
 from kb_ai.llm.tokens import CHARS_PER_TOKEN, estimate_tokens
 from kb_ai.llm.usage import UsageMeter
 from kb_ai.navigate.records import Selection
@@ -125,10 +125,6 @@ def catalog_tokens(catalog: Catalog) -> int:
     the character count is computed once per catalog version."""
     return int(catalog.line_chars / CHARS_PER_TOKEN) + len(catalog)
 
-
-def delimit_data(text: str) -> str:
-    """Keep data inside its delimiters: a page cannot close the <catalog>, <topics> or <page> tag."""
-    return re.sub(r"</(catalog|pages?|topics)", r"<\\/\1", text, flags=re.IGNORECASE)
 
 
 async def select_pages_llm(

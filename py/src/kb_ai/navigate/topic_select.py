@@ -13,11 +13,11 @@ from collections import Counter
 from pathlib import Path
 
 from kb_ai.llm.gateway import LLMGateway
-from kb_ai.llm.prompts import PromptLibrary
+from kb_ai.llm.prompts import PromptLibrary, delimit_data
 from kb_ai.llm.tokens import estimate_tokens
 from kb_ai.llm.usage import UsageMeter
 from kb_ai.navigate.records import Selection
-from kb_ai.navigate.select import delimit_data, select_pages_llm
+from kb_ai.navigate.select import select_pages_llm
 from kb_ai.offline.lexical import LexicalIndex
 from kb_ai.store.catalog import Catalog
 from kb_ai.store.topics import Topic, TopicIndex, build_topic_index, load_model_summaries

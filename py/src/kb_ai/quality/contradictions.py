@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import re
 from dataclasses import dataclass
 
 from kb_ai.config import Settings
 from kb_ai.errors import LLMAuthError, LLMError, MissingApiKeyError, UnknownModelError
+from kb_ai.llm.prompts import delimit_data
 from kb_ai.llm.usage import UsageMeter
 from kb_ai.offline.text import tokenize
 from kb_ai.quality.lint import INFO, WARNING, Finding, LintContext
@@ -95,7 +95,7 @@ def candidate_pairs(ctx: LintContext, max_pairs: int) -> list[ArticlePair]:
 def _page(article: Article) -> dict:
     text = article.body
     truncated = len(text) > PAGE_CHARS
-    text = re.sub(r"</page", r"<\\/page", text[:PAGE_CHARS], flags=re.IGNORECASE)
+    text = delimit_data(text[:PAGE_CHARS])
     return {"path": article.path, "title": article.title, "text": text, "truncated": truncated}
 
 
