@@ -82,6 +82,25 @@ def parse_users(table: Any, origin: str) -> list[_User]:
     return users
 
 
+def configured_groups(kb_root: Path) -> set[str] | None:
+    """Every group a valid user of ``kaas.toml`` has (``kaas lint``: an ``access`` group nobody
+    has is likely a typo); None when no users are configured. Tolerant: an invalid user is
+    skipped rather than making every group unknown."""
+    try:
+        table = tomllib.loads((Path(kb_root) / CONFIG_FILE).read_text(encoding="utf-8")).get("users")
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return None
+    if not isinstance(table, dict) or not table:
+        return None
+    groups: set[str] = set()
+    for name, spec in table.items():
+        try:
+            groups.update(*(u.reader.groups for u in parse_users({name: spec}, CONFIG_FILE)))
+        except ConfigError:
+            continue
+    return groups
+
+
 class UserDirectory:
     """Who a bearer token is, per request, from the current kaas.toml."""
 

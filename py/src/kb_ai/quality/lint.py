@@ -45,6 +45,7 @@ from kb_ai.store.articles import (
 from kb_ai.store.catalog import Catalog, entry_from_article, parse_master_index, render_master_index
 from kb_ai.store.kb import KnowledgeBase
 from kb_ai.store.paths import safe_wiki_file
+from kb_ai.users import configured_groups
 
 ERROR, WARNING, INFO = "error", "warning", "info"
 SEVERITIES = (ERROR, WARNING, INFO)
@@ -120,21 +121,6 @@ class LintContext:
             self.catalog_text = None
         self.catalog = parse_master_index(self.catalog_text) if self.catalog_text is not None else None
         self.raw_exists = kb.raw_dir.is_dir()
-
-    @cached_property
-    def user_groups(self) -> set[str] | None:
-        """Every group some user of kaas.toml has; None when no users are configured."""
-        import tomllib
-
-        try:
-            data = tomllib.loads((self.kb.root / "kaas.toml").read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return None
-        users = data.get("users")
-        if not isinstance(users, dict) or not users:
-            return None
-        return {str(g) for spec in users.values() if isinstance(spec, dict)
-                for g in (spec.get("groups") or []) if isinstance(spec.get("groups"), list)}
 
     @cached_property
     def links(self) -> dict[str, list[tuple[Link, LinkTarget]]]:
@@ -489,7 +475,7 @@ def check_access(ctx: LintContext) -> list[Finding]:
     findings = [Finding("access", WARNING, path, warning.removeprefix(f"{path}: "))
                 for path, article in ctx.articles.items()
                 for warning in article.warnings if warning.removeprefix(f"{path}: ").startswith("access")]
-    groups = ctx.user_groups
+    groups = configured_groups(ctx.kb.root)
     if groups is None:
         return findings
     for path, article in ctx.articles.items():
