@@ -259,6 +259,7 @@ def _ask_running_server(settings: Settings, question: str, rewrite: bool, sugges
     from kb_ai.navigate.records import AskEvent
     from kb_ai.remote_ask import ServerUnavailable, ask_events_remote, running_server
 
+    # KnowledgeBase(...).state_dir, spelled out: importing the store here would cost this fast path.
     server = running_server(settings.kb / ".kaas", settings.model)
     if server is None:
         return False

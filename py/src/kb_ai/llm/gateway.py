@@ -366,13 +366,13 @@ class LLMGateway:
         """One call (direct HTTP or litellm); raises mapped errors. Retries once without
         temperature if refused."""
         direct = self._direct
+        if direct:
+            from kb_ai.llm import openai_http  # noqa: PLC0415 (httpx only when a model is called)
         litellm = None if direct else _litellm()
         for _ in range(2):
             kwargs = self._request_kwargs(messages, temperature=temperature, max_tokens=max_tokens,
                                           stream=stream, response_format=response_format)
             try:
-                if direct:
-                    from kb_ai.llm import openai_http  # noqa: PLC0415 (httpx only when a model is called)
                 if stream:
                     return await (openai_http.open_stream(kwargs) if direct else litellm.acompletion(**kwargs))
                 # A server trickling bytes can outlast httpx's per-read timeout: cap the whole call.

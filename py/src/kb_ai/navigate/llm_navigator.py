@@ -34,7 +34,6 @@ SUGGEST_SCHEMA = {
 }
 
 
-
 def _history(history: list[Turn]) -> list[dict[str, str]]:
     recent = history[-HISTORY_TURNS:]
     return [{"role": t.role, "content": delimit_data(t.content[:HISTORY_CHARS])} for t in recent]

@@ -126,7 +126,6 @@ def catalog_tokens(catalog: Catalog) -> int:
     return int(catalog.line_chars / CHARS_PER_TOKEN) + len(catalog)
 
 
-
 async def select_pages_llm(
     question: str,
     catalog: Catalog,

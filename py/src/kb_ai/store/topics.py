@@ -106,28 +106,25 @@ def build_topic_index(catalog: Catalog, model_summaries: dict[str, dict] | None 
     for entry in catalog.entries:
         grouped.setdefault(entry.topic, []).append(entry)
 
-    def summarize(entries: list[CatalogEntry], exclude: set[str] = frozenset()) -> tuple[str, list[str]]:
+    def summarize(entries: list[CatalogEntry], exclude: set[str] = frozenset()) -> str:
         counts: Counter[str] = Counter()
         for e in entries:
             counts.update(words_of[e.path])
         n = len(entries)
         # Frequent in the topic, rare elsewhere: in-topic share x inverse document frequency.
-        scored = sorted(
-            ((c / n) * math.log(total / document_frequency[w]) if total > n else c / n, w)
-            for w, c in counts.items() if w not in exclude and c >= min(2, n)
-        )
+        scored = (((c / n) * math.log(total / document_frequency[w]) if total > n else c / n, w)
+                  for w, c in counts.items() if w not in exclude and c >= min(2, n))
         terms = [w for _, w in sorted(scored, key=lambda t: (-t[0], t[1]))[:TERMS_IN_SUMMARY]]
         examples = sorted(entries, key=lambda e: (-len(words_of[e.path] & set(terms)), e.title.casefold()))
         titles = "; ".join(e.title for e in examples[:EXAMPLE_TITLES])
-        text = f"{', '.join(terms)} — e.g. {titles}" if terms else f"e.g. {titles}"
-        return text, terms
+        return f"{', '.join(terms)} — e.g. {titles}" if terms else f"e.g. {titles}"
 
     def summary_for(name: str, entries: list[CatalogEntry], exclude: set[str] = frozenset()) -> tuple[str, bool]:
         paths = tuple(e.path for e in entries)
         stored = (model_summaries or {}).get(name)
         if stored and stored.get("members") == membership_key(paths) and stored.get("summary"):
             return str(stored["summary"]), True
-        return summarize(entries, exclude)[0], False
+        return summarize(entries, exclude), False
 
     topics: list[Topic] = []
     for name in sorted(grouped, key=str.casefold):
