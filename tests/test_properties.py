@@ -8,6 +8,7 @@ backslashes in titles; arbitrary text must never raise anything but kaas's own e
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 import re
 import tempfile
@@ -82,17 +83,61 @@ def _without_leading_blank_lines(body: str) -> str:
     return "\n".join(lines)
 
 
+# YAML *values* that look like something PyYAML builds (a date, a number, a tagged scalar, a
+# nested collection) with contents chosen to break the building: impossible dates and offsets,
+# integers past Python's printable length in every base YAML 1.1 reads, words under typed tags,
+# deep nesting, keys that are collections. Plain text rarely produces these.
+_digits = st.text(alphabet="0123456789", min_size=1, max_size=6)
+yaml_dates = st.builds(lambda y, m, d: f"{y:04d}-{m:02d}-{d:02d}",
+                       st.integers(0, 9999), st.integers(0, 99), st.integers(0, 99))
+yaml_timestamps = st.builds(
+    lambda date, h, mi, sec, sign, oh: f"{date}T{h:02d}:{mi:02d}:{sec:02d}{sign}{oh:02d}:00",
+    yaml_dates, st.integers(0, 99), st.integers(0, 99), st.integers(0, 99), st.sampled_from("+-"),
+    st.integers(0, 99))
+yaml_big_numbers = st.builds(lambda fmt, n: fmt(n), st.sampled_from([
+    lambda n: "9" * n, lambda n: "-" + "1" * n, lambda n: "0x" + "f" * n, lambda n: "0b" + "1" * (4 * n),
+    lambda n: "0" + "7" * n, lambda n: "1" + ":59" * n, lambda n: "1_" * n + "0",
+    lambda n: f"1e{n}", lambda n: "." + "9" * n + "e999",
+]), st.integers(1, 6000))
+yaml_tagged = st.builds(lambda tag, text: f"{tag} {text!r}" if text else tag, st.sampled_from([
+    "!!int", "!!float", "!!bool", "!!null", "!!timestamp", "!!binary", "!!str", "!!set", "!!omap",
+    "!!pairs", "!!seq", "!!map", "!!merge", "!!value", "!!python/name:os.system", "!custom",
+]), st.one_of(st.text(max_size=12), _digits, yaml_dates))
+yaml_nested = st.builds(lambda opener, depth: opener * depth + "1" + {"[": "]", "{a: ": "}", "[{a: ": "}]"}[opener] * depth,
+                        st.sampled_from(["[", "{a: ", "[{a: "]), st.integers(1, 2500))
+yaml_values = st.one_of(yaml_dates, yaml_timestamps, yaml_big_numbers, yaml_tagged, yaml_nested,
+                        st.sampled_from(YAML_SPECIAL), st.sampled_from([".nan", ".inf", "-.inf", "1e99999"]))
+yaml_lines = st.one_of(
+    st.builds(lambda key, value: f"{key}: {value}", st.sampled_from(["updated", "title", "tags", "n", "access"]), yaml_values),
+    st.builds(lambda key, value: f"? {key}\n: {value}", st.sampled_from(["[a]", "{a: 1}", "[[a]]", "!!set {a: null}"]), yaml_values),
+    st.builds(lambda value: f"<<: {value}", yaml_values),
+)
+yaml_frontmatters = st.builds(
+    lambda lines, alias: "---\ntitle: T\n" + "\n".join(lines) + ("\nnote: '*'" if alias else "") + "\n---\nbody\n",
+    st.lists(yaml_lines, min_size=1, max_size=3), st.booleans())  # a "*" selects the pure-Python loader
+
+
 @PROPS
 @given(text=st.one_of(
     st.text(max_size=300),
     st.builds(lambda fm, body: f"---\n{fm}\n---\n{body}", st.text(max_size=120), st.text(max_size=60)),
     st.builds(lambda fm: f"---\n{fm}\n---\n", st.sampled_from(YAML_SPECIAL)),
+    yaml_frontmatters,
 ))
 @example("---\n&a [*a, *a]\n---\n")  # alias: refused, not expanded
 @example("---\n- a\n- b\n---\nbody")  # a list, not a mapping
 @example("---\n!!python/object/apply:os.system ['true']\n---\n")
 @example("---\n? [a, b]\n: c\n---\n")  # a mapping key that is a list
 @example("---\n\x00\n---\n")
+@example("---\nupdated: 2026-13-45\n---\n")  # issue 12: ValueError from the date constructor
+@example("---\nn: " + "1" * 5000 + "\n---\n")  # issue 12: the int digit limit
+@example("---\nn: 0x" + "f" * 4000 + "\n---\n")  # built, but too long to print
+@example("---\nf: !!bool maybe\n---\n")  # KeyError
+@example("---\nt: !!timestamp never\n---\n")  # AttributeError
+@example("---\nx: " + "[" * 3000 + "]" * 3000 + "\ny: '*'\n---\n")  # RecursionError (pure-Python loader)
+@example("---\nx: " + "[" * 500 + "]" * 500 + "\n---\n")  # built, too deep to serialize
+@example("---\nx: .nan\n---\n")  # not JSON
+@example("---\ntitle: '\ud800'\n---\n")  # a lone surrogate (only from a JSON body)
 def test_parsing_arbitrary_text_raises_only_our_errors(text):
     try:
         article = parse_article(text, "topic/page.md")
@@ -103,7 +148,9 @@ def test_parsing_arbitrary_text_raises_only_our_errors(text):
     assert isinstance(article.summary, str) and isinstance(article.topic, str) and article.topic
     assert isinstance(article.body, str)
     assert all(isinstance(k, str) for k in article.meta)
-    article.frontmatter_json  # noqa: B018 - must not raise either
+    # Whatever parsed can be served (strict JSON, as browsers and MCP clients read it) and written back.
+    json.dumps(article.frontmatter_json, allow_nan=False)
+    parse_article(render_article(article.meta, article.body), "topic/page.md")
     article.tags, article.sources, article.cited_paths  # noqa: B018
 
 

@@ -9,6 +9,7 @@ naming the file.
 from __future__ import annotations
 
 import datetime as dt
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,16 +25,45 @@ from kb_ai.store.paths import safe_wiki_file
 
 MAX_ARTICLE_BYTES = 2_000_000
 MAX_FRONTMATTER_BYTES = 64_000
+MAX_FRONTMATTER_DEPTH = 16  # frontmatter is flat; deeper nesting is a mistake or an attack
+MAX_INT_DIGITS = 1000  # Python refuses to print integers past 4300 digits (json, YAML, str)
+_MAX_INT_BITS = int(MAX_INT_DIGITS * 3.3219)  # log2(10): bits of the largest such integer
 SUMMARY_LIMIT = 200
 DEFAULT_TOPIC = "general"
 # Files in wiki/ that are not articles.
 RESERVED_NAMES = {"master-index.md", "log.md", "index.md", "topics.md"}
 
 _YAML_HANDLER = frontmatter.YAMLHandler()
-_FAST_SAFE_LOADER = getattr(yaml, "CSafeLoader", None)
 
 
-class _NoAliasLoader(yaml.SafeLoader):
+class _ValueErrorsAsYAMLErrors:
+    """PyYAML's constructors raise ValueError, KeyError, AttributeError, ... for a value that
+    looks like a date, number or tag but cannot be built (``2026-13-45``, ``!!bool maybe``, a
+    5,000-digit integer): turn each into a YAML error that names the value and its line."""
+
+    def construct_object(self, node, deep=False):  # type: ignore[no-untyped-def]
+        try:
+            return super().construct_object(node, deep=deep)  # type: ignore[misc]
+        except (yaml.YAMLError, RecursionError):
+            raise
+        except Exception as exc:  # noqa: BLE001 - see the class docstring
+            kind = str(node.tag).rsplit(":", 1)[-1]
+            value = node.value if isinstance(node.value, str) else ""
+            shown = f"{value[:40]}..." if len(value) > 40 else value
+            raise yaml.constructor.ConstructorError(
+                None, None, f"cannot read {shown!r} as {kind} ({_one_line(exc)})", node.start_mark
+            ) from None
+
+
+_FAST_SAFE_LOADER = None
+if getattr(yaml, "CSafeLoader", None) is not None:
+    class _FastSafeLoader(_ValueErrorsAsYAMLErrors, yaml.CSafeLoader):  # type: ignore[misc, name-defined]
+        """libyaml's parser, PyYAML's safe constructors."""
+
+    _FAST_SAFE_LOADER = _FastSafeLoader
+
+
+class _NoAliasLoader(_ValueErrorsAsYAMLErrors, yaml.SafeLoader):
     """Safe loader that refuses anchors/aliases: frontmatter never needs them, YAML bombs do."""
 
     def compose_node(self, parent, index):  # type: ignore[override]
@@ -113,6 +143,8 @@ def _jsonable(value: Any) -> Any:
         return [_jsonable(v) for v in value]
     if isinstance(value, (dt.date, dt.datetime)):
         return value.isoformat()
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)  # .inf / .nan are YAML, not JSON
     if value is None or isinstance(value, (str, int, float, bool)):
         return value
     return str(value)
@@ -132,7 +164,31 @@ def _title_from_filename(path: str) -> str:
 
 
 def split_frontmatter(text: str, label: str) -> tuple[dict[str, Any], str]:
-    """Return (metadata in file order, body). ``label`` names the file in error messages."""
+    """Return (metadata in file order, body). ``label`` names the file in error messages.
+
+    Raises only ``ArticleFormatError``: whatever the text holds (an impossible date, a number
+    too large to print, nesting too deep, a lone surrogate, an unknown tag), one bad page is a
+    one-line error about that page, never an exception that stops an index, a lint or a server."""
+    try:
+        meta, body = _split_frontmatter(text, label)
+        _check_values(meta, label)
+    except ArticleFormatError:
+        raise
+    except RecursionError:
+        raise ArticleFormatError(f"{label}: malformed frontmatter: nested too deeply") from None
+    except Exception as exc:  # noqa: BLE001 - PyYAML's constructors raise ValueError, TypeError,
+        # KeyError, AttributeError, OverflowError... for values they cannot build; all mean the same.
+        raise ArticleFormatError(f"{label}: malformed frontmatter: {_one_line(exc)}") from None
+    return meta, body
+
+
+def _one_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    message = lines[0] if lines else type(exc).__name__
+    return clip(message, 160)
+
+
+def _split_frontmatter(text: str, label: str) -> tuple[dict[str, Any], str]:
     if not _YAML_HANDLER.detect(text):
         return {}, text
     try:
@@ -156,6 +212,26 @@ def split_frontmatter(text: str, label: str) -> tuple[dict[str, Any], str]:
     if not isinstance(data, dict):
         raise ArticleFormatError(f"{label}: frontmatter must be a mapping of keys to values")
     return {str(k): v for k, v in data.items()}, body.lstrip("\n")
+
+
+def _check_values(meta: dict[str, Any], label: str) -> None:
+    """Every value must be one the rest of kaas can print, serialize and write back: nesting at
+    most ``MAX_FRONTMATTER_DEPTH`` deep, integers of at most ``MAX_INT_DIGITS`` digits (a hex or
+    binary literal can build an integer Python refuses to print). Iterative: no recursion."""
+    pending: list[tuple[Any, int]] = [(meta, 0)]
+    while pending:
+        value, depth = pending.pop()
+        if isinstance(value, dict):
+            items = [*value.keys(), *value.values()]
+        elif isinstance(value, (list, tuple, set, frozenset)):
+            items = list(value)
+        else:
+            if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > _MAX_INT_BITS:
+                raise ArticleFormatError(f"{label}: malformed frontmatter: a number longer than {MAX_INT_DIGITS} digits")
+            continue
+        if depth >= MAX_FRONTMATTER_DEPTH:
+            raise ArticleFormatError(f"{label}: malformed frontmatter: nested deeper than {MAX_FRONTMATTER_DEPTH} levels")
+        pending.extend((item, depth + 1) for item in items)
 
 
 def parse_article(text: str, path: str) -> Article:
