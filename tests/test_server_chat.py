@@ -92,7 +92,8 @@ def test_rewrite_runs_only_when_asked_and_comes_first(sample_kb):
 def test_bad_input_is_an_error_event(sample_kb, body, fragment):
     with offline_client(sample_kb) as client:
         response, events = chat(client, body)
-    assert response.status_code == 200
+    assert response.status_code == 400  # and the body is still the event stream, with the error
+    assert response.headers["content-type"].startswith("text/event-stream")
     assert [n for n, _ in events] == ["error"]
     assert events[0][1]["code"] == "bad_request" and fragment in events[0][1]["message"]
 

@@ -81,7 +81,10 @@ export async function streamChat(body, onEvent, signal, retried = false) {
     const token = await askForToken();
     if (token) return streamChat(body, onEvent, signal, true);
   }
-  if (!response.ok || !response.body) throw await errorFrom(response);
+  // A request the server cannot read is answered 400 with an event stream holding the error
+  // event: read it like any stream, so the message reaches the chat.
+  const eventStream = (response.headers.get("Content-Type") || "").startsWith("text/event-stream");
+  if (!response.body || (!response.ok && !eventStream)) throw await errorFrom(response);
   const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
   let buffer = "";
   for (;;) {

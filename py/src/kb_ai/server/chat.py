@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import time
 from contextlib import aclosing
 from typing import Any, AsyncIterator
@@ -31,6 +32,8 @@ MAX_HISTORY_TURNS = 40
 MAX_TURN_CHARS = 20_000
 MAX_PAGES_LIMIT = 20
 PING_SECONDS = 15
+MAX_JSON_DEPTH = 32  # request bodies are shallow (chat: 3 levels); deeper is a mistake or an attack
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class BadRequestError(KaasError):
@@ -106,7 +109,10 @@ async def _error_stream(exc: KaasError) -> AsyncIterator[ServerSentEvent]:
 async def read_json(request: Request, max_bytes: int = MAX_BODY_BYTES, what: str = "the request") -> Any:
     """The JSON body of a POST/PUT: ``Content-Type: application/json`` (which a cross-site form
     cannot send without a preflight), at most ``max_bytes`` (read in chunks, never buffered past
-    the limit), valid JSON. Anything else is a BadRequestError."""
+    the limit), valid UTF-8 JSON (no ``NaN``/``Infinity``), nested at most ``MAX_JSON_DEPTH``
+    levels, and text only: a lone surrogate (``"\\ud800"``) is valid JSON but not Unicode, and no
+    later step (a file, the model, a log line) could encode it. Anything else is a
+    BadRequestError (HTTP 400), raised here, before any work."""
     content_type = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
     if content_type != "application/json":
         raise BadRequestError(f"send {what} as JSON (Content-Type: application/json)")
@@ -116,9 +122,37 @@ async def read_json(request: Request, max_bytes: int = MAX_BODY_BYTES, what: str
         if len(body) > max_bytes:
             raise BadRequestError(f"the request body is larger than {max_bytes} bytes")
     try:
-        return json.loads(body)
-    except (ValueError, UnicodeDecodeError):
+        payload = json.loads(body.decode("utf-8"), parse_constant=_no_constant)
+    except RecursionError:
+        raise BadRequestError(f"the request body is nested more than {MAX_JSON_DEPTH} levels deep") from None
+    except UnicodeDecodeError as exc:
+        raise BadRequestError(f"the request body is not UTF-8 (byte {exc.start})") from None
+    except ValueError:
         raise BadRequestError("the request body is not valid JSON") from None
+    check_json_text(payload, "the request body")
+    return payload
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def check_json_text(value: Any, what: str) -> None:
+    """Refuse (BadRequestError) a parsed JSON value nested deeper than ``MAX_JSON_DEPTH`` or
+    holding a lone surrogate in any key or string. Iterative: depth cannot exhaust the stack."""
+    pending: list[tuple[Any, int]] = [(value, 0)]
+    while pending:
+        item, depth = pending.pop()
+        if isinstance(item, str):
+            found = _SURROGATE.search(item)
+            if found:
+                raise BadRequestError(f"{what} holds a lone surrogate (\\u{ord(found.group()):04x}), which is not text")
+            continue
+        if isinstance(item, (dict, list)):
+            if depth >= MAX_JSON_DEPTH:
+                raise BadRequestError(f"{what} is nested more than {MAX_JSON_DEPTH} levels deep")
+            children = [*item.keys(), *item.values()] if isinstance(item, dict) else item
+            pending.extend((child, depth + 1) for child in children)
 
 
 class AnswerStreamResponse(EventSourceResponse):
@@ -129,8 +163,9 @@ class AnswerStreamResponse(EventSourceResponse):
     here (shielded from the cancellation) closes ``ask_events`` and the model stream under it
     at once, so no model call keeps running for nobody."""
 
-    def __init__(self, events: AsyncIterator[ServerSentEvent]):
-        super().__init__(events, ping=PING_SECONDS, headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
+    def __init__(self, events: AsyncIterator[ServerSentEvent], status_code: int = 200):
+        super().__init__(events, status_code=status_code, ping=PING_SECONDS,
+                         headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
         self._events = events
 
     async def __call__(self, scope, receive, send) -> None:  # type: ignore[override]
@@ -147,5 +182,7 @@ async def chat_endpoint(request: Request) -> AnswerStreamResponse:
         ask_request = parse_chat_request(await read_json(request))
         ask_request.reader = reader_of(request)  # only what this reader may read exists for the answer
     except KaasError as exc:
-        return AnswerStreamResponse(_error_stream(exc))
+        # A request that cannot be read is answered 400, its body still the one error event, so a
+        # client reading events and a client reading the status both learn what went wrong.
+        return AnswerStreamResponse(_error_stream(exc), status_code=400 if exc.code == "bad_request" else 200)
     return AnswerStreamResponse(chat_events(service, ask_request))

@@ -67,6 +67,14 @@ def _host_name(host_header: str) -> str:
     return host_header.rsplit(":", 1)[0] if host_header.count(":") == 1 else host_header
 
 
+def _netloc(url: str) -> str | None:
+    """``host[:port]`` of a URL, lower-cased; None when it does not parse (``http://[::1``)."""
+    try:
+        return urlsplit(url).netloc.lower()
+    except ValueError:
+        return None
+
+
 def bearer_token(scope: Scope) -> str | None:
     value = _header(scope, b"authorization")
     if not value:
@@ -125,7 +133,7 @@ class RequestGuard:
         if scope.get("method", "GET") in UNSAFE_METHODS:
             origin = _header(scope, b"origin")
             host = (_header(scope, b"host") or "").lower()
-            if origin is not None and (origin == "null" or urlsplit(origin).netloc.lower() != host):
+            if origin is not None and (origin == "null" or _netloc(origin) != host):
                 return 403, "bad_origin", "cross-origin requests may not change anything"
         api = any(path == prefix or path.startswith(prefix + "/") for prefix in PROTECTED_PREFIXES)
         wiki = path == "/wiki" or path.startswith("/wiki/")

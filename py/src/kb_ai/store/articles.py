@@ -9,7 +9,10 @@ naming the file.
 from __future__ import annotations
 
 import datetime as dt
+import errno
 import math
+import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -269,13 +272,41 @@ def parse_article(text: str, path: str) -> Article:
 
 
 def read_article_text(file: Path, label: str) -> str:
+    """The text of an article file. A missing file (or a folder) raises FileNotFoundError /
+    IsADirectoryError / NotADirectoryError, for callers to report as "no such page"; anything
+    else that keeps it from being an article is an ``ArticleFormatError`` naming it: not a
+    regular file (a FIFO would block the reader forever), unreadable, too large, not UTF-8."""
     try:
-        size = file.stat().st_size
-    except FileNotFoundError:
+        # O_NONBLOCK: opening a FIFO must not wait for a writer; it changes nothing for files.
+        fd = os.open(file, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
         raise
-    if size > MAX_ARTICLE_BYTES:
-        raise ArticleFormatError(f"{label}: larger than {MAX_ARTICLE_BYTES} bytes")
-    data = file.read_bytes()
+    except OSError as exc:
+        raise ArticleFormatError(f"{label}: cannot read ({exc.strerror or exc})") from None
+    try:
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(file))
+        if not stat.S_ISREG(info.st_mode):
+            raise ArticleFormatError(f"{label}: not a regular file")
+        if info.st_size > MAX_ARTICLE_BYTES:
+            raise ArticleFormatError(f"{label}: larger than {MAX_ARTICLE_BYTES} bytes")
+        chunks, size = [], 0
+        while size <= MAX_ARTICLE_BYTES:  # the file may grow after fstat
+            chunk = os.read(fd, MAX_ARTICLE_BYTES + 1 - size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        if size > MAX_ARTICLE_BYTES:
+            raise ArticleFormatError(f"{label}: larger than {MAX_ARTICLE_BYTES} bytes")
+    except OSError as exc:
+        if isinstance(exc, IsADirectoryError):
+            raise
+        raise ArticleFormatError(f"{label}: cannot read ({exc.strerror or exc})") from None
+    finally:
+        os.close(fd)
+    data = b"".join(chunks)
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -330,8 +361,12 @@ def iter_article_paths(wiki_dir: Path) -> list[str]:
             continue
         if len(parts) == 2 and parts[1] == "index.md":
             continue  # topic index pages, generated
-        real = file.resolve()
-        if root not in real.parents:
+        try:
+            real = file.resolve()
+        except (RuntimeError, OSError):  # a symlink loop: listed, so reading it reports it
+            found.append(rel)
             continue
+        if root not in real.parents or real.is_dir():
+            continue  # out of the wiki; or a folder named like an article (its files are listed)
         found.append(rel)
     return found

@@ -15,6 +15,8 @@ _SLUG_STRIP = re.compile(r"[^a-z0-9]+")
 # general checks: segments of safe characters that do not start with a dot, ending in .md.
 _CLEAN_PATH = re.compile(r"(?:[A-Za-z0-9_][A-Za-z0-9_\-.]*/)*[A-Za-z0-9_][A-Za-z0-9_\-.]*\.md")
 MAX_SLUG_LENGTH = 80
+MAX_NAME_BYTES = 255  # NAME_MAX of Linux, macOS and Windows file systems
+MAX_PATH_BYTES = 1024  # well under PATH_MAX (4096) once the wiki folder's own path is in front
 
 
 def slugify(text: str, fallback: str = "untitled") -> str:
@@ -46,10 +48,14 @@ def normalize_wiki_path(raw: str) -> str:
     if not isinstance(raw, str):
         raise UnsafePathError("a page path must be a string")
     if _CLEAN_PATH.fullmatch(raw) and ".." not in raw and not raw.startswith("wiki/"):
+        if len(raw) > MAX_NAME_BYTES:  # ASCII here: characters are bytes
+            _check_length(raw, raw)
         return raw
     text = unquote(raw.strip())
     text = text.split("#", 1)[0].split("?", 1)[0]
-    if not text or any(ord(ch) < 32 for ch in text) or "\\" in text:
+    # Control characters, and lone surrogates (from JSON escapes such as "\\ud800"), which no
+    # file system can encode.
+    if not text or any(ord(ch) < 32 or 0xD800 <= ord(ch) <= 0xDFFF for ch in text) or "\\" in text:
         raise UnsafePathError(f"not a valid page path: {raw!r}")
     if text.startswith("/wiki/"):
         text = text[len("/wiki/"):]
@@ -66,14 +72,28 @@ def normalize_wiki_path(raw: str) -> str:
         raise UnsafePathError(f"hidden files are not pages: {raw!r}")
     if not text.endswith(".md"):
         raise UnsafePathError(f"pages are .md files: {raw!r}")
+    _check_length(text, raw)
     return PurePosixPath(*parts).as_posix()
+
+
+def _check_length(text: str, raw: str) -> None:
+    """File systems refuse names past 255 bytes and paths past 4096 (ENAMETOOLONG): a path that
+    long is not a page, said before any file is touched."""
+    if len(text.encode("utf-8")) > MAX_PATH_BYTES:
+        raise UnsafePathError(f"path longer than {MAX_PATH_BYTES} bytes: {raw[:60]!r}...")
+    for part in text.split("/"):
+        if len(part.encode("utf-8")) > MAX_NAME_BYTES:
+            raise UnsafePathError(f"file or folder name longer than {MAX_NAME_BYTES} bytes: {part[:60]!r}...")
 
 
 def resolve_in(root: Path, rel: str) -> Path:
     """Join ``rel`` (already normalized) onto ``root`` and prove, after following symlinks,
     that the result is still inside ``root``."""
     root_real = root.resolve()
-    candidate = (root / rel).resolve()
+    try:
+        candidate = (root / rel).resolve()
+    except (RuntimeError, OSError):  # a symlink loop (RuntimeError before Python 3.13, then ELOOP)
+        raise UnsafePathError(f"a symlink loop, not a page: {rel!r}") from None
     if candidate != root_real and root_real not in candidate.parents:
         raise UnsafePathError(f"path leaves the wiki: {rel!r}")
     return candidate

@@ -1,0 +1,259 @@
+"""Bad input at every door gets a clear error and loses nothing: request bodies (nesting, lone
+surrogates, NaN, bad UTF-8), headers, page paths the file system cannot take (too long, a
+symlink loop, a folder or a FIFO named like an article), MCP messages over stdio and HTTP.
+Never a 500, a traceback, a hang, or a server that stops answering."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from mcp import Client
+from starlette.testclient import TestClient
+
+from kb_ai.cli import cli
+from kb_ai.config import Settings, load_settings
+from kb_ai.server import create_app
+from kb_ai.server_mcp import build_mcp_server
+
+KAAS = str(Path(sys.executable).with_name("kaas"))
+JSON = {"content-type": "application/json"}
+DEEP = "[" * 100_000 + "]" * 100_000
+GOOD_ARTICLE = "---\ntitle: Deployment\nsummary: Edited.\n---\n# Deployment\n\nEdited.\n"
+
+
+@pytest.fixture
+def client(sample_kb):
+    with TestClient(create_app(Settings(kb=sample_kb.root), mcp=False), raise_server_exceptions=False) as test_client:
+        yield test_client
+
+
+def assert_bad_request(response, fragment: str) -> None:
+    assert response.status_code == 400, response.text
+    if response.headers["content-type"].startswith("text/event-stream"):
+        assert "event: error" in response.text and '"code": "bad_request"' in response.text
+        assert fragment in response.text
+    else:
+        error = response.json()["error"]
+        assert error["code"] == "bad_request" and fragment in error["message"]
+
+
+# -- JSON bodies ----------------------------------------------------------------------------------
+
+BODY_ROUTES = [("POST", "/api/chat"), ("PUT", "/api/pages/ops/deployment.md"), ("POST", "/api/answers")]
+
+
+@pytest.mark.parametrize("method, url", BODY_ROUTES)
+def test_deeply_nested_json_is_a_bad_request(client, sample_kb, method, url):
+    before = (sample_kb.wiki_dir / "ops/deployment.md").read_text()
+    for body in (DEEP, '{"markdown": ' + DEEP + "}", '{"question": ' + "{\"a\": " * 40 + "1" + "}" * 40 + "}"):
+        assert_bad_request(client.request(method, url, content=body, headers=JSON), "nested more than")
+    assert (sample_kb.wiki_dir / "ops/deployment.md").read_text() == before
+
+
+LONE_SURROGATES = {
+    "/api/chat": ['{"question": "citations \\ud800"}',
+                  '{"question": "x", "history": [{"role": "user", "content": "\\udfff"}]}'],
+    "/api/pages/ops/deployment.md": ['{"markdown": "---\\ntitle: x\\n---\\nbody \\ud800"}',
+                                     '{"markdown": "---\\ntitle: x\\n---\\nbody", "version": "\\udc00"}'],
+    "/api/answers": ['{"question": "q\\ud800", "answer": "a", "citations": ["ops/deployment.md"]}',
+                     '{"question": "q", "answer": "a", "citations": [], "\\ud801": 1}'],
+}
+
+
+@pytest.mark.parametrize("method, url", BODY_ROUTES)
+def test_a_lone_surrogate_anywhere_in_a_body_is_a_bad_request(client, sample_kb, method, url):
+    before = {p: p.read_bytes() for p in sample_kb.wiki_dir.rglob("*.md")}
+    for body in LONE_SURROGATES[url]:
+        assert_bad_request(client.request(method, url, content=body, headers=JSON), "lone surrogate")
+    assert {p: p.read_bytes() for p in sample_kb.wiki_dir.rglob("*.md")} == before  # nothing written
+
+
+@pytest.mark.parametrize("method, url", BODY_ROUTES)
+def test_nan_and_infinity_are_not_json(client, method, url):
+    for constant in ("NaN", "Infinity", "-Infinity"):
+        body = '{"question": "x", "markdown": "x", "max_pages": %s}' % constant
+        assert_bad_request(client.request(method, url, content=body, headers=JSON), "not valid JSON")
+
+
+def test_a_body_that_is_not_utf8_is_a_bad_request(client):
+    response = client.post("/api/chat", content=b'{"question": "\xff\xfe"}', headers=JSON)
+    assert_bad_request(response, "not UTF-8")
+
+
+# -- headers ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("origin", [b"http://[::1", b"http://[", b"https://[fe80::1%25eth0"])
+def test_an_origin_that_does_not_parse_is_refused_not_crashed(client, origin):
+    response = client.post("/api/chat", content='{"question": "x"}', headers={**JSON, "origin": origin})
+    assert response.status_code == 403 and response.json()["error"]["code"] == "bad_origin"
+
+
+# -- paths the file system cannot take --------------------------------------------------------------
+
+LONG_PATHS = ["a" * 300 + ".md", "ops/" + "é" * 200 + ".md", "a/" * 600 + "x.md"]
+
+
+@pytest.mark.parametrize("path", LONG_PATHS, ids=["long-name", "long-utf8-name", "long-path"])
+def test_a_path_too_long_for_the_file_system_is_refused_everywhere(client, sample_kb, path):
+    got = client.get(f"/api/pages/{path}")
+    assert got.status_code == 400 and got.json()["error"]["code"] == "unsafe_path"
+    assert "longer than" in got.json()["error"]["message"]
+    assert client.get(f"/wiki/{path}").status_code == 400
+    saved = client.put(f"/api/pages/{path}", json={"markdown": GOOD_ARTICLE})
+    assert saved.status_code == 400 and saved.json()["error"]["code"] == "unsafe_path"
+    result = CliRunner().invoke(cli, ["--kb", str(sample_kb.root), "ask", "--page", path, "x"])
+    assert "Traceback" not in result.output and not isinstance(result.exception, OSError)
+    assert "longer than" in result.stderr
+
+
+async def test_mcp_read_page_with_a_long_path_is_a_clear_tool_error(sample_kb):
+    async with Client(build_mcp_server(load_settings(sample_kb.root, env={}))) as mcp:
+        result = await mcp.call_tool("read_page", {"path": "a" * 300 + ".md"})
+    assert result.is_error and "longer than 255 bytes" in result.content[0].text
+
+
+def test_a_symlink_loop_is_skipped_and_reported(client, sample_kb):
+    (sample_kb.wiki_dir / "ops" / "loop.md").symlink_to("loop.md")
+    (sample_kb.wiki_dir / "ops" / "a.md").symlink_to("b.md")
+    (sample_kb.wiki_dir / "ops" / "b.md").symlink_to("a.md")
+    result = CliRunner().invoke(cli, ["--kb", str(sample_kb.root), "index"])
+    assert result.exit_code == 0 and "Traceback" not in result.output, result.output
+    assert "indexed 4 articles" in result.stdout and "symlink loop" in result.stderr
+    got = client.get("/api/pages/ops/loop.md")
+    assert got.status_code == 400 and "symlink loop" in got.json()["error"]["message"]
+    lint = CliRunner().invoke(cli, ["--kb", str(sample_kb.root), "lint", "--json"])
+    assert "Traceback" not in lint.output and not isinstance(lint.exception, RuntimeError)
+    assert {f["path"] for f in json.loads(lint.stdout)["findings"] if "symlink loop" in f["message"]} >= {"ops/loop.md"}
+
+
+def test_a_folder_named_like_an_article(client, sample_kb):
+    folder = sample_kb.wiki_dir / "ops" / "folder.md"
+    (folder / "inner").mkdir(parents=True)
+    saved = client.put("/api/pages/ops/folder.md", json={"markdown": GOOD_ARTICLE})
+    assert saved.status_code == 400 and saved.json()["error"]["code"] == "bad_request"
+    assert "folder or special file" in saved.json()["error"]["message"]
+    assert folder.is_dir()
+    assert client.get("/api/pages/ops/folder.md").status_code == 404
+    result = CliRunner().invoke(cli, ["--kb", str(sample_kb.root), "index"])
+    assert result.exit_code == 0 and "indexed 4 articles" in result.stdout and "folder.md" not in result.stderr
+
+
+def _isolated(code: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    """Run ``code`` in a fresh interpreter: a read that blocks forever (a FIFO) fails the test
+    instead of hanging it."""
+    try:
+        return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
+                              timeout=timeout, cwd=Path(__file__).parent)
+    except subprocess.TimeoutExpired:
+        pytest.fail("blocked: a read of the FIFO never returned")
+
+
+def test_a_fifo_named_like_an_article_never_blocks(sample_kb):
+    fifo = sample_kb.wiki_dir / "ops" / "pipe.md"
+    os.mkfifo(fifo)
+    index = _isolated(f"""
+        from click.testing import CliRunner
+        from kb_ai.cli import cli
+        result = CliRunner().invoke(cli, ["--kb", {str(sample_kb.root)!r}, "index"])
+        print(result.exit_code, result.stdout.strip(), "|", result.stderr.strip())
+    """)
+    assert index.stdout.startswith("0 indexed 4 articles"), index.stdout + index.stderr
+    assert "skipped ops/pipe.md: not a regular file" in index.stdout
+    http = _isolated(f"""
+        import json
+        from starlette.testclient import TestClient
+        from kb_ai.config import Settings
+        from kb_ai.server import create_app
+        with TestClient(create_app(Settings(kb={str(sample_kb.root)!r}), mcp=False)) as client:
+            got = client.get("/api/pages/ops/pipe.md")
+            put = client.put("/api/pages/ops/pipe.md", json={{"markdown": {GOOD_ARTICLE!r}, "version": "x"}})
+            print(json.dumps([got.status_code, got.json(), put.status_code, put.json()]))
+    """)
+    got_status, got, put_status, put = json.loads(http.stdout.strip().splitlines()[-1])
+    assert got_status == 422 and got["error"]["message"] == "ops/pipe.md: not a regular file"
+    assert put_status == 400 and "special file" in put["error"]["message"]
+    assert fifo.exists() and not fifo.is_file()  # left alone
+
+
+# -- MCP over stdio ---------------------------------------------------------------------------------
+
+
+class StdioSession:
+    """A raw JSON-RPC conversation with `kaas mcp`: lines in, lines out."""
+
+    def __init__(self, kb_root: Path):
+        self.process = subprocess.Popen([KAAS, "--kb", str(kb_root), "mcp"], stdin=subprocess.PIPE,
+                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.send({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}})
+        assert self.receive()["id"] == 0
+        self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+    def send(self, message: dict | str | bytes) -> None:
+        line = message if isinstance(message, (str, bytes)) else json.dumps(message)
+        data = line if isinstance(line, bytes) else line.encode("utf-8")
+        self.process.stdin.write(data + b"\n")
+        self.process.stdin.flush()
+
+    def receive(self, timeout: float = 30) -> dict:
+        ready, _, _ = select.select([self.process.stdout], [], [], timeout)
+        assert ready, "no answer from the MCP server"
+        return json.loads(self.process.stdout.readline())
+
+    def call(self, request_id: int, tool: str, arguments_json: str) -> str:
+        return ('{"jsonrpc": "2.0", "id": %d, "method": "tools/call", "params": {"name": "%s", "arguments": %s}}'
+                % (request_id, tool, arguments_json))
+
+    def close(self) -> str:
+        self.process.stdin.close()
+        self.process.wait(timeout=30)
+        return self.process.stderr.read().decode()
+
+
+def test_stdio_mcp_answers_unreadable_messages_with_errors_and_keeps_serving(sample_kb):
+    session = StdioSession(sample_kb.root)
+    try:
+        bad = {
+            1: session.call(1, "ask", '{"question": "citations \\ud800"}'),
+            2: session.call(2, "read_page", '{"path": "ops/\\udc00.md"}'),
+            3: session.call(3, "ask", '{"question": "x", "paths": ' + "[" * 5000 + "]" * 5000 + "}"),
+            4: session.call(4, "list_pages", '{"topic": ' + "[" * 100 + "]" * 100 + "}"),
+        }
+        for request_id, line in bad.items():
+            session.send(line)
+            answer = session.receive()
+            assert answer["id"] == request_id and answer["error"]["code"] == -32700, answer
+        assert "lone surrogate" in json.dumps(answer) or "nested" in answer["error"]["message"]
+        # The id may come after the deep part: it is still found.
+        session.send('{"jsonrpc": "2.0", "method": "tools/call", "params": {"name": "ask", "arguments": '
+                     '{"question": "x", "paths": ' + "[" * 3000 + "]" * 3000 + '}}, "id": "late"}')
+        assert session.receive()["id"] == "late"
+        session.send(session.call(9, "list_pages", "{}"))
+        alive = session.receive()
+        assert alive["id"] == 9 and alive["result"]["structuredContent"]["total"] == 4
+    finally:
+        stderr = session.close()
+    assert "Traceback" not in stderr
+
+
+def test_stdio_mcp_refuses_an_endless_line_without_holding_it(sample_kb):
+    session = StdioSession(sample_kb.root)
+    try:
+        session.send('{"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "ask", '
+                     '"arguments": {"question": "' + "x" * 4_500_000 + '"}}}')
+        answer = session.receive(timeout=60)
+        assert answer["id"] == 5 and "longer than" in answer["error"]["message"]
+        session.send(session.call(6, "read_page", '{"path": "ops/deployment.md"}'))
+        assert session.receive()["result"]["structuredContent"]["title"] == "Deployment"
+    finally:
+        stderr = session.close()
+    assert "Traceback" not in stderr
