@@ -16,7 +16,7 @@ import socket
 import time
 from pathlib import Path
 
-from kb_ai.errors import LockedError
+from kb_ai.errors import LockedError, StorageError
 
 LOCK_NAME = "compile.lock"
 
@@ -48,8 +48,14 @@ class CompileLock:
         self._fd: int | None = None
 
     def acquire(self) -> "CompileLock":
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        """Take the lock or raise: ``LockedError`` when another process holds it,
+        ``StorageError`` when the lock file cannot be created or written (disk full, read-only
+        folder). Whatever fails, nothing stays locked or open."""
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+        except OSError as exc:
+            raise StorageError.from_os_error(exc, "create the lock file") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except (BlockingIOError, PermissionError):
@@ -59,30 +65,59 @@ class CompileLock:
                 f"another kaas compile is running on this knowledge base ({_describe(info)}); "
                 "wait for it to finish"
             ) from None
-        previous = _read_info(fd)
-        if previous.get("pid") and previous.get("pid") != os.getpid():
-            # The file was not cleared on release: its holder died mid-compile.
-            self.took_over = f"the previous compile ({_describe(previous)}) did not finish; resuming its work"
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "started": time.time()}).encode(), 0)
+        except BaseException as exc:
+            os.close(fd)
+            if isinstance(exc, OSError):
+                raise StorageError.from_os_error(exc, "lock") from None
+            raise
+        try:
+            previous = _read_info(fd)
+            if previous.get("pid") and previous.get("pid") != os.getpid():
+                # The file was not cleared on release: its holder died mid-compile.
+                self.took_over = f"the previous compile ({_describe(previous)}) did not finish; resuming its work"
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "started": time.time()}).encode(), 0)
+        except BaseException as exc:
+            # Disk full while recording the holder: give the lock back (closing the file releases
+            # the flock) rather than keep it until the process ends, refusing every later writer.
+            _unlock_and_close(fd)
+            if isinstance(exc, OSError):
+                raise StorageError.from_os_error(_naming(exc, self.path), "write") from None
+            raise
         self._fd = fd
         return self
 
     def release(self) -> None:
+        """Give the lock back. Never raises: a release runs on error paths, where an exception
+        would replace the error being reported."""
         if self._fd is None:
             return
+        fd, self._fd = self._fd, None
         try:
-            os.ftruncate(self._fd, 0)
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
-        finally:
-            os.close(self._fd)
-            self._fd = None
+            os.ftruncate(fd, 0)  # "no holder": the next compile does not think this one died
+        except OSError:
+            pass
+        _unlock_and_close(fd)
 
     def __enter__(self) -> "CompileLock":
         return self.acquire()
 
     def __exit__(self, *exc) -> None:
         self.release()
+
+
+def _unlock_and_close(fd: int) -> None:
+    try:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+    except OSError:
+        pass  # closing the last descriptor of the file releases the lock anyway
+    finally:
+        os.close(fd)
+
+
+def _naming(exc: OSError, path: Path) -> OSError:
+    """``exc`` about ``path`` (a failed ``pwrite`` names no file)."""
+    return exc if exc.filename else type(exc)(exc.errno, exc.strerror or str(exc), str(path))
 
 
 def _read_info(fd: int) -> dict:

@@ -112,16 +112,23 @@ class LexicalIndex:
 
     def _save(self, cache_dir: Path, fingerprint: str) -> None:
         tmp = cache_dir.with_name(cache_dir.name + f".tmp-{os.getpid()}")
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
-        self._retriever.save(str(tmp), show_progress=False)
-        (tmp / "kaas-paths.json").write_text(json.dumps(self.paths), encoding="utf-8")
-        (tmp / "kaas-vocab.json").write_text(json.dumps(self._vocab), encoding="utf-8")
-        atomic_write_text(tmp / "kaas-fingerprint", fingerprint)
         old = cache_dir.with_name(cache_dir.name + f".old-{os.getpid()}")
-        if cache_dir.exists():
-            os.replace(cache_dir, old)
-        os.replace(tmp, cache_dir)
+        shutil.rmtree(tmp, ignore_errors=True)
+        try:
+            tmp.mkdir(parents=True)
+            self._retriever.save(str(tmp), show_progress=False)
+            (tmp / "kaas-paths.json").write_text(json.dumps(self.paths), encoding="utf-8")
+            (tmp / "kaas-vocab.json").write_text(json.dumps(self._vocab), encoding="utf-8")
+            atomic_write_text(tmp / "kaas-fingerprint", fingerprint)
+            if cache_dir.exists():
+                os.replace(cache_dir, old)
+            os.replace(tmp, cache_dir)
+        except BaseException:
+            # Disk full half-way: no half-written folder left behind, the previous index kept.
+            shutil.rmtree(tmp, ignore_errors=True)
+            if old.exists() and not cache_dir.exists():
+                os.replace(old, cache_dir)
+            raise
         shutil.rmtree(old, ignore_errors=True)
 
     @classmethod

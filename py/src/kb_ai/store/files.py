@@ -47,8 +47,8 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     except OSError as exc:
         raise _naming(exc, path) from None
     try:
-        os.fchmod(fd, _target_mode(path))
-        with os.fdopen(fd, "wb") as handle:
+        with os.fdopen(fd, "wb") as handle:  # owns fd from here: closed on every path
+            os.fchmod(handle.fileno(), _target_mode(path))
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
@@ -71,9 +71,24 @@ def _naming(exc: OSError, path: Path) -> OSError:
 
 
 def append_text(path: Path, text: str) -> None:
-    """Append ``text`` to ``path`` in one write (used for append-only logs)."""
+    """Append ``text`` to ``path`` in one write (used for append-only logs). If the write fails
+    (disk full), the file is cut back to where it was: no torn line for the next append to
+    continue."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a", encoding="utf-8") as handle:
-        handle.write(text)
-        handle.flush()
-        os.fsync(handle.fileno())
+    data = text.encode("utf-8")
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o666)
+    try:
+        size = os.fstat(fd).st_size
+        try:
+            written = 0
+            while written < len(data):
+                written += os.write(fd, data[written:])
+            os.fsync(fd)
+        except BaseException:
+            try:
+                os.ftruncate(fd, size)
+            except OSError:
+                pass
+            raise
+    finally:
+        os.close(fd)
