@@ -1,5 +1,5 @@
 """The request guard: bearer token on every /api route (and /wiki pages) when KAAS_API_TOKEN is
-set, nothing when it is not; loopback host names only; same-origin writes; security headers."""
+set, never from a cookie, nothing when it is not; loopback host names only; same-origin writes; security headers."""
 
 from __future__ import annotations
 
@@ -45,17 +45,26 @@ def test_the_right_token_opens_every_api_route(guarded, method, url, body):
     assert response.status_code == 200, response.text
 
 
-def test_wiki_pages_take_the_header_or_the_ui_cookie(guarded):
+def test_wiki_pages_take_the_header_and_never_a_cookie(guarded):
     assert guarded.get("/wiki/ops/deployment.md").status_code == 401
     assert guarded.get("/wiki/").status_code == 401
     assert guarded.get("/wiki/ops/deployment.md", headers={"Authorization": f"Bearer {TOKEN}"}).status_code == 200
-    guarded.cookies.set("kaas_token", "s3cret-t0ken%2F%2B%3D")  # as the UI writes it (encodeURIComponent)
-    assert guarded.get("/wiki/ops/deployment.md").status_code == 200
-    guarded.cookies.set("kaas_token", "nope")
-    assert guarded.get("/wiki/ops/deployment.md").status_code == 401
-    # the cookie alone never opens the API (an API client must send the header)
-    guarded.cookies.set("kaas_token", TOKEN)
-    assert guarded.get("/api/index").status_code == 401
+    # A cookie is sent to every port of the host: whatever it holds, it opens nothing.
+    for value in ("s3cret-t0ken%2F%2B%3D", TOKEN):  # as earlier UIs wrote it (encodeURIComponent), and plain
+        guarded.cookies.set("kaas_token", value)
+        assert guarded.get("/wiki/ops/deployment.md").status_code == 401
+        assert guarded.get("/api/index").status_code == 401
+
+
+def test_a_wiki_page_opened_without_the_token_links_to_it_in_the_app(guarded):
+    refused = guarded.get("/wiki/ops/deployment%20notes.md")
+    assert refused.status_code == 401 and refused.headers["content-type"].startswith("text/html")
+    assert 'href="/#/wiki/ops/deployment%20notes.md"' in refused.text and "Open this page in the app" in refused.text
+    assert "Deployment" not in refused.text  # nothing of the page itself
+    assert refused.headers["content-security-policy"].startswith("default-src 'self'")
+    assert 'href="/#/wiki"' in guarded.get("/wiki/").text
+    hostile = guarded.get('/wiki/"><script>alert(1)</script>.md')
+    assert hostile.status_code == 401 and "<script>" not in hostile.text
 
 
 def test_the_ui_shell_and_health_need_no_token(guarded):

@@ -1,8 +1,18 @@
 // The server's API: JSON routes and the chat event stream. The bearer token (when the server
-// requires one) is kept in localStorage and mirrored in a SameSite=Strict cookie so that plain
-// /wiki/ links work too.
+// requires one) is kept in localStorage, which belongs to this origin (scheme, host and port),
+// and leaves the page only as the Authorization header of these requests. Never in a cookie:
+// cookies ignore ports, so every other server on 127.0.0.1 would receive it, and a page it
+// serves could read it.
 
 const TOKEN_KEY = "kaas-token";
+const LEGACY_COOKIE = "kaas_token";
+
+// Earlier versions mirrored the token in a cookie: delete it wherever it may still be.
+if (document.cookie.split(";").some((c) => c.trim().startsWith(LEGACY_COOKIE + "="))) {
+  for (const attrs of ["path=/", "path=/; SameSite=Strict", "path=/wiki"]) {
+    document.cookie = `${LEGACY_COOKIE}=; max-age=0; expires=Thu, 01 Jan 1970 00:00:00 GMT; ${attrs}`;
+  }
+}
 
 export class ApiError extends Error {
   constructor(status, code, message) {
@@ -19,13 +29,8 @@ export function onTokenNeeded(handler) { askForToken = handler; }
 export function getToken() { return localStorage.getItem(TOKEN_KEY) || ""; }
 
 export function setToken(token) {
-  if (token) {
-    localStorage.setItem(TOKEN_KEY, token);
-    document.cookie = `kaas_token=${encodeURIComponent(token)}; path=/; SameSite=Strict`;
-  } else {
-    localStorage.removeItem(TOKEN_KEY);
-    document.cookie = "kaas_token=; path=/; max-age=0; SameSite=Strict";
-  }
+  if (token) localStorage.setItem(TOKEN_KEY, token);
+  else localStorage.removeItem(TOKEN_KEY);
 }
 
 function headers(extra = {}) {

@@ -1,7 +1,7 @@
 // The wiki browser (articles by topic, an article with its table of contents), the side panel
 // that shows a cited article next to the chat, and the editor for an article's Markdown.
 
-import { api } from "./api.js";
+import { api, getToken } from "./api.js";
 import { $, clear, h, setSanitizedHtml } from "./dom.js";
 
 export const topicLabel = (topic) => topic.replace(/[-_]+/g, " ");
@@ -169,7 +169,11 @@ export class WikiView {
       h("header.article-head", {},
         h("p.crumbs", {}, h("a", { href: "#/wiki" }, "Wiki"), " / ", h("span", {}, topicLabel(page.topic))),
         h("div.actions", {},
-          h("a.button.ghost", { href: "/wiki/" + page.path, target: "_blank", rel: "noopener", title: "Open as a standalone page" }, "Page"),
+          // With a token, the server-rendered /wiki/ page cannot be opened by a plain link (the
+          // token travels only as a header): open the page in the app, in a new tab.
+          getToken()
+            ? h("a.button.ghost", { href: "/#/wiki/" + page.path, target: "_blank", rel: "noopener", title: "Open in a new tab" }, "Page")
+            : h("a.button.ghost", { href: "/wiki/" + page.path, target: "_blank", rel: "noopener", title: "Open as a standalone page" }, "Page"),
           h("a.button", { href: "#/edit/" + page.path, "data-action": "edit" }, "Edit"))),
       metaLine(page),
       warningsBlock(page),

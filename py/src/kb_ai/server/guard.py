@@ -6,19 +6,22 @@ security headers on every response.
 - Origin: a request that changes something (POST/PUT/DELETE) must come from the UI's own origin
   when the browser says where it comes from.
 - Token: with ``KAAS_API_TOKEN`` set or users configured in ``kaas.toml`` (``kb_ai/users.py``),
-  every ``/api`` (and ``/mcp``) route needs ``Authorization: Bearer <token>`` (compared in
-  constant time). ``/wiki`` pages, which a browser opens without headers, also accept the token
-  in the ``kaas_token`` cookie the UI sets (SameSite=Strict). The token's reader (its groups)
-  is put in the request scope (``reader_of``): every route serves only what that reader may read.
+  every ``/api``, ``/mcp`` and ``/wiki`` route needs ``Authorization: Bearer <token>`` (compared in
+  constant time), and nothing else: never a cookie. Cookies ignore ports, so a token in a cookie
+  would be sent to every other server on the same host name and readable by the pages it serves.
+  A browser that opens a ``/wiki`` page without the header gets a page that links to the same
+  article in the app (``/#/wiki/<path>``), which sends the header. The token's reader (its
+  groups) is put in the request scope (``reader_of``): every route serves only what that reader
+  may read.
 - Headers: a strict Content-Security-Policy (scripts and styles only from this server, no remote
   images), no sniffing, no framing, no referrer.
 """
 
 from __future__ import annotations
 
+import html
 import json
-from http.cookies import SimpleCookie
-from urllib.parse import unquote, urlsplit
+from urllib.parse import quote, urlsplit
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -26,7 +29,6 @@ from kb_ai.store.access import OWNER, Reader
 from kb_ai.users import UserDirectory
 
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
-TOKEN_COOKIE = "kaas_token"
 UNSAFE_METHODS = {"POST", "PUT", "PATCH", "DELETE"}
 PROTECTED_PREFIXES = ("/api", "/mcp")  # /mcp: the MCP endpoint, when mounted next to the API
 READER_KEY = "kaas.reader"
@@ -83,19 +85,6 @@ def bearer_token(scope: Scope) -> str | None:
     return token.strip() if scheme.lower() == "bearer" else None
 
 
-def cookie_token(scope: Scope) -> str | None:
-    raw = _header(scope, b"cookie")
-    if not raw:
-        return None
-    cookie = SimpleCookie()
-    try:
-        cookie.load(raw)
-    except Exception:  # noqa: BLE001 (a malformed cookie header is just no token)
-        return None
-    morsel = cookie.get(TOKEN_COOKIE)
-    return unquote(morsel.value) if morsel else None  # the UI percent-encodes it
-
-
 class RequestGuard:
     """Pure ASGI middleware (no buffering, so SSE streams pass through untouched)."""
 
@@ -111,7 +100,11 @@ class RequestGuard:
         refusal = self._refusal(scope)
         if refusal is not None:
             status, code, message = refusal
-            await _send_json_error(send, status, code, message, bearer=(code == "unauthorized"))
+            path: str = scope.get("path", "")
+            if code == "unauthorized" and (path == "/wiki" or path.startswith("/wiki/")):
+                await _send_wiki_login_page(send, path.removeprefix("/wiki").lstrip("/"))
+            else:
+                await _send_json_error(send, status, code, message, bearer=(code == "unauthorized"))
             return
 
         async def send_with_headers(message: Message) -> None:
@@ -142,11 +135,9 @@ class RequestGuard:
         if not self.users.required():
             scope[READER_KEY] = OWNER  # no tokens configured: a loopback server for its owner
             return None
-        reader = self.users.reader_for(bearer_token(scope) if api else (bearer_token(scope) or cookie_token(scope)))
+        reader = self.users.reader_for(bearer_token(scope))
         if reader is None:
-            if api:
-                return 401, "unauthorized", "this server needs an API token (Authorization: Bearer <token>)"
-            return 401, "unauthorized", "this server needs an API token: open the chat page and enter it"
+            return 401, "unauthorized", "this server needs an API token (Authorization: Bearer <token>)"
         scope[READER_KEY] = reader
         return None
 
@@ -158,4 +149,25 @@ async def _send_json_error(send: Send, status: int, code: str, message: str, *, 
     if bearer:
         headers.append((b"www-authenticate", b'Bearer realm="kaas"'))
     await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def _send_wiki_login_page(send: Send, rel: str) -> None:
+    """401 for a ``/wiki`` page opened without the token (a link, a new tab, a bookmark): the same
+    article in the app, which holds the token and sends it as a header."""
+    target = html.escape("/#/wiki" + (f"/{quote(rel, safe='/')}" if rel else ""))
+    body = (
+        '<!doctype html>\n<html lang="en">\n<head>\n  <meta charset="utf-8">\n'
+        '  <meta name="viewport" content="width=device-width, initial-scale=1">\n'
+        '  <title>Token needed · KaaS</title>\n  <link rel="stylesheet" href="/static/app.css">\n</head>\n'
+        '<body>\n  <main class="page-shell">\n    <div class="empty-state">\n'
+        '      <h1>This page needs the API token</h1>\n'
+        '      <p class="lede">This server asks for a token, which the app keeps and sends with each of its '
+        'requests (never in a cookie), so a plain link cannot open the page.</p>\n'
+        f'      <p><a id="open-in-app" href="{target}">Open this page in the app</a></p>\n'
+        '    </div>\n  </main>\n</body>\n</html>\n'
+    ).encode("utf-8")
+    headers = [(b"content-type", b"text/html; charset=utf-8"), (b"content-length", str(len(body)).encode()),
+               (b"cache-control", b"no-store"), (b"www-authenticate", b'Bearer realm="kaas"'), *SECURITY_HEADERS]
+    await send({"type": "http.response.start", "status": 401, "headers": headers})
     await send({"type": "http.response.body", "body": body})
