@@ -257,3 +257,104 @@ def test_stdio_mcp_refuses_an_endless_line_without_holding_it(sample_kb):
     finally:
         stderr = session.close()
     assert "Traceback" not in stderr
+
+
+# -- files the CLI and the server read: questions, kaas.toml, catalog lines -----------------------
+
+
+def _one_line_error(result, *fragments: str) -> str:
+    assert result.exit_code != 0 and "Traceback" not in result.output, result.output
+    errors = [line for line in result.stderr.splitlines() if line.startswith("kaas: error:")]
+    assert len(errors) == 1, result.stderr
+    for fragment in fragments:
+        assert fragment in errors[0], errors[0]
+    return errors[0]
+
+
+def test_eval_of_a_fifo_is_a_one_line_error_not_a_hang(sample_kb, tmp_path):
+    fifo = tmp_path / "questions.jsonl"
+    os.mkfifo(fifo)
+    try:
+        out = subprocess.run([KAAS, "--kb", str(sample_kb.root), "eval", str(fifo), "--offline"],
+                             capture_output=True, text=True, timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.fail("kaas eval waited for a writer on the FIFO")
+    assert out.returncode != 0 and "Traceback" not in out.stderr
+    assert out.stderr.strip() == f"kaas: error: {fifo}: cannot read (not a regular file)"
+
+
+@pytest.mark.parametrize("kind", ["fifo", "folder"])
+def test_a_kaas_toml_that_is_not_a_file_is_a_one_line_error(sample_kb, kind):
+    config = sample_kb.root / "kaas.toml"
+    os.mkfifo(config) if kind == "fifo" else config.mkdir()
+    code = f"""
+        from click.testing import CliRunner
+        from kb_ai.cli import cli
+        from kb_ai.users import UserDirectory
+        result = CliRunner().invoke(cli, ["--kb", {str(sample_kb.root)!r}, "ask", "deployment"])
+        print(result.exit_code, result.stderr.strip())
+        UserDirectory({str(sample_kb.root)!r}).required()  # what the server asks on every request
+        print("users read")
+    """
+    try:
+        out = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
+                             timeout=60, cwd=Path(__file__).parent)
+    except subprocess.TimeoutExpired:
+        pytest.fail("waited for a writer on the FIFO")
+    lines = out.stdout.strip().splitlines()
+    reason = "not a regular file" if kind == "fifo" else "Is a directory"
+    assert lines[0] == f"2 kaas: error: {config}: cannot read ({reason})", out.stdout + out.stderr
+    assert lines[-1] == "users read"
+
+
+def test_a_catalog_line_naming_a_folder_or_fifo_is_dropped_with_a_warning(sample_kb):
+    (sample_kb.wiki_dir / "ops" / "folder.md").mkdir()
+    os.mkfifo(sample_kb.wiki_dir / "ops" / "pipe.md")
+    with sample_kb.master_index.open("a") as index:
+        index.write("- [Folder](ops/folder.md) — a folder\n- [Pipe](ops/pipe.md) — a FIFO\n")
+    lint = subprocess.run([KAAS, "--kb", str(sample_kb.root), "lint", "--json"], capture_output=True, text=True,
+                          timeout=60)
+    assert lint.returncode == 1 and "Traceback" not in lint.stderr  # errors found, nothing crashed
+    findings = json.loads(lint.stdout)["findings"]
+    assert any(f["path"] == "ops/pipe.md" and "not a regular file" in f["message"] for f in findings)
+    ask = CliRunner().invoke(cli, ["--kb", str(sample_kb.root), "ask", "--json", "reverse proxy"])
+    assert ask.exit_code == 0, ask.output
+    assert "lists ops/folder.md, which is not an article file" in ask.stderr
+    assert "lists ops/pipe.md, which is not an article file" in ask.stderr
+
+
+# -- MCP over HTTP (/mcp) -----------------------------------------------------------------------------
+
+
+def test_http_mcp_answers_unreadable_messages_and_long_paths_with_errors(sample_kb):
+    import httpx
+
+    from server_fakes import ServerThread
+
+    with ServerThread(create_app(Settings(kb=sample_kb.root), allowed_hosts=["127.0.0.1"])) as server, \
+            httpx.Client(timeout=30) as http:
+        url = server.url + "/mcp"
+        headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+        init = http.post(url, headers=headers, json={"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}})
+        headers |= {"mcp-session-id": init.headers["mcp-session-id"], "mcp-protocol-version": "2025-06-18"}
+        http.post(url, headers=headers, json={"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+        def call(request_id: int, tool: str, arguments: str) -> httpx.Response:
+            body = ('{"jsonrpc": "2.0", "id": %d, "method": "tools/call", "params": {"name": "%s", "arguments": %s}}'
+                    % (request_id, tool, arguments))
+            return http.post(url, headers=headers, content=body)
+
+        def result_of(response: httpx.Response) -> dict:
+            text = response.text
+            data = text.split("data: ", 1)[1].split("\n", 1)[0] if text.startswith(("event:", "data:")) else text
+            return json.loads(data)
+
+        for response in (call(1, "ask", '{"question": "citations \\ud800"}'),
+                         call(2, "ask", '{"question": "x", "paths": ' + "[" * 5000 + "]" * 5000 + "}")):
+            assert response.status_code == 400 and result_of(response)["error"]["code"] == -32700
+        for request_id, path in ((3, "a" * 300 + ".md"), (4, "a/" * 600 + "x.md")):
+            result = result_of(call(request_id, "read_page", json.dumps({"path": path})))["result"]
+            assert result["isError"] and "longer than" in result["content"][0]["text"]
+        alive = result_of(call(5, "list_pages", "{}"))["result"]
+        assert alive["structuredContent"]["total"] == 4

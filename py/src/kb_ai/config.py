@@ -13,8 +13,10 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from kb_ai.errors import ConfigError
+from kb_ai.store.files import read_regular_bytes
 
 CONFIG_FILE = "kaas.toml"
+MAX_CONFIG_BYTES = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -98,11 +100,20 @@ def _coerce(name: str, value: Any, origin: str) -> Any:
         raise ConfigError(f"{origin}: invalid value for {name!r}: {value!r} ({exc})") from None
 
 
+def read_config_text(path: Path) -> str:
+    """The text of a ``kaas.toml``: a regular file of at most ``MAX_CONFIG_BYTES``, UTF-8 (a FIFO
+    in its place is refused, not waited on). Raises OSError (FileNotFoundError when there is
+    none) or UnicodeDecodeError."""
+    return read_regular_bytes(path, MAX_CONFIG_BYTES).decode("utf-8")
+
+
 def _read_toml(path: Path) -> dict[str, Any]:
-    if not path.is_file():
-        return {}
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        data = tomllib.loads(read_config_text(path))
+    except FileNotFoundError:
+        return {}
+    except OSError as exc:  # a folder or FIFO named kaas.toml, permission denied, too large
+        raise ConfigError(f"{path}: cannot read ({exc.strerror or exc})") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: not valid TOML ({exc})") from None
     known = {f.name for f in fields(Settings)} - {"kb"}

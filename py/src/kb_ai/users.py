@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kb_ai.config import CONFIG_FILE
+from kb_ai.config import CONFIG_FILE, read_config_text
 from kb_ai.errors import ConfigError
 from kb_ai.store.access import OWNER, Reader
 
@@ -87,7 +87,7 @@ def configured_groups(kb_root: Path) -> set[str] | None:
     has is likely a typo); None when no users are configured. Tolerant: an invalid user is
     skipped rather than making every group unknown."""
     try:
-        table = tomllib.loads((Path(kb_root) / CONFIG_FILE).read_text(encoding="utf-8")).get("users")
+        table = tomllib.loads(read_config_text(Path(kb_root) / CONFIG_FILE)).get("users")
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
         return None
     if not isinstance(table, dict) or not table:
@@ -128,7 +128,7 @@ class UserDirectory:
         if stamp is None:
             return [], None
         try:
-            data = tomllib.loads(self.file.read_text(encoding="utf-8"))
+            data = tomllib.loads(read_config_text(self.file))
             return parse_users(data.get("users"), str(self.file)), None
         except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
             message = f"{self.file}: cannot read the users ({exc})"

@@ -42,7 +42,7 @@ from kb_ai.navigate.ask import AskService, ask_events, build_service
 from kb_ai.navigate.records import AskRequest, AskResult
 from kb_ai.quality.scoring import normalize_answer, score_answer, scoring_text
 from kb_ai.store.catalog import Catalog
-from kb_ai.store.files import atomic_write_text
+from kb_ai.store.files import FileTooLargeError, atomic_write_text, read_regular_bytes
 from kb_ai.store.paths import normalize_wiki_path
 
 MAX_QUESTIONS_FILE_BYTES = 50_000_000
@@ -111,14 +111,14 @@ def parse_questions(text: str, label: str = "questions") -> list[EvalQuestion]:
 
 def load_questions(path: Path) -> list[EvalQuestion]:
     try:
-        if path.stat().st_size > MAX_QUESTIONS_FILE_BYTES:
-            raise KaasError(f"{path}: larger than {MAX_QUESTIONS_FILE_BYTES // 1_000_000} MB")
-        text = path.read_text(encoding="utf-8-sig")
+        text = read_regular_bytes(path, MAX_QUESTIONS_FILE_BYTES).decode("utf-8-sig")
     except FileNotFoundError:
         raise KaasError(f"{path}: no such file") from None
+    except FileTooLargeError:
+        raise KaasError(f"{path}: larger than {MAX_QUESTIONS_FILE_BYTES // 1_000_000} MB") from None
     except UnicodeDecodeError:
         raise KaasError(f"{path}: not UTF-8 text") from None
-    except OSError as exc:
+    except OSError as exc:  # a folder, a FIFO (never waited on), permission denied
         raise KaasError(f"{path}: cannot read ({exc.strerror or exc})") from None
     questions = parse_questions(text, path.name)
     if not questions:

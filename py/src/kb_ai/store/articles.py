@@ -9,10 +9,7 @@ naming the file.
 from __future__ import annotations
 
 import datetime as dt
-import errno
 import math
-import os
-import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,7 +19,7 @@ import yaml
 
 from kb_ai.errors import ArticleFormatError
 from kb_ai.store.access import parse_access
-from kb_ai.store.files import atomic_write_text
+from kb_ai.store.files import FileTooLargeError, NotRegularFileError, atomic_write_text, read_regular_bytes
 from kb_ai.store.markdown_text import clip, first_heading, first_sentence
 from kb_ai.store.paths import safe_wiki_file
 
@@ -277,36 +274,13 @@ def read_article_text(file: Path, label: str) -> str:
     else that keeps it from being an article is an ``ArticleFormatError`` naming it: not a
     regular file (a FIFO would block the reader forever), unreadable, too large, not UTF-8."""
     try:
-        # O_NONBLOCK: opening a FIFO must not wait for a writer; it changes nothing for files.
-        fd = os.open(file, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        data = read_regular_bytes(file, MAX_ARTICLE_BYTES)
     except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
         raise
+    except (NotRegularFileError, FileTooLargeError) as exc:
+        raise ArticleFormatError(f"{label}: {exc.strerror}") from None
     except OSError as exc:
         raise ArticleFormatError(f"{label}: cannot read ({exc.strerror or exc})") from None
-    try:
-        info = os.fstat(fd)
-        if stat.S_ISDIR(info.st_mode):
-            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(file))
-        if not stat.S_ISREG(info.st_mode):
-            raise ArticleFormatError(f"{label}: not a regular file")
-        if info.st_size > MAX_ARTICLE_BYTES:
-            raise ArticleFormatError(f"{label}: larger than {MAX_ARTICLE_BYTES} bytes")
-        chunks, size = [], 0
-        while size <= MAX_ARTICLE_BYTES:  # the file may grow after fstat
-            chunk = os.read(fd, MAX_ARTICLE_BYTES + 1 - size)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
-        if size > MAX_ARTICLE_BYTES:
-            raise ArticleFormatError(f"{label}: larger than {MAX_ARTICLE_BYTES} bytes")
-    except OSError as exc:
-        if isinstance(exc, IsADirectoryError):
-            raise
-        raise ArticleFormatError(f"{label}: cannot read ({exc.strerror or exc})") from None
-    finally:
-        os.close(fd)
-    data = b"".join(chunks)
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:

@@ -298,7 +298,8 @@ class CatalogStore:
                 kept.append(entry)
                 stamps[entry.path] = (st.st_size, st.st_mtime_ns)
             else:
-                warnings.append(f"master-index.md lists {entry.path}, which does not exist (run `kaas index`)")
+                what = "does not exist" if st is None else "is not an article file"
+                warnings.append(f"master-index.md lists {entry.path}, which {what} (run `kaas index`)")
         return Catalog(kept, warnings, stamps)
 
     def _reread(self, entry: CatalogEntry) -> CatalogEntry:

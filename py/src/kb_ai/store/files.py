@@ -1,8 +1,11 @@
-"""Atomic file writes: a reader sees the old file or the new one, never half of either."""
+"""Atomic file writes: a reader sees the old file or the new one, never half of either. And
+bounded reads of files a person may have replaced by anything (a folder, a FIFO, a huge file)."""
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 import tempfile
 from pathlib import Path
 
@@ -90,5 +93,39 @@ def append_text(path: Path, text: str) -> None:
             except OSError:
                 pass
             raise
+    finally:
+        os.close(fd)
+
+
+class NotRegularFileError(OSError):
+    """The path names a FIFO, socket or device: reading it could block forever or never end."""
+
+
+class FileTooLargeError(OSError):
+    """The file is larger than the caller's limit."""
+
+
+def read_regular_bytes(path: Path, max_bytes: int) -> bytes:
+    """The bytes of the regular file at ``path``, at most ``max_bytes``. Opens without blocking
+    (a FIFO must not wait for a writer) and checks what was opened, not what a name pointed to a
+    moment before. Raises FileNotFoundError / IsADirectoryError / NotADirectoryError /
+    PermissionError as ``open`` would, ``NotRegularFileError``, ``FileTooLargeError``."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
+        if not stat.S_ISREG(info.st_mode):
+            raise NotRegularFileError(errno.EINVAL, "not a regular file", str(path))
+        chunks, size = [], 0
+        while size <= max_bytes:  # the file may grow after fstat: read at most one byte past the limit
+            chunk = os.read(fd, max_bytes + 1 - size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        if info.st_size > max_bytes or size > max_bytes:
+            raise FileTooLargeError(errno.EFBIG, f"larger than {max_bytes} bytes", str(path))
+        return b"".join(chunks)
     finally:
         os.close(fd)
