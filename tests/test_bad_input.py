@@ -358,3 +358,14 @@ def test_http_mcp_answers_unreadable_messages_and_long_paths_with_errors(sample_
             assert result["isError"] and "longer than" in result["content"][0]["text"]
         alive = result_of(call(5, "list_pages", "{}"))["result"]
         assert alive["structuredContent"]["total"] == 4
+
+
+@pytest.mark.parametrize("options", [[], ["--save"], ["--json", "--save"]], ids=["plain", "save", "json-save"])
+def test_a_question_with_bytes_that_are_not_utf8_is_a_one_line_error(sample_kb, options):
+    before = sorted(p.relative_to(sample_kb.wiki_dir) for p in sample_kb.wiki_dir.rglob("*"))
+    out = subprocess.run([KAAS.encode(), b"--kb", str(sample_kb.root).encode(), b"ask", *[o.encode() for o in options],
+                          b"deployment \xff\xfe proxy"], capture_output=True, timeout=60)
+    stderr = out.stderr.decode("utf-8", "replace")
+    assert out.returncode == 1 and "Traceback" not in stderr, stderr
+    assert "kaas: error: the question is not valid text (it holds bytes that are not UTF-8)" in stderr
+    assert sorted(p.relative_to(sample_kb.wiki_dir) for p in sample_kb.wiki_dir.rglob("*")) == before  # nothing saved

@@ -9,6 +9,7 @@ stream ends) when a ``KaasError`` stops the answer.
 from __future__ import annotations
 
 import logging
+import re
 from contextlib import aclosing
 from dataclasses import dataclass
 from typing import AsyncIterator
@@ -28,6 +29,7 @@ from kb_ai.store.paths import normalize_wiki_path
 log = logging.getLogger(__name__)
 
 MAX_QUESTION_CHARS = 4_000
+_NOT_TEXT = re.compile("[\ud800-\udfff]")
 
 
 @dataclass
@@ -93,6 +95,10 @@ async def ask_events(service: AskService, request: AskRequest) -> AsyncIterator[
             raise KaasError("the question is empty")
         if len(question) > MAX_QUESTION_CHARS:
             raise KaasError(f"the question is longer than {MAX_QUESTION_CHARS} characters")
+        if _NOT_TEXT.search(question):
+            # Bytes that are not UTF-8 in a command line (Python keeps them as lone surrogates),
+            # or an escaped lone surrogate: no model request, saved page or log line can hold it.
+            raise KaasError("the question is not valid text (it holds bytes that are not UTF-8)")
         # Authorization is part of the query: from here on, pages this reader may not read do
         # not exist — not for navigation, the model, counts, reading, citations or suggestions.
         catalog = service.kb.catalog().visible_to(request.reader)
