@@ -369,3 +369,35 @@ def test_a_question_with_bytes_that_are_not_utf8_is_a_one_line_error(sample_kb, 
     assert out.returncode == 1 and "Traceback" not in stderr, stderr
     assert "kaas: error: the question is not valid text (it holds bytes that are not UTF-8)" in stderr
     assert sorted(p.relative_to(sample_kb.wiki_dir) for p in sample_kb.wiki_dir.rglob("*")) == before  # nothing saved
+
+
+# -- article bodies Python-Markdown cannot render (in time) -----------------------------------------
+
+
+@pytest.mark.parametrize("body, why", [
+    ("*" * 5000 + "x" + "*" * 5000, "nests too deeply"),  # RecursionError inside Python-Markdown
+    ("[a " * 10000, "brackets"),  # each "[" scans to the end: quadratic, minutes for 30 KB
+    ("[x](" * 10000, "brackets"),
+    ("[" * 5000 + "x" + "]" * 5000, "brackets"),
+], ids=["emphasis-run", "open-brackets", "open-links", "nested-brackets"])
+def test_an_article_too_complex_to_render_is_shown_as_text_at_once(sample_kb, body, why):
+    from conftest import write_page
+
+    write_page(sample_kb.wiki_dir, "ops/hard.md", "Hard to render", "Pathological Markdown.", "# Hard\n\n" + body)
+    sample_kb.reindex()
+    http = _isolated(f"""
+        import json, time
+        from starlette.testclient import TestClient
+        from kb_ai.config import Settings
+        from kb_ai.server import create_app
+        with TestClient(create_app(Settings(kb={str(sample_kb.root)!r}), mcp=False), raise_server_exceptions=False) as client:
+            started = time.monotonic()
+            api = client.get("/api/pages/ops/hard.md")
+            page = client.get("/wiki/ops/hard.md")
+            print(json.dumps([api.status_code, api.json().get("html", api.text), page.status_code,
+                              time.monotonic() - started]))
+    """, timeout=90)
+    api_status, html, page_status, seconds = json.loads(http.stdout.strip().splitlines()[-1])
+    assert api_status == 200 and page_status == 200
+    assert "Shown as plain text" in html and why in html and "<pre>" in html
+    assert seconds < 30

@@ -226,6 +226,8 @@ def render_markdown(body: str, *, from_path: str = "", exists: PageExists | None
     ``from_path`` is the article's catalog path (relative links resolve from its folder);
     ``exists`` says whether a catalog path is a page (default: every path is)."""
     result = RenderedArticle(html="")
+    if _bracket_scan_cost(body) > MAX_BRACKET_SCAN:
+        return _as_plain_text(body, result, "its brackets nest or stay open too much to render as Markdown in time")
     md = markdown.Markdown(
         extensions=[
             "fenced_code", "tables", "footnotes", "def_list", "abbr", "sane_lists", "toc",
@@ -238,6 +240,48 @@ def render_markdown(body: str, *, from_path: str = "", exists: PageExists | None
         },
         output_format="html",
     )
-    result.html = sanitize_html(md.convert(body))
+    try:
+        converted = md.convert(body)
+    except RecursionError:  # Python-Markdown recurses per nesting level (emphasis runs, lists)
+        return _as_plain_text(body, RenderedArticle(html=""), "it nests too deeply to render as Markdown")
+    result.html = sanitize_html(converted)
     result.toc = _flatten_toc(getattr(md, "toc_tokens", []), [])
+    return result
+
+
+# Python-Markdown matches each "[" (and each "(" after "]") by scanning forward to its partner,
+# so text like "[a [a [a ..." costs the square of its length: 30 KB of it takes minutes. Its cost
+# is counted first, in one pass (an overestimate: code is not told apart), and an article over
+# the budget (about a second of scanning) is shown as plain text instead.
+MAX_BRACKET_SCAN = 2_000_000
+
+
+def _bracket_scan_cost(text: str) -> int:
+    if "[" not in text:
+        return 0
+    cost = 0
+    for block in text.split("\n\n"):
+        if "[" not in block:
+            continue
+        opened: list[int] = []  # positions of "[" (and of "(" right after "]") not yet closed
+        for match in _BRACKETS.finditer(block):
+            char, at = match.group(), match.start()
+            if char == "[" or (char == "(" and at and block[at - 1] == "]"):
+                opened.append(at)
+            elif opened and char in "])":
+                cost += at - opened.pop()
+        cost += sum(len(block) - at for at in opened)
+        if cost > MAX_BRACKET_SCAN:
+            break
+    return cost
+
+
+_BRACKETS = re.compile(r"[\[\]()]")
+
+
+def _as_plain_text(body: str, result: RenderedArticle, why: str) -> RenderedArticle:
+    """The article as preformatted text with a note: readable, and nothing in it runs."""
+    result.html = (f"<p><strong>Shown as plain text:</strong> {html.escape(why)}.</p>\n"
+                   f"<pre>{html.escape(body)}</pre>")
+    result.toc = []
     return result
