@@ -401,3 +401,23 @@ def test_an_article_too_complex_to_render_is_shown_as_text_at_once(sample_kb, bo
     assert api_status == 200 and page_status == 200
     assert "Shown as plain text" in html and why in html and "<pre>" in html
     assert seconds < 30
+
+
+@pytest.mark.parametrize("env, fragment", [
+    ({"KAAS_TIMEOUT": "nan"}, "'timeout': 'nan'"),
+    ({"KAAS_TIMEOUT": "inf"}, "'timeout': 'inf'"),
+    ({"KAAS_TIMEOUT": "1e400"}, "'timeout': '1e400'"),
+])
+def test_a_setting_that_is_not_a_finite_number_is_a_config_error(sample_kb, env, fragment):
+    from kb_ai.errors import ConfigError
+
+    with pytest.raises(ConfigError) as info:
+        load_settings(sample_kb.root, env=env)
+    assert fragment in info.value.message
+
+
+@pytest.mark.parametrize("line", ["max_pages = true", "max_pages = 2.9", "read_budget = false"])
+def test_a_toml_value_int_would_silently_change_is_a_config_error(sample_kb, line):
+    (sample_kb.root / "kaas.toml").write_text(line + "\n")
+    result = CliRunner().invoke(cli, ["--kb", str(sample_kb.root), "ask", "deployment"])
+    _one_line_error(result, "kaas.toml: invalid value", "expected a whole number")

@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import tomllib
 from dataclasses import dataclass, field, fields, replace
@@ -70,14 +71,18 @@ def _coerce(name: str, value: Any, origin: str) -> Any:
         return None
     try:
         if name in _INT_FIELDS:
+            if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+                raise ValueError("expected a whole number")  # int() would read true as 1, 2.9 as 2
             number = int(value)
             if number < 0 or (number == 0 and name not in _ZERO_ALLOWED):
                 raise ValueError("must be positive")
             return number
         if name in _FLOAT_FIELDS:
+            if isinstance(value, bool):
+                raise ValueError("expected a number")
             number = float(value)
-            if number <= 0:
-                raise ValueError("must be positive")
+            if not math.isfinite(number) or number <= 0:
+                raise ValueError("must be a positive number")  # nan and inf reach the model client otherwise
             return number
         if name in _BOOL_FIELDS:
             if isinstance(value, bool):
