@@ -421,3 +421,34 @@ def test_a_toml_value_int_would_silently_change_is_a_config_error(sample_kb, lin
     (sample_kb.root / "kaas.toml").write_text(line + "\n")
     result = CliRunner().invoke(cli, ["--kb", str(sample_kb.root), "ask", "deployment"])
     _one_line_error(result, "kaas.toml: invalid value", "expected a whole number")
+
+
+@pytest.mark.parametrize("kind", ["fifo", "folder"])
+def test_a_master_index_that_is_not_a_file_never_blocks_and_the_wiki_still_answers(sample_kb, kind):
+    index = sample_kb.master_index
+    index.unlink()
+    os.mkfifo(index) if kind == "fifo" else index.mkdir()
+    out = _isolated(f"""
+        import json
+        from click.testing import CliRunner
+        from starlette.testclient import TestClient
+        from kb_ai.cli import cli
+        from kb_ai.config import Settings
+        from kb_ai.server import create_app
+        root = {str(sample_kb.root)!r}
+        with TestClient(create_app(Settings(kb=root), mcp=False), raise_server_exceptions=False) as client:
+            got = client.get("/api/index")
+        ask = CliRunner().invoke(cli, ["--kb", root, "ask", "--json", "reverse proxy"])
+        lint = CliRunner().invoke(cli, ["--kb", root, "lint", "--json"])
+        index = CliRunner().invoke(cli, ["--kb", root, "index"])
+        print(json.dumps([got.status_code, got.json(), ask.exit_code, ask.stderr, lint.stdout, index.exit_code, index.stderr]))
+    """)
+    status, catalog, ask_code, ask_err, lint_out, index_code, index_err = json.loads(out.stdout.strip().splitlines()[-1])
+    assert status == 200 and catalog["articles"] == 4
+    assert "wiki/master-index.md is not a file; catalog built from the articles" in catalog["warnings"][0]
+    assert ask_code == 0 and "is not a file" in ask_err
+    assert "master-index.md is not a file" in [f["message"] for f in json.loads(lint_out)["findings"]]
+    if kind == "fifo":  # re-indexing replaces it by the catalog
+        assert index_code == 0 and index.is_file() and "ops/deployment.md" in index.read_text()
+    else:  # a folder is never removed by kaas: a one-line error says what is in the way
+        assert index_code != 0 and index_err.strip().endswith("master-index.md: Is a directory") and index.is_dir()

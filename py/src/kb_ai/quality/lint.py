@@ -42,7 +42,7 @@ from kb_ai.store.articles import (
     read_article_text,
     split_frontmatter,
 )
-from kb_ai.store.catalog import Catalog, entry_from_article, parse_master_index, render_master_index
+from kb_ai.store.catalog import Catalog, entry_from_article, parse_master_index, read_master_index, render_master_index
 from kb_ai.store.kb import KnowledgeBase
 from kb_ai.store.paths import safe_wiki_file
 from kb_ai.users import configured_groups
@@ -115,10 +115,7 @@ class LintContext:
         for path in iter_article_paths(kb.wiki_dir):
             self.files[path] = _read_file(kb, path)
         self.articles: dict[str, Article] = {p: f.article for p, f in self.files.items() if f.article is not None}
-        try:
-            self.catalog_text: str | None = kb.master_index.read_text(encoding="utf-8", errors="replace")
-        except FileNotFoundError:
-            self.catalog_text = None
+        self.catalog_text: str | None = read_master_index(kb.wiki_dir)  # None: missing or not a file
         self.catalog = parse_master_index(self.catalog_text) if self.catalog_text is not None else None
         self.raw_exists = kb.raw_dir.is_dir()
 
@@ -199,7 +196,8 @@ def check_frontmatter(ctx: LintContext) -> list[Finding]:
 def check_index_drift(ctx: LintContext) -> list[Finding]:
     """The catalog must list exactly the articles, with their frontmatter's title, summary and topic."""
     if ctx.catalog is None:
-        return [Finding("index-drift", ERROR, "master-index.md", "master-index.md is missing", fixable=True)]
+        what = "is not a file" if ctx.kb.master_index.is_symlink() or ctx.kb.master_index.exists() else "is missing"
+        return [Finding("index-drift", ERROR, "master-index.md", f"master-index.md {what}", fixable=True)]
     findings = [Finding("index-drift", ERROR, "master-index.md", warning, fixable=True)
                 for warning in ctx.catalog.warnings]
     expected = Catalog([entry_from_article(a) for a in ctx.articles.values()])

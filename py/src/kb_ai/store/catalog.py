@@ -20,7 +20,7 @@ from pathlib import Path
 from kb_ai.errors import ArticleFormatError, UnsafePathError
 from kb_ai.store.access import Reader, format_access
 from kb_ai.store.articles import Article, load_article, iter_article_paths
-from kb_ai.store.files import append_text, write_text_if_changed
+from kb_ai.store.files import NotRegularFileError, append_text, read_regular_bytes, write_text_if_changed
 from kb_ai.store.paths import normalize_wiki_path
 
 log = logging.getLogger(__name__)
@@ -228,6 +228,19 @@ def parse_master_index(text: str) -> Catalog:
     return Catalog(entries, warnings)
 
 
+MAX_INDEX_BYTES = 512_000_000
+
+
+def read_master_index(wiki_dir: Path) -> str | None:
+    """The text of ``wiki/master-index.md``; None when there is none, or something that is not a
+    regular file has its name (a FIFO is never waited on). Other read errors are raised."""
+    try:
+        data = read_regular_bytes(wiki_dir / "master-index.md", MAX_INDEX_BYTES)
+    except (FileNotFoundError, NotADirectoryError, IsADirectoryError, NotRegularFileError):
+        return None
+    return data.decode("utf-8", errors="replace")
+
+
 def write_master_index(wiki_dir: Path, catalog: Catalog) -> bool:
     """Write master-index.md if its text changed. Returns True when it was written."""
     return write_text_if_changed(wiki_dir / "master-index.md", render_master_index(catalog))
@@ -258,20 +271,21 @@ class CatalogStore:
     def _current_stamp(self) -> tuple[int, int] | None:
         try:
             st = (self.wiki_dir / "master-index.md").stat()
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):
             return None
-        return (st.st_mtime_ns, st.st_size)
+        return (st.st_mtime_ns, st.st_size) if stat.S_ISREG(st.st_mode) else None
 
     def get(self) -> Catalog:
         stamp = self._current_stamp()
         with self._lock:
             if self._catalog is not None and stamp == self._stamp and stamp is not None:
                 return self._catalog
-            if stamp is None:
+            text = read_master_index(self.wiki_dir) if stamp is not None else None
+            if text is None:
                 catalog = build_catalog(self.wiki_dir) if self.wiki_dir.is_dir() else Catalog([])
-                catalog.warnings.insert(0, "wiki/master-index.md is missing; catalog built from the articles (run `kaas index`)")
+                what = "is missing" if not os.path.lexists(self.wiki_dir / "master-index.md") else "is not a file"
+                catalog.warnings.insert(0, f"wiki/master-index.md {what}; catalog built from the articles (run `kaas index`)")
             else:
-                text = (self.wiki_dir / "master-index.md").read_text(encoding="utf-8", errors="replace")
                 catalog = parse_master_index(text)
                 catalog = self._drop_missing(catalog, stamp[0])
             for warning in catalog.warnings:

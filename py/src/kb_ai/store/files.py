@@ -32,12 +32,13 @@ def atomic_write_text(path: Path, text: str) -> None:
 def write_text_if_changed(path: Path, text: str) -> bool:
     """Atomically write ``text`` unless ``path`` already holds exactly it (generated files that
     change rarely stay untouched, mtime included). Returns True when it was written."""
+    data = text.encode("utf-8")
     try:
-        if path.read_text(encoding="utf-8") == text:
+        if read_regular_bytes(path, len(data)) == data:
             return False
-    except (FileNotFoundError, UnicodeDecodeError):
-        pass
-    atomic_write_text(path, text)
+    except (FileNotFoundError, IsADirectoryError, NotRegularFileError, FileTooLargeError):
+        pass  # a folder in its place makes the write fail with a clear error; a FIFO is replaced
+    atomic_write_bytes(path, data)
     return True
 
 
