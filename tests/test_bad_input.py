@@ -452,3 +452,22 @@ def test_a_master_index_that_is_not_a_file_never_blocks_and_the_wiki_still_answe
         assert index_code == 0 and index.is_file() and "ops/deployment.md" in index.read_text()
     else:  # a folder is never removed by kaas: a one-line error says what is in the way
         assert index_code != 0 and index_err.strip().endswith("master-index.md: Is a directory") and index.is_dir()
+
+
+def test_a_fifo_in_place_of_the_log_or_the_server_announcement_never_blocks(sample_kb):
+    os.unlink(sample_kb.wiki_dir / "log.md") if (sample_kb.wiki_dir / "log.md").exists() else None
+    os.mkfifo(sample_kb.wiki_dir / "log.md")
+    (sample_kb.root / ".kaas").mkdir(exist_ok=True)
+    os.mkfifo(sample_kb.root / ".kaas" / "server.json")
+    from conftest import write_page
+
+    write_page(sample_kb.wiki_dir, "ops/new.md", "New page", "Added by hand.", "# New\n\nNew text.")
+    try:
+        index = subprocess.run([KAAS, "--kb", str(sample_kb.root), "index"], capture_output=True, text=True, timeout=60)
+        ask = subprocess.run([KAAS, "--kb", str(sample_kb.root), "ask", "reverse proxy"], capture_output=True,
+                             text=True, timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.fail("waited on a FIFO")
+    assert index.returncode == 1 and index.stderr.strip() == f"kaas: error: cannot access {sample_kb.wiki_dir / 'log.md'}: not a regular file"
+    assert "New page" in sample_kb.master_index.read_text()  # the catalog itself was written
+    assert ask.returncode == 0 and "Deployment" in ask.stdout  # answered here: no server to ask

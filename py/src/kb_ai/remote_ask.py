@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any, Iterator
 from urllib.parse import urlsplit
 
+from kb_ai.store.files import read_regular_bytes
+
 SERVER_FILE = "server.json"
 CONNECT_TIMEOUT = 2.0
 
@@ -36,7 +38,7 @@ def running_server(state_dir: Path, model: str | None) -> dict[str, Any] | None:
     try:
         if hasattr(os, "getuid") and file.stat().st_uid != os.getuid():
             return None  # written by someone else: do not send them our question and token
-        info = json.loads(file.read_text(encoding="utf-8"))
+        info = json.loads(read_regular_bytes(file, 64_000))  # a FIFO in its place is refused, not waited on
         pid, url = int(info["pid"]), str(info["url"])
     except (OSError, ValueError, KeyError, TypeError):
         return None

@@ -80,9 +80,18 @@ def append_text(path: Path, text: str) -> None:
     continue."""
     path.parent.mkdir(parents=True, exist_ok=True)
     data = text.encode("utf-8")
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o666)
+    # O_NONBLOCK: a FIFO in the log's place must not wait for a reader (it is refused below).
     try:
-        size = os.fstat(fd).st_size
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0), 0o666)
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:  # a FIFO nobody reads
+            raise NotRegularFileError(errno.EINVAL, "not a regular file", str(path)) from None
+        raise
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise NotRegularFileError(errno.EINVAL, "not a regular file", str(path))
+        size = info.st_size
         try:
             written = 0
             while written < len(data):
