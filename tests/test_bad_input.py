@@ -471,3 +471,75 @@ def test_a_fifo_in_place_of_the_log_or_the_server_announcement_never_blocks(samp
     assert index.returncode == 1 and index.stderr.strip() == f"kaas: error: cannot access {sample_kb.wiki_dir / 'log.md'}: not a regular file"
     assert "New page" in sample_kb.master_index.read_text()  # the catalog itself was written
     assert ask.returncode == 0 and "Deployment" in ask.stdout  # answered here: no server to ask
+
+
+# -- JSON nested past Python's stack, from a model or in kaas's own state files --------------------
+
+DEEP_JSON = "[" * 100_000 + "]" * 100_000
+
+
+def test_a_model_reply_nested_past_the_stack_is_bad_output_and_selection_falls_back(sample_kb, monkeypatch):
+    from llm_fakes import API_BASE, MODEL, FakeOpenAI
+
+    for name, value in {"KAAS_MODEL": MODEL, "KAAS_API_BASE": API_BASE, "KAAS_API_KEY": "k",
+                        "KAAS_MAX_RETRIES": "0", "KAAS_CACHE": "false"}.items():
+        monkeypatch.setenv(name, value)
+    with FakeOpenAI() as fake:
+        fake.reply('{"paths": ' + DEEP_JSON + "}", when="navigator of a wiki", repeat=True)
+        fake.reply_stream(["Behind nginx [Deployment](ops/deployment.md)."], when="You answer questions")
+        result = CliRunner().invoke(cli, ["--kb", str(sample_kb.root), "ask", "--json", "reverse proxy"])
+    assert result.exit_code == 0 and result.exception is None, repr(result.exception)
+    data = json.loads(result.stdout)
+    assert "ops/deployment.md" in [p["path"] for p in data["pages"]]  # keyword fallback found it
+    assert any("nested too deeply" in n for n in data["notices"]), data["notices"]
+
+
+STATE_FILES = {
+    "topic summaries": (".kaas/topic-summaries.json", ["index"]),
+    "manifest": (".kaas/manifest.json", ["compile", "--offline"]),
+    "journal line": (".kaas/journal.jsonl", ["compile", "--offline"]),
+    "dedup fingerprints": (".kaas/fingerprints.json", ["compile", "--offline"]),
+    "server announcement": (".kaas/server.json", ["ask", "reverse proxy"]),
+    "lexical index paths": (".kaas/lexical-index/kaas-paths.json", ["ask", "reverse proxy"]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(STATE_FILES), ids=sorted(STATE_FILES))
+def test_state_files_nested_past_the_stack_are_ignored_like_damaged_ones(sample_kb, name):
+    relative, command = STATE_FILES[name]
+    (sample_kb.root / "raw").mkdir()
+    (sample_kb.root / "raw" / "alpha.md").write_text("# Alpha\n\nAlpha is the first project and ships in May.\n")
+    first = CliRunner().invoke(cli, ["--kb", str(sample_kb.root), "compile", "--offline"])
+    assert first.exit_code == 0, first.output
+    CliRunner().invoke(cli, ["--kb", str(sample_kb.root), "ask", "reverse proxy"])  # builds the lexical index
+    (sample_kb.root / "raw" / "beta.md").write_text("# Beta\n\nBeta is the second project and ships in July.\n")
+    target = sample_kb.root / relative
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(DEEP_JSON + "\n")
+    result = CliRunner().invoke(cli, ["--kb", str(sample_kb.root), *command])
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+    assert result.exit_code == 0, result.output
+
+
+def test_llm_cache_entries_nested_past_the_stack_are_misses(sample_kb, monkeypatch):
+    from llm_fakes import API_BASE, MODEL, FakeOpenAI
+
+    for name, value in {"KAAS_MODEL": MODEL, "KAAS_API_BASE": API_BASE, "KAAS_API_KEY": "k", "KAAS_MAX_RETRIES": "0"}.items():
+        monkeypatch.setenv(name, value)
+
+    def ask():
+        with FakeOpenAI() as fake:
+            fake.reply_json({"paths": ["ops/deployment.md"]}, when="navigator of a wiki", repeat=True)
+            fake.reply_stream(["Behind nginx [Deployment](ops/deployment.md)."], when="You answer questions", repeat=True)
+            result = CliRunner().invoke(cli, ["--kb", str(sample_kb.root), "ask", "--json", "reverse proxy"])
+        return result, fake.call_count
+
+    first, calls = ask()
+    assert first.exit_code == 0 and calls > 0, first.output
+    entries = [p for p in (sample_kb.root / ".kaas").rglob("*.json") if "cache" in p.parts]
+    assert entries  # the reply cache and the remembered response format
+    for entry in entries:
+        entry.write_text(DEEP_JSON)
+    again, calls = ask()
+    assert again.exception is None or isinstance(again.exception, SystemExit), repr(again.exception)
+    assert again.exit_code == 0 and calls > 0 and json.loads(again.stdout)["citations"]

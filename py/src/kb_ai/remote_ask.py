@@ -40,7 +40,7 @@ def running_server(state_dir: Path, model: str | None) -> dict[str, Any] | None:
             return None  # written by someone else: do not send them our question and token
         info = json.loads(read_regular_bytes(file, 64_000))  # a FIFO in its place is refused, not waited on
         pid, url = int(info["pid"]), str(info["url"])
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, RecursionError):
         return None
     if info.get("model") != (model or None) or urlsplit(url).hostname not in ("127.0.0.1", "::1", "localhost"):
         return None

@@ -154,7 +154,7 @@ class CompileState:
                 state.prompts = dict(data.get("prompts") or {})
                 state.rejections = dict(data.get("rejections") or {})
                 state.meta = {k: data.get(k) for k in ("mode", "model", "compiled_at")}
-            except (OSError, ValueError, TypeError, KeyError) as exc:
+            except (OSError, ValueError, TypeError, KeyError, RecursionError) as exc:
                 state.warnings.append(f".kaas/{MANIFEST} unreadable ({exc}); starting from an empty state")
                 state.sources, state.articles = {}, {}
         state._replay_journal(wiki_dir)
@@ -169,8 +169,8 @@ class CompileState:
             for line in handle:
                 try:
                     entry = json.loads(line)
-                except ValueError:
-                    continue  # torn last line of a killed run
+                except (ValueError, RecursionError):
+                    continue  # torn last line of a killed run (or a line nested past the stack)
                 op = entry.get("op")
                 if op == "source":
                     record = SourceRecord.from_json(entry["record"])
@@ -263,7 +263,7 @@ class CompileState:
                 try:
                     data = json.loads(file.read_text(encoding="utf-8"))
                     self._fingerprints = {p: Fingerprint.from_json(v) for p, v in data.items()}
-                except (OSError, ValueError, TypeError, KeyError) as exc:
+                except (OSError, ValueError, TypeError, KeyError, RecursionError) as exc:
                     self.warnings.append(f".kaas/{FINGERPRINTS} unreadable ({exc}); dedup state rebuilt")
         return self._fingerprints
 

@@ -78,7 +78,7 @@ class ResponseCache:
             )
         except FileNotFoundError:
             return None
-        except (OSError, ValueError, TypeError, KeyError) as exc:
+        except (OSError, ValueError, TypeError, KeyError, RecursionError) as exc:  # Recursion: nested too deep
             log.warning("ignoring unreadable LLM cache entry %s (%s)", path, exc)
             return None
 

@@ -678,8 +678,8 @@ class LLMGateway:
                     shapes = data.get("response_format", {}) if isinstance(data, dict) else {}
                     self._shape_memory.update(
                         {k: v for k, v in shapes.items() if isinstance(v, str) and v in SHAPES})
-                except (OSError, ValueError):
-                    pass  # no file yet, or unreadable: start from the best shape
+                except (OSError, ValueError, AttributeError, RecursionError):
+                    pass  # no file yet, or unreadable (damaged, nested too deep): start from the best shape
         return self._shape_memory.get(self._shape_key(), SHAPE_JSON_SCHEMA)
 
     def _remember_shape(self, shape: str) -> None:
@@ -694,9 +694,11 @@ class LLMGateway:
                 data = json.loads(self._capabilities_path.read_text(encoding="utf-8"))
                 if not isinstance(data, dict):
                     data = {}
-            except (OSError, ValueError):
+            except (OSError, ValueError, RecursionError):
                 data = {}
-            data.setdefault("response_format", {})[key] = shape
+            if not isinstance(data.get("response_format"), dict):
+                data["response_format"] = {}
+            data["response_format"][key] = shape
             atomic_write_text(self._capabilities_path, json.dumps(data, indent=2, sort_keys=True) + "\n")
         except OSError as exc:
             log.warning("could not save %s (%s)", self._capabilities_path, exc)
@@ -1021,6 +1023,8 @@ def parse_json_reply(text: str) -> Any:
     for candidate in candidates:
         try:
             return json.loads(candidate)
+        except RecursionError:  # valid JSON nested past Python's stack: no schema wants that
+            raise ValueError("the reply is nested too deeply") from None
         except ValueError as exc:
             first_error = first_error or f"not valid JSON ({exc})"
         starts = sorted(i for i in (candidate.find("{"), candidate.find("[")) if i >= 0)
@@ -1028,6 +1032,8 @@ def parse_json_reply(text: str) -> Any:
             try:
                 value, _ = decoder.raw_decode(candidate, start)
                 return value
+            except RecursionError:
+                raise ValueError("the reply is nested too deeply") from None
             except ValueError:
                 continue
     raise ValueError(first_error or "no JSON found in the reply")

@@ -139,7 +139,7 @@ class LexicalIndex:
             paths = json.loads((cache_dir / "kaas-paths.json").read_text(encoding="utf-8"))
             vocab = json.loads((cache_dir / "kaas-vocab.json").read_text(encoding="utf-8"))
             retriever = bm25s.BM25.load(str(cache_dir), mmap=False)
-        except (OSError, ValueError, KeyError) as exc:
+        except (OSError, ValueError, KeyError, RecursionError) as exc:
             log.info("lexical index cache unusable (%s); rebuilding", exc)
             return None
         return cls(paths, retriever, vocab)

@@ -195,7 +195,7 @@ def _withdraw(state_dir: Path) -> None:
     try:
         if json.loads(target.read_text(encoding="utf-8")).get("pid") == os.getpid():
             target.unlink()
-    except (OSError, ValueError, AttributeError):
+    except (OSError, ValueError, AttributeError, RecursionError):
         pass
 
 

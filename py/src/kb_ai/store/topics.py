@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kb_ai.store.catalog import Catalog, CatalogEntry
-from kb_ai.store.files import atomic_write_text, write_text_if_changed
+from kb_ai.store.files import atomic_write_text, read_regular_bytes, write_text_if_changed
 from kb_ai.store.words import label_words
 
 TOPICS_FILE = "topics.md"
@@ -190,8 +190,8 @@ def load_model_summaries(state_dir: Path) -> dict[str, dict]:
     """Topic summaries a compile with a model wrote: {topic: {"summary", "members"}}. A missing
     or damaged file means none (the deterministic summaries stand in)."""
     try:
-        data = json.loads((state_dir / MODEL_SUMMARIES_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = json.loads(read_regular_bytes(state_dir / MODEL_SUMMARIES_FILE, 50_000_000))
+    except (OSError, ValueError, RecursionError):  # missing, a FIFO, damaged, nested past the stack
         return {}
     if not isinstance(data, dict):
         return {}
