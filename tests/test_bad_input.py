@@ -543,3 +543,11 @@ def test_llm_cache_entries_nested_past_the_stack_are_misses(sample_kb, monkeypat
     again, calls = ask()
     assert again.exception is None or isinstance(again.exception, SystemExit), repr(again.exception)
     assert again.exit_code == 0 and calls > 0 and json.loads(again.stdout)["citations"]
+
+
+def test_saving_an_answer_to_an_overlong_question_is_refused_not_saved_unreadable(client, sample_kb):
+    before = sorted(p.relative_to(sample_kb.wiki_dir) for p in sample_kb.wiki_dir.rglob("*.md"))
+    response = client.post("/api/answers", json={"question": "why " * 25_000, "answer": "See [Citations](retrieval/citations.md).",
+                                                 "citations": ["retrieval/citations.md"]})
+    assert_bad_request(response, "longer than 4000 characters")
+    assert sorted(p.relative_to(sample_kb.wiki_dir) for p in sample_kb.wiki_dir.rglob("*.md")) == before

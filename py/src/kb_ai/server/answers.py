@@ -14,6 +14,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from kb_ai.errors import KaasError, PageNotFoundError, UnsafePathError
+from kb_ai.navigate.ask import MAX_QUESTION_CHARS
 from kb_ai.navigate.records import AskResult
 from kb_ai.navigate.save import save_answer
 from kb_ai.server.chat import BadRequestError, read_json
@@ -31,6 +32,8 @@ def _result_from(payload: object, kb, reader: Reader) -> tuple[str, AskResult]:
     question, answer = payload.get("question"), payload.get("answer")
     if not isinstance(question, str) or not question.strip() or not isinstance(answer, str) or not answer.strip():
         raise BadRequestError("'question' and 'answer' must be non-empty strings")
+    if len(question) > MAX_QUESTION_CHARS:  # as for asking: it goes into the page's frontmatter whole
+        raise BadRequestError(f"the question is longer than {MAX_QUESTION_CHARS} characters")
     raw_citations = payload.get("citations") or []
     if not isinstance(raw_citations, list) or len(raw_citations) > 50:
         raise BadRequestError("'citations' must be a list of at most 50 page paths")
