@@ -26,7 +26,14 @@ from kb_ai.compile.lock import CompileLock
 from kb_ai.errors import ArticleFormatError, KaasError, PageNotFoundError, StorageError, UnsafePathError
 from kb_ai.render import render_markdown, wiki_href
 from kb_ai.server.chat import BadRequestError, read_json
-from kb_ai.store.articles import MAX_ARTICLE_BYTES, RESERVED_NAMES, Article, parse_article, read_article_text, split_frontmatter
+from kb_ai.store.articles import (
+    MAX_ARTICLE_BYTES,
+    RESERVED_NAMES,
+    Article,
+    parse_article,
+    read_article_text,
+    validate_article_text,
+)
 from kb_ai.server.guard import reader_of
 from kb_ai.store.access import OWNER, Reader
 from kb_ai.store.catalog import Catalog
@@ -180,21 +187,6 @@ async def page_endpoint(request: Request) -> Response:
         return error_response(exc)
     return Response(json.dumps(data, ensure_ascii=False), media_type="application/json",
                     headers={"Cache-Control": "no-store"})
-
-
-def validate_article_text(text: str, rel: str) -> Article:
-    """A hand edit is accepted when its frontmatter parses and names a title."""
-    if len(text.encode("utf-8")) > MAX_ARTICLE_BYTES:
-        raise ArticleFormatError(f"{rel}: larger than {MAX_ARTICLE_BYTES} bytes")
-    if "\x00" in text:
-        raise ArticleFormatError(f"{rel}: contains a NUL character")
-    meta, _body = split_frontmatter(text, rel)
-    if not meta:
-        raise ArticleFormatError(f"{rel}: the article needs YAML frontmatter (between --- lines) with a title")
-    title = meta.get("title")
-    if not isinstance(title, str) or not title.strip():
-        raise ArticleFormatError(f"{rel}: the frontmatter needs a title")
-    return parse_article(text, rel)
 
 
 async def _save(request: Request, raw_path: str) -> Response:

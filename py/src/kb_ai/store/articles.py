@@ -206,6 +206,29 @@ def read_article_text(file: Path, label: str) -> str:
         raise ArticleFormatError(f"{label}: not UTF-8 text (byte {exc.start})") from None
 
 
+def validate_article_text(text: str, rel: str) -> Article:
+    """The one check for article text about to be written, by a person (the HTTP save) or by
+    ``kaas compile`` (both writers): what passes here is what ``read_article_text`` and
+    ``parse_article`` read back, so a written page can never be left out of the catalog.
+    Size in UTF-8 bytes, encodable as UTF-8, no NUL, frontmatter that parses (size, YAML,
+    a mapping) and names a title. Raises ``ArticleFormatError`` naming ``rel``."""
+    try:
+        size = len(text.encode("utf-8"))
+    except UnicodeEncodeError as exc:
+        raise ArticleFormatError(f"{rel}: not encodable as UTF-8 (character {exc.start})") from None
+    if size > MAX_ARTICLE_BYTES:
+        raise ArticleFormatError(f"{rel}: larger than {MAX_ARTICLE_BYTES} bytes ({size:,} bytes)")
+    if "\x00" in text:
+        raise ArticleFormatError(f"{rel}: contains a NUL character")
+    meta, _body = split_frontmatter(text, rel)
+    if not meta:
+        raise ArticleFormatError(f"{rel}: the article needs YAML frontmatter (between --- lines) with a title")
+    title = meta.get("title")
+    if not isinstance(title, str) or not title.strip():
+        raise ArticleFormatError(f"{rel}: the frontmatter needs a title")
+    return parse_article(text, rel)
+
+
 def load_article(wiki_dir: Path, path: str) -> Article:
     """Read one article by catalog path. Raises ``PageNotFoundError``-free ``FileNotFoundError``
     when missing, ``UnsafePathError`` for hostile paths, ``ArticleFormatError`` when unreadable."""
