@@ -9,6 +9,7 @@ from typing import AsyncIterator
 
 from kb_ai.errors import LLMAuthError, LLMError, MissingApiKeyError, UnknownModelError
 from kb_ai.llm.gateway import LLMGateway
+from kb_ai.llm.plausible import one_line, plausible, unique
 from kb_ai.llm.prompts import PromptLibrary, delimit_data
 from kb_ai.llm.usage import UsageMeter
 from kb_ai.navigate.navigator import LexicalIndexCache
@@ -130,7 +131,11 @@ class LLMNavigator:
             raise
         except LLMError as exc:
             return [], [f"Follow-up suggestions failed: {exc.message}"]
-        questions = [" ".join(str(q).split()) for q in reply.get("questions", []) if str(q).strip()]
+        # An echo of the prompt, a placeholder, the question itself or a repeat is no suggestion.
+        instructions = "\n".join(m["content"] for m in self.prompts.render(
+            "suggest", question="", answer="", pages=[], other_titles=[]))
+        raw = reply.get("questions") if isinstance(reply.get("questions"), list) else []
+        questions = unique([one_line(q) for q in raw if plausible(q, instructions)], seen=[question])
         return questions[:3], []
 
     def not_covered(self) -> str:
