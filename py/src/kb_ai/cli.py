@@ -292,7 +292,20 @@ def _ask_running_server(settings: Settings, question: str, rewrite: bool, sugges
 @click.option("--offline", is_flag=True, help="Ignore any configured model: deterministic structuring.")
 @click.pass_context
 def compile_command(ctx: click.Context, full: bool, dry_run: bool, as_json: bool, offline: bool) -> None:
-    """Compile raw/ into wiki/ (incremental: unchanged sources cost nothing)."""
+    """Compile raw/ into wiki/ (incremental: unchanged sources cost nothing).
+
+    \b
+    Exit status:
+      0  everything that needed compiling was compiled (skipped files and
+         duplicates are listed in the report, they are not failures)
+      1  some source or article failed or was left alone (model errors,
+         refused model output, hand edits offline compile cannot merge, an
+         unreachable server): the report says which and why, finished work
+         is saved, the next run retries
+      2  usage or configuration error (no raw/ folder, unknown model,
+         missing API key, rejected credentials)
+      3  another compile holds the lock on this knowledge base
+    """
     from kb_ai.compile.pipeline import run_compile
 
     settings = _settings(ctx)
@@ -303,6 +316,7 @@ def compile_command(ctx: click.Context, full: bool, dry_run: bool, as_json: bool
     except KaasError as exc:
         _fail(exc)
     click.echo(json.dumps(report.to_dict(), ensure_ascii=False, indent=2) if as_json else report.render_text())
+    sys.exit(report.exit_code)
 
 
 @cli.command()

@@ -62,7 +62,10 @@ class ArticleFormatError(KaasError):
 
 
 class LockedError(KaasError):
+    """Another compile (or index/edit holding the compile lock) is running on this KB."""
+
     code = "locked"
+    exit_code = 3
 
 
 class LLMError(KaasError):

@@ -187,6 +187,7 @@ class Compiler:
                 await self._stage_write()
                 self._stage_index()
                 await self._stage_topics()
+            self._report_partial()
         finally:
             self.progress.done()
             self.state.close()
@@ -198,8 +199,24 @@ class Compiler:
             self.state.save({"mode": self.mode, "model": self.report.model,
                              "compiled_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")})
             self.report.manifest = MANIFEST_LABEL
-            append_log(kb.wiki_dir, "compile", self._log_line())
+            if self._eventful():
+                append_log(kb.wiki_dir, "compile", self._log_line())
         return self.report
+
+    def _report_partial(self) -> None:
+        """Sources compiled without part of their content (refused or oversized archive members,
+        unreadable PDF pages, text cut, boilerplate removed), each part with its reason: the
+        report, not only the manifest, says everything that was not compiled."""
+        for path in sorted(self.present):
+            work = self.work.get(path)
+            record = self.state.sources.get(path)
+            if work is not None:
+                notes = work.source.notes
+            elif record is not None and record.status not in (SKIPPED, DUPLICATE):
+                notes = record.notes
+            else:
+                continue
+            self.report.partial.extend({"path": path, "reason": note} for note in notes)
 
     def _remove_temp_files(self) -> None:
         """Temp files of an atomic write cut short by a kill (we hold the lock: none is live)."""
@@ -731,6 +748,12 @@ class Compiler:
         stage.counts = {"summaries": written}
         stage.add_usage(meter)
         stage.seconds = round(time.perf_counter() - t0, 3)
+
+    def _eventful(self) -> bool:
+        """Whether this run is worth a line in wiki/log.md: a no-op compile writes nothing."""
+        r = self.report
+        return bool(self.written or r.failed or r.held or r.created or r.updated or r.detached
+                    or any(r.sources.get(k) for k in ("new", "changed", "deleted")))
 
     def _log_line(self) -> str:
         s, u = self.report.sources, self.report.usage

@@ -38,6 +38,7 @@ class CompileReport:
     stages: list[StageReport] = field(default_factory=list)
     sources: dict[str, int] = field(default_factory=dict)
     skipped: list[dict[str, str]] = field(default_factory=list)
+    partial: list[dict[str, str]] = field(default_factory=list)  # compiled, but part of the file left out
     duplicates: list[dict[str, Any]] = field(default_factory=list)
     created: list[str] = field(default_factory=list)
     updated: list[str] = field(default_factory=list)
@@ -78,11 +79,22 @@ class CompileReport:
 
     @property
     def ok(self) -> bool:
-        return not self.failed
+        return not self.failed and not self.held
+
+    @property
+    def exit_code(self) -> int:
+        """``kaas compile``'s exit status (README, ``kaas compile --help``): 0 when every source and
+        article that needed work got it (skipped files and duplicates are not failures); 1 when a
+        source or article failed or was left alone (refused model output, a hand edit offline
+        cannot merge): the report says which and why, finished work is saved, the next run
+        retries. (2: usage or configuration error, 3: another compile holds the lock — raised
+        as errors before a report exists.)"""
+        return 0 if self.ok else 1
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["usage"] = self.usage
+        data["exit_code"] = self.exit_code
         return data
 
     def render_text(self) -> str:
@@ -145,6 +157,7 @@ class CompileReport:
             ("left alone", [f"{h['path']}: {h['reason']}" for h in self.held]),
             ("failed (retried next run)", [f"{f['path']}: {f['reason']}" for f in self.failed]),
             ("skipped", [f"{x['path']}: {x['reason']}" for x in self.skipped]),
+            ("compiled in part (what was left out)", [f"{x['path']}: {x['reason']}" for x in self.partial]),
             ("duplicates", [_dup_line(d) for d in self.duplicates]),
             ("model output rejected", [f"{r['source']}: {r['detail']}" for r in self.rejected]),
             ("prompt files changed since the last compile", self.prompt_changes),
