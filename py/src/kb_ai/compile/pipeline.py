@@ -410,24 +410,26 @@ class Compiler:
 
     # -- 3. plan ------------------------------------------------------------------------------
 
-    def _plan_catalog(self) -> PlanCatalog:
+    def _plan_catalog(self, replayed: set[str] = frozenset()) -> PlanCatalog:
+        """The wiki as the planner starts from. ``replayed``: new articles of reused plans, left
+        out here because replaying those plans adds them where an uninterrupted run did."""
         if not self.kb.wiki_dir.is_dir():
             catalog = None
         elif self.kb.master_index.exists():
             catalog = self.kb.catalog_store.get()
         else:
             catalog = build_catalog(self.kb.wiki_dir)
-        items = [CatalogItem(e.path, e.title, e.summary, e.topic) for e in (catalog.entries if catalog else [])]
+        items = [CatalogItem(e.path, e.title, e.summary, e.topic, e.access) for e in (catalog.entries if catalog else [])]
         known = {i.path for i in items}
         # Articles written by a run that was killed before it re-indexed.
         for path in sorted(self.state.articles):
-            if path in known:
+            if path in known or path in replayed:
                 continue
             try:
                 article = load_article(self.kb.wiki_dir, path)
             except (FileNotFoundError, ArticleFormatError, UnsafePathError, OSError):
                 continue
-            items.append(CatalogItem(article.path, article.title, article.summary, article.topic))
+            items.append(CatalogItem(article.path, article.title, article.summary, article.topic, article.access))
         return PlanCatalog(items)
 
     async def _stage_plan(self) -> None:
@@ -442,17 +444,29 @@ class Compiler:
             stage.counts = counts
             stage.seconds = round(time.perf_counter() - t0, 3)
             return
-        catalog = self._plan_catalog()
-        self.catalog = catalog
         need: list[SourceWork] = []
+        reused: set[str] = set()
+        planned_new = {t.path for w in to_plan if w.record is not None and w.record.status == PLANNED
+                       for t in (w.record.plan or []) if t.new}
+
+        def still_there(target: PlanTarget) -> bool:
+            return target.new or target.path in planned_new or (self.kb.wiki_dir / target.path).is_file()
+
         for work in to_plan:
             record = work.record
             if (record is not None and record.status == PLANNED and record.checksum == work.source.checksum
-                    and record.plan and record.plan_prompt == self.planner.prompt_version and work.change == "pending"):
-                work.plan = record.plan  # planned by an interrupted run
+                    and record.plan and record.plan_prompt == self.planner.prompt_version and work.change == "pending"
+                    and all(still_there(t) for t in record.plan)):
+                # Planned by an interrupted run (an article it was to update that has since been
+                # deleted by hand makes it plan again, against the wiki as it now is).
+                work.plan = record.plan
+                reused.add(work.source.path)
                 counts["reused"] += 1
             else:
                 need.append(work)
+        catalog = self._plan_catalog({t.path for w in to_plan if w.source.path in reused
+                                      for t in (w.plan or []) if t.new})
+        self.catalog = catalog
         if self.dry_run and self.mode == "llm":
             self._estimate(need, revisions, catalog)
             stage.counts = {"to_plan": len(need), "reused": counts["reused"], "revisions": len(revisions)}
@@ -471,10 +485,21 @@ class Compiler:
                         raise
                     return exc
 
-        for start in range(0, len(need), PLAN_WAVE):
-            wave = need[start:start + PLAN_WAVE]
-            proposals = await asyncio.gather(*(propose(w) for w in wave))
-            for work, proposal in zip(wave, proposals):
+        # Waves over *every* source to plan, the reused ones included, so that a resumed compile
+        # sees, source for source, the catalog an uninterrupted one saw: each wave is proposed
+        # against the articles planned by the waves before it, then resolved in path order (a
+        # reused plan adds its new articles to the catalog exactly where it was made).
+        for start in range(0, len(to_plan), PLAN_WAVE):
+            wave = to_plan[start:start + PLAN_WAVE]
+            fresh = [w for w in wave if w.source.path not in reused]
+            proposals = dict(zip((w.source.path for w in fresh), await asyncio.gather(*(propose(w) for w in fresh))))
+            for work in wave:
+                if work.source.path in reused:
+                    for target in work.plan or []:
+                        if target.new:
+                            catalog.add_target(target)
+                    continue
+                proposal = proposals[work.source.path]
                 self.progress.advance(work.source.path)
                 if isinstance(proposal, LLMError):
                     counts["failed"] += 1
@@ -484,7 +509,7 @@ class Compiler:
                 result: PlanResult = self.planner.resolve(proposal, work.source, catalog, previous)
                 for target in result.targets:
                     if target.new:
-                        catalog.add(CatalogItem(target.path, target.title, target.summary, target.topic))
+                        catalog.add_target(target)
                 for detail in result.rejected:
                     self.report.rejected.append({"source": work.source.path, "detail": detail})
                 for note in result.notes:
@@ -510,8 +535,8 @@ class Compiler:
                                                work.record.articles if work.record else []).targets
                 for target in targets:
                     if target.new:
-                        catalog.add(CatalogItem(target.path, target.title, target.summary, target.topic))
-            work.plan = [PlanTarget(t.path, t.title, t.summary, t.topic, t.new, "revision") for t in targets]
+                        catalog.add_target(target)
+            work.plan = [PlanTarget(t.path, t.title, t.summary, t.topic, t.new, "revision", t.access) for t in targets]
             counts["revisions"] += 1
             self._record_planned(work)
         self.progress.done()
