@@ -280,7 +280,9 @@ class CompileState:
             return
         file = self._written_file(text_hash(text))
         if not file.is_file():
-            atomic_write_text(file, text)
+            # No fsync: a kept text is checked against its hash when read, and a lost one only
+            # makes kaas count more lines as hand-written.
+            atomic_write_text(file, text, durable=False)
 
     def written_text(self, digest: str | None) -> str | None:
         """The text kaas wrote with this hash, or None when it is not (or no longer) kept."""
