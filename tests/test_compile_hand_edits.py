@@ -201,3 +201,15 @@ def test_guard_is_one_check_for_rewrites_and_section_edits():
         else:
             raise AssertionError("not refused")
     guard_body(article, edited + "\n## B\n\nAdded.\n", model=True)  # keeping it is fine
+
+
+def test_a_hand_edit_that_broke_the_frontmatter_is_left_alone_and_the_run_says_so(tmp_path):
+    article = compiled(tmp_path)
+    broken = article.read_text().replace("topic: eng", "topic: [eng", 1)
+    article.write_text(broken)
+    change_source(tmp_path, "Tuesdays", "Wednesdays")
+    report, _ = compile_with(tmp_path, replying(body=NEW_BODY))
+    assert article.read_text() == broken
+    assert [f["path"] for f in report.failed] == ["eng/release-process.md"]
+    assert "malformed frontmatter" in report.failed[0]["reason"]
+    assert report.exit_code == 1  # scripts notice: the new material is not in the wiki
