@@ -141,3 +141,19 @@ async def test_each_kind_of_reader_has_its_own_saved_index(twins):
     full = dict((h.path, h.score) for h in again.navigator.lexical.get(view).search("proxy deployment", 10))
     part = dict((h.path, h.score) for h in again.navigator.lexical.get(ops).search("proxy deployment", 10))
     assert part and all(full[p] == s for p, s in part.items()) and all(p.startswith("ops/") for p in part)
+
+
+def test_a_page_restricted_by_a_hand_edit_ranks_by_nothing_of_its_new_text(twins):
+    """Between a hand edit and the next re-index the server's catalog is stale; an index built in
+    that window must not take in the text of a page that is no longer bob's to read."""
+    answers = []
+    for kb, secret in zip(twins, ("Frambulox", "")):
+        with TestClient(create_app(Settings(kb=kb.root), mcp=False), headers={"Authorization": f"Bearer {BOB}"}) as bob:
+            assert bob.get("/api/index").status_code == 200  # the catalog is loaded (no index built yet)
+            page = kb.wiki_dir / "ops" / "deployment.md"
+            page.write_text(page.read_text().replace("title: Deployment", "title: Deployment\naccess: [payroll]")
+                            + f"\n{secret} pays the reverse proxy bills.\n")
+            events = bob.post("/api/chat", json={"question": "Frambulox"}).text
+        answers.append(events.replace("Frambulox", "X"))
+    assert answers[0] == answers[1]
+    assert "No page of the wiki mentions" in answers[0] or "Nothing in the wiki matches" in answers[0]
