@@ -138,6 +138,29 @@ def test_bob_gets_byte_identical_http_answers_whether_or_not_hidden_pages_exist(
 
 
 
+def test_every_response_carrying_wiki_content_or_a_readers_view_is_never_stored(tmp_path):
+    kb, _ = make_twins(tmp_path)
+    with client_for(kb.root, BOB) as bob, TestClient(create_app(Settings(kb=kb.root), mcp=False)) as nobody:
+        answer = {"question": "q", "answer": "a [Links](ops/links.md)", "citations": [PUBLIC_PAGE], "mode": "offline"}
+        responses = {
+            "the reader's catalog page": bob.get("/wiki/"),
+            "an article page": bob.get(f"/wiki/{PUBLIC_PAGE}"),
+            "an article page's error": bob.get("/wiki/hr/salaries.md"),
+            "a refused spelling's error page": bob.get("/wiki/%2E%2E/x.txt"),
+            "the catalog JSON": bob.get("/api/index"),
+            "an article JSON": bob.get(f"/api/pages/{PUBLIC_PAGE}"),
+            "an article JSON error": bob.get("/api/pages/hr/salaries.md"),
+            "an unknown API route": bob.get("/api/nowhere"),
+            "a wrong method": bob.delete("/api/index"),
+            "a saved answer": bob.post("/api/answers", json=answer),
+            "an answer stream": bob.post("/api/chat", json={"question": "proxy"}),
+            "no token": nobody.get("/wiki/"),
+        }
+    for label, response in responses.items():
+        assert response.headers.get("cache-control") == "no-store", label
+    assert responses["a saved answer"].status_code == 201
+
+
 # -- MCP -------------------------------------------------------------------------------------------
 
 # Every tool and whether it may change the wiki. A new tool must be added here and to _mcp_walk.
