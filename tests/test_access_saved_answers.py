@@ -235,3 +235,26 @@ def test_saving_a_page_returns_only_its_own_warnings(kb):
     data = response.json()
     assert "Fizzbang" not in response.text and "finance" not in response.text
     assert data["index_warnings"] == ["faq.md: no summary in frontmatter; using the first sentence"]
+
+
+def test_answers_made_from_each_other_in_a_cycle_are_for_admins_only(kb):
+    for name, other in (("a", "b"), ("b", "a")):
+        write_page(kb.wiki_dir, f"answers/{name}.md", f"Answer {name}", "An answer.", "Text.", topic="answers",
+                   kind="answer", citations=[PUBLIC], read=[f"answers/{other}.md", PUBLIC])
+    kb.reindex()
+    for name in ("a", "b"):
+        assert not sees(kb, BOB, f"answers/{name}.md") and not sees(kb, ALICE, f"answers/{name}.md")
+        assert sees(kb, OPS, f"answers/{name}.md")
+
+
+def test_lint_reports_a_catalog_that_misstates_what_an_answer_was_made_from(kb):
+    from kb_ai.quality.lint import run_lint
+
+    write_page(kb.wiki_dir, "answers/x.md", "X", "An answer.", "Text.", topic="answers", kind="answer",
+               citations=[PUBLIC], read=[HIDDEN, PUBLIC])
+    kb.reindex()
+    index = kb.master_index.read_text()
+    assert f"<!-- depends: {HIDDEN} {PUBLIC} -->" in index
+    kb.master_index.write_text(index.replace(f"<!-- depends: {HIDDEN} {PUBLIC} -->", f"<!-- depends: {PUBLIC} -->"))
+    drift = [f for f in run_lint(Settings(kb=kb.root)).findings if f.check == "index-drift" and f.path == "answers/x.md"]
+    assert drift and "made from ['retrieval/citations.md'] in the catalog" in drift[0].message

@@ -82,7 +82,7 @@ def _read(kb: KnowledgeBase, rel: str) -> LoadedPage:
     return LoadedPage(parse_article(text, rel), text, file)
 
 
-def may_read(kb: KnowledgeBase, article: Article, reader: Reader, _chain: tuple[str, ...] = ()) -> bool:
+def may_read(kb: KnowledgeBase, article: Article, reader: Reader) -> bool:
     """Whether ``reader`` may read ``article`` as just read from its file: its own ``access``
     rule and, for a saved answer, every page it was made from — each read from its file now, so
     restricting one of them hides the answer's text at once, before any re-index. A page it was
@@ -92,16 +92,26 @@ def may_read(kb: KnowledgeBase, article: Article, reader: Reader, _chain: tuple[
         return False
     if reader.admin or not article.depends:
         return True
-    chain = (*_chain, article.path)
-    if len(chain) > MAX_DEPENDENCY_DEPTH:
-        return False
-    for path in article.depends:
-        if path in chain:
+    decided: dict[str, bool] = {}  # each page read once, however many answers were made from it
+
+    def made_from_readable(source: Article, depth: int) -> bool:
+        if depth >= MAX_DEPENDENCY_DEPTH:
             return False
-        try:
-            source = _read(kb, normalize_wiki_path(path)).article
-        except (KaasError, OSError):
-            return False
-        if not may_read(kb, source, reader, chain):
-            return False
-    return True
+        decided[source.path] = False  # while deciding: a cycle back to here fails closed
+        for path in source.depends:
+            known = decided.get(path)
+            if known is None:
+                try:
+                    page = _read(kb, normalize_wiki_path(path)).article
+                except (KaasError, OSError):
+                    known = False
+                else:
+                    known = reader.can_read(page.access) and (
+                        not page.depends or made_from_readable(page, depth + 1))
+                decided[path] = known
+            if not known:
+                return False
+        decided[source.path] = True
+        return True
+
+    return made_from_readable(article, 0)
