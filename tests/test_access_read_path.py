@@ -256,3 +256,29 @@ def test_kaas_ask_page_as_a_user_answers_alike_whether_or_not_hidden_pages_exist
     for _spelled, _code, stdout, stderr in outputs[0]:
         assert_no_secret(stdout + stderr)
     assert not list((twins[1].wiki_dir / "answers").glob("*.md"))  # nothing saved from a refused page
+
+
+# -- no second page reader -------------------------------------------------------------------------
+
+# What reads an article file. Only store/ (the page reader, the catalog), the keyword index,
+# compile and lint (owner operations) may use these; an interface reads through store.pages.load_page.
+FILE_READERS = ("read_article_text", "load_article", "safe_wiki_file", "read_text(", "read_bytes(", "open(")
+INTERFACE_MODULES = ("server", "navigate", "server_mcp.py", "cli.py", "cli_serve.py", "remote_ask.py")
+ALLOWED = {  # file reads that are not pages
+    ("server/pages.py", "read_text("),  # the current text, for the edit's version check, after load_page
+    ("server/app.py", "read_text("), ("remote_ask.py", "read_text("),  # .kaas/server.json
+}
+
+
+def test_interfaces_read_pages_only_through_the_one_page_reader():
+    import kb_ai
+
+    package = Path(kb_ai.__file__).resolve().parent
+    offenders = []
+    for name in INTERFACE_MODULES:
+        files = sorted((package / name).rglob("*.py")) if (package / name).is_dir() else [package / name]
+        for file in files:
+            rel = file.relative_to(package).as_posix()
+            text = file.read_text()
+            offenders += [(rel, reader) for reader in FILE_READERS if reader in text and (rel, reader) not in ALLOWED]
+    assert not offenders, f"read pages through store.pages.load_page: {offenders}"
