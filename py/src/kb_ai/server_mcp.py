@@ -14,10 +14,9 @@ from __future__ import annotations
 import logging
 import time
 from contextlib import asynccontextmanager
-
-import anyio
 from typing import Annotated
 
+import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.transport_security import TransportSecuritySettings
