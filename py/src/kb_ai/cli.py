@@ -325,7 +325,7 @@ def compile_command(ctx: click.Context, full: bool, dry_run: bool, as_json: bool
               help="Act as this user of kaas.toml: the tools see only the pages their groups may read.")
 @click.pass_context
 def mcp(ctx: click.Context, user_name: str | None) -> None:
-    """Serve the MCP tools (ask, read_page, list_pages) over stdio."""
+    """Serve the MCP tools (ask, ask_and_save, read_page, list_pages) over stdio."""
     from kb_ai.server_mcp import run_stdio
     from kb_ai.store.kb import KnowledgeBase
 

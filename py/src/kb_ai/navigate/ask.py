@@ -21,9 +21,9 @@ from kb_ai.navigate.navigator import LexicalIndexCache, Navigator
 from kb_ai.navigate.read import read_pages
 from kb_ai.navigate.records import AskEvent, AskRequest, AskResult, Selection
 from kb_ai.navigate.topic_select import TopicIndexCache
-from kb_ai.store.catalog import Catalog
+from kb_ai.store.access import Reader
 from kb_ai.store.kb import KnowledgeBase
-from kb_ai.store.paths import normalize_wiki_path
+from kb_ai.store.pages import load_page
 
 log = logging.getLogger(__name__)
 
@@ -69,15 +69,15 @@ def build_service(settings: Settings) -> AskService:
     return AskService(kb, settings, navigator)
 
 
-def _given_selection(paths: list[str], catalog: Catalog) -> Selection:
+def _given_selection(kb: KnowledgeBase, paths: list[str], reader: Reader) -> Selection:
+    """The pages a caller named (``paths=``, ``kaas ask --page``): each must be a page this
+    reader may read (``load_page``: a hidden page is refused exactly like a missing one)."""
     chosen: list[str] = []
     for raw in paths:
         try:
-            path = normalize_wiki_path(raw)
+            path = load_page(kb, raw, reader).path
         except UnsafePathError as exc:
             raise PageNotFoundError(f"not a page of the wiki: {raw!r} ({exc.message})") from None
-        if path not in catalog:
-            raise PageNotFoundError(f"no page {raw!r} in the catalog")
         if path not in chosen:
             chosen.append(path)
     return Selection(paths=chosen, method="given")
@@ -113,7 +113,7 @@ async def ask_events(service: AskService, request: AskRequest) -> AsyncIterator[
                 yield AskEvent("notice", {"message": message})
 
         if request.paths:
-            selection = _given_selection(request.paths, catalog)
+            selection = _given_selection(service.kb, request.paths, request.reader)
         else:
             selection = await navigator.select(query, catalog, max_pages, meter)
         for message in selection.notices:

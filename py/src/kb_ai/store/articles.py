@@ -16,11 +16,11 @@ from typing import Any
 import frontmatter
 import yaml
 
-from kb_ai.errors import ArticleFormatError
+from kb_ai.errors import ArticleFormatError, UnsafePathError
 from kb_ai.store.access import parse_access
 from kb_ai.store.files import atomic_write_text
 from kb_ai.store.markdown_text import clip, first_heading, first_sentence
-from kb_ai.store.paths import safe_wiki_file
+from kb_ai.store.paths import normalize_wiki_path, safe_wiki_file
 
 MAX_ARTICLE_BYTES = 2_000_000
 MAX_FRONTMATTER_BYTES = 64_000
@@ -28,6 +28,15 @@ SUMMARY_LIMIT = 200
 DEFAULT_TOPIC = "general"
 # Files in wiki/ that are not articles.
 RESERVED_NAMES = {"master-index.md", "log.md", "index.md", "topics.md"}
+TOPIC_INDEX_NAME = "index.md"  # wiki/<topic>/index.md: a topic's index page, generated
+
+
+def is_generated(rel: str) -> bool:
+    """Whether catalog path ``rel`` (normalized) is a file kaas generates rather than an article:
+    ``master-index.md``, ``topics.md``, ``log.md``, a top-level ``index.md`` and topic index
+    pages ``<topic>/index.md``. None of them is a page anyone reads, edits or cites."""
+    parts = rel.split("/")
+    return (len(parts) == 1 and parts[0] in RESERVED_NAMES) or (len(parts) == 2 and parts[1] == TOPIC_INDEX_NAME)
 
 _YAML_HANDLER = frontmatter.YAMLHandler()
 _FAST_SAFE_LOADER = getattr(yaml, "CSafeLoader", None)
@@ -104,6 +113,28 @@ class Article:
     def cited_paths(self) -> list[str]:
         """For a saved answer: the catalog paths of the articles it cited."""
         return _string_list(self.meta.get("citations"))
+
+    @property
+    def depends(self) -> tuple[str, ...]:
+        """For a saved answer: every page it was made from — the pages read for it (``read``)
+        and those it cites (``citations``) — as catalog paths. Only readers who may read all of
+        them may read the answer (``Catalog.readable_by``), whenever that is decided. An entry
+        that is not a page path is kept as written: it names no page, so the answer fails closed."""
+        if self.kind != "answer":
+            return ()
+        paths: dict[str, None] = {}
+        for raw in _string_list(self.meta.get("read")) + self.cited_paths:
+            try:
+                paths[normalize_wiki_path(raw)] = None
+            except UnsafePathError:
+                paths[raw] = None
+        return tuple(paths)
+
+    @property
+    def visibility(self) -> tuple:
+        """What decides who may read this page: its ``access`` rule, whether it is a saved answer,
+        and the pages a saved answer was made from. Only admins may change it (server/pages.py)."""
+        return (self.access, self.kind == "answer", self.depends)
 
 
 def _jsonable(value: Any) -> Any:
@@ -273,10 +304,8 @@ def iter_article_paths(wiki_dir: Path) -> list[str]:
         parts = rel.split("/")
         if any(p.startswith(".") for p in parts):
             continue
-        if len(parts) == 1 and parts[0] in RESERVED_NAMES:
+        if is_generated(rel):
             continue
-        if len(parts) == 2 and parts[1] == "index.md":
-            continue  # topic index pages, generated
         real = file.resolve()
         if root not in real.parents:
             continue
