@@ -28,7 +28,7 @@ from kb_ai.render import render_markdown, wiki_href
 from kb_ai.server.chat import BadRequestError, read_json
 from kb_ai.server.guard import reader_of
 from kb_ai.store.access import OWNER, Reader
-from kb_ai.store.articles import MAX_ARTICLE_BYTES, Article, is_generated, validate_article_text
+from kb_ai.store.articles import MAX_ARTICLE_BYTES, is_generated, validate_article_text
 from kb_ai.store.catalog import Catalog
 from kb_ai.store.files import atomic_write_text
 from kb_ai.store.kb import KnowledgeBase
