@@ -223,12 +223,6 @@ def source_excerpt(source: Source, tokens: int = PLAN_SOURCE_TOKENS) -> tuple[st
     return f"{head}\n\n[...]\n\nLater headings:\n{outline}".rstrip(), True
 
 
-def fence_untrusted(text: str) -> str:
-    """Neutralize tags that would let quoted text close the element it is quoted in."""
-    return re.sub(r"</?\s*(source|article|candidates|catalog)\b", lambda m: m.group(0).replace("<", "&lt;"), text,
-                  flags=re.I)
-
-
 class LLMPlanner:
     """Asks the model for a plan (JSON schema, temperature 0) and validates it."""
 
@@ -254,7 +248,7 @@ class LLMPlanner:
         messages = self.prompts.render(
             PLAN_PROMPT,
             source={"path": source.path, "title": source.title, "date": source.date,
-                    "topic_hint": source.topic_hint, "text": fence_untrusted(excerpt), "truncated": truncated},
+                    "topic_hint": source.topic_hint, "text": excerpt, "truncated": truncated},
             candidates=[{"path": c.path, "title": c.title, "summary": c.summary} for c in candidates],
             previous=previous,
             topics=catalog.topics[:60],

@@ -15,7 +15,6 @@ import re
 from kb_ai.errors import LLMError
 from kb_ai.llm.tokens import estimate_tokens
 from kb_ai.llm.usage import UsageMeter
-from kb_ai.llm.prompts import delimit_data
 from kb_ai.store.catalog import Catalog
 from kb_ai.store.kb import KnowledgeBase
 from kb_ai.store.topics import Topic, build_topic_index, load_model_summaries, membership_key, save_model_summaries, write_topics
@@ -27,7 +26,7 @@ SCHEMA = {"type": "object", "properties": {"summary": {"type": "string", "minLen
 
 def _sample_lines(topic: Topic, catalog: Catalog) -> list[str]:
     """The topic's catalog lines; an even sample of them when they exceed the budget."""
-    lines = [delimit_data(catalog.by_path[p].line()) for p in topic.paths if p in catalog]
+    lines = [catalog.by_path[p].line() for p in topic.paths if p in catalog]
     total = sum(estimate_tokens(line) for line in lines)
     if total <= LINES_BUDGET:
         return lines

@@ -9,7 +9,7 @@ from typing import AsyncIterator
 
 from kb_ai.errors import LLMAuthError, LLMError, MissingApiKeyError, UnknownModelError
 from kb_ai.llm.gateway import LLMGateway
-from kb_ai.llm.prompts import PromptLibrary, delimit_data
+from kb_ai.llm.prompts import PromptLibrary
 from kb_ai.llm.usage import UsageMeter
 from kb_ai.navigate.navigator import LexicalIndexCache
 from kb_ai.navigate.offline_navigator import lexical_selection
@@ -36,7 +36,7 @@ SUGGEST_SCHEMA = {
 
 def _history(history: list[Turn]) -> list[dict[str, str]]:
     recent = history[-HISTORY_TURNS:]
-    return [{"role": t.role, "content": delimit_data(t.content[:HISTORY_CHARS])} for t in recent]
+    return [{"role": t.role, "content": t.content[:HISTORY_CHARS]} for t in recent]
 
 
 class LLMNavigator:
@@ -53,7 +53,7 @@ class LLMNavigator:
         self.topics = topics or TopicIndexCache(None)
 
     async def rewrite(self, question: str, history: list[Turn], meter: UsageMeter) -> tuple[str, list[str]]:
-        messages = self.prompts.render("rewrite", question=delimit_data(question), history=_history(history))
+        messages = self.prompts.render("rewrite", question=question, history=_history(history))
         try:
             reply = await self.gateway.complete_json(
                 messages, schema=REWRITE_SCHEMA, schema_name="rewrite", purpose="rewrite", meter=meter
@@ -105,9 +105,9 @@ class LLMNavigator:
                      meter: UsageMeter) -> AsyncIterator[str]:
         messages = self.prompts.render(
             "answer",
-            question=delimit_data(question),
+            question=question,
             history=_history(history),
-            pages=[{"path": p.path, "title": p.title.replace('"', "'"), "text": delimit_data(p.text), "truncated": p.truncated,
+            pages=[{"path": p.path, "title": p.title, "text": p.text, "truncated": p.truncated,
                     "saved_answer": not p.is_evidence} for p in pages],
         )
         async for delta in self.gateway.stream(messages, purpose="answer", meter=meter):
@@ -119,7 +119,7 @@ class LLMNavigator:
         related = self.lexical.get(catalog).search(question, 12)
         other_titles = [catalog.by_path[h.path].title for h in related if h.path not in read and h.path in catalog][:8]
         messages = self.prompts.render(
-            "suggest", question=delimit_data(question), answer=delimit_data(answer[:4_000]),
+            "suggest", question=question, answer=answer[:4_000],
             pages=[{"path": p.path, "title": p.title} for p in pages], other_titles=other_titles,
         )
         try:

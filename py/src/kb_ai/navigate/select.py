@@ -14,7 +14,7 @@ from pathlib import PurePosixPath
 
 from kb_ai.errors import UnsafePathError
 from kb_ai.llm.gateway import LLMGateway
-from kb_ai.llm.prompts import PromptLibrary, delimit_data
+from kb_ai.llm.prompts import PromptLibrary
 from kb_ai.llm.tokens import CHARS_PER_TOKEN, estimate_tokens
 from kb_ai.llm.usage import UsageMeter
 from kb_ai.navigate.records import Selection
@@ -142,7 +142,7 @@ async def select_pages_llm(
     messages = prompts.render(
         "select",
         question=question,
-        catalog_lines=[delimit_data(e.line()) for e in entries],
+        catalog_lines=[e.line() for e in entries],
         max_pages=max_pages,
         shortlisted=shortlisted,
         total_pages=len(catalog),

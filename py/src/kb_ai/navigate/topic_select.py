@@ -13,7 +13,7 @@ from collections import Counter
 from pathlib import Path
 
 from kb_ai.llm.gateway import LLMGateway
-from kb_ai.llm.prompts import PromptLibrary, delimit_data
+from kb_ai.llm.prompts import PromptLibrary
 from kb_ai.llm.tokens import estimate_tokens
 from kb_ai.llm.usage import UsageMeter
 from kb_ai.navigate.records import Selection
@@ -73,9 +73,9 @@ def topic_lines_within(index: TopicIndex, question: str, lexical: LexicalIndex |
         for topic in ordered:
             if topic.name in chosen:
                 continue
-            lines = [delimit_data(topic.line())]
+            lines = [topic.line()]
             if with_subtopics:
-                lines += ["  " + delimit_data(s.line()) for s in topic.subtopics]
+                lines += ["  " + s.line() for s in topic.subtopics]
             cost = sum(estimate_tokens(line) for line in lines)
             if used + cost <= budget_tokens:
                 chosen[topic.name] = lines
