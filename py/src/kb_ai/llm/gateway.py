@@ -1007,30 +1007,48 @@ _THINK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
 _FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.DOTALL)
 
 
+# strict=False: control characters (a literal newline, a tab) inside strings are accepted, as
+# every lenient JSON parser does. Models write them, and llama.cpp's grammar for JSON strings
+# allows them, so a Markdown article body in a string would otherwise never parse.
+_DECODER = json.JSONDecoder(strict=False)
+
+
 def parse_json_reply(text: str) -> Any:
-    """Parse a model's JSON reply robustly: drop <think> blocks and ``` fences, and take the first
-    {...} or [...] block when prose surrounds it. Raises ValueError with a short reason."""
+    """Parse a model's JSON reply robustly: drop <think> blocks and ``` fences, accept control
+    characters inside strings, and take the first {...} or [...] block when prose surrounds it.
+    Raises ValueError naming the real parse error: the one that got furthest into the JSON."""
     cleaned = _THINK.sub("", text or "").strip()
     if not cleaned:
         raise ValueError("the reply was empty")
     fenced = _FENCE.search(cleaned)
     candidates = [fenced.group(1).strip()] if fenced else []
     candidates.append(cleaned)
-    decoder = json.JSONDecoder()
-    first_error: str | None = None
+    best: json.JSONDecodeError | None = None
+    best_depth = -1
     for candidate in candidates:
-        try:
-            return json.loads(candidate)
-        except ValueError as exc:
-            first_error = first_error or f"not valid JSON ({exc})"
-        starts = sorted(i for i in (candidate.find("{"), candidate.find("[")) if i >= 0)
+        starts = [0] + sorted(i for i in (candidate.find("{"), candidate.find("[")) if i > 0)
         for start in starts:
             try:
-                value, _ = decoder.raw_decode(candidate, start)
-                return value
-            except ValueError:
+                value, end = _DECODER.raw_decode(candidate, start)
+            except json.JSONDecodeError as exc:
+                # The attempt that read furthest is where the JSON really broke; an attempt that
+                # failed at its first character (prose before the JSON) says nothing about it.
+                if exc.pos - start > best_depth:
+                    best, best_depth = exc, exc.pos - start
                 continue
-    raise ValueError(first_error or "no JSON found in the reply")
+            if start == 0 and candidate[end:].strip() and not isinstance(value, (dict, list)):
+                continue  # a number or word leading prose ("2 pages: {...}"): look for the JSON
+            return value
+    if best is None:
+        raise ValueError("no JSON found in the reply")
+    raise _parse_error(best)
+
+
+def _parse_error(exc: json.JSONDecodeError) -> ValueError:
+    doc, pos = exc.doc, exc.pos
+    near = doc[max(0, pos - 30):pos + 30].replace("\n", "\\n")
+    end = "" if pos < len(doc) else " (the reply ends there: it was cut short)"
+    return ValueError(f"not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}{end}, near {near!r}")
 
 
 def _parse_and_validate(text: str, validator: Any) -> tuple[Any, str | None]:
