@@ -21,6 +21,7 @@ from kb_ai.store.topics import Topic, build_topic_index, load_model_summaries, m
 
 SUMMARY_CHARS = 200
 LINES_BUDGET = 3_000  # tokens of catalog lines per topic
+SUMMARY_MAX_TOKENS = 200  # one sentence of at most 160 characters
 SCHEMA = {"type": "object", "properties": {"summary": {"type": "string", "minLength": 3}}, "required": ["summary"]}
 
 
@@ -58,7 +59,7 @@ async def refresh_topic_summaries(kb: KnowledgeBase, gateway, prompts, meter: Us
         messages = prompts.render("topic_summary", topic=topic.name, count=topic.count, catalog_lines=lines, shown=len(lines))
         try:
             reply = await gateway.complete_json(messages, schema=SCHEMA, schema_name="topic_summary",
-                                                purpose="topic-summary", meter=meter)
+                                                purpose="topic-summary", meter=meter, max_tokens=SUMMARY_MAX_TOKENS)
         except LLMError as exc:
             warnings.append(f"topic {topic.name}: summary not written by the model ({exc.message}); the generated one stays")
             return

@@ -25,6 +25,11 @@ FATAL_LLM_ERRORS = (UnknownModelError, MissingApiKeyError, LLMAuthError)
 NOT_COVERED = "The wiki does not cover this: no page in its catalog looks relevant to the question."
 HISTORY_TURNS = 6
 HISTORY_CHARS = 1_500
+# Reply limits (tokens): a runaway model is cut off, not waited for (the gateway also bounds
+# every call's wall-clock time).
+REWRITE_MAX_TOKENS = 300  # one query of at most 1,000 characters
+SUGGEST_MAX_TOKENS = 300  # three short questions
+ANSWER_MAX_TOKENS = 1_500  # a concise answer with citations; a longer one ends with a notice
 
 REWRITE_SCHEMA = {"type": "object", "properties": {"query": {"type": "string", "minLength": 1}}, "required": ["query"]}
 SUGGEST_SCHEMA = {
@@ -56,7 +61,8 @@ class LLMNavigator:
         messages = self.prompts.render("rewrite", question=question, history=_history(history))
         try:
             reply = await self.gateway.complete_json(
-                messages, schema=REWRITE_SCHEMA, schema_name="rewrite", purpose="rewrite", meter=meter
+                messages, schema=REWRITE_SCHEMA, schema_name="rewrite", purpose="rewrite", meter=meter,
+                max_tokens=REWRITE_MAX_TOKENS,
             )
         except FATAL_LLM_ERRORS:
             raise
@@ -110,7 +116,8 @@ class LLMNavigator:
             pages=[{"path": p.path, "title": p.title, "text": p.text, "truncated": p.truncated,
                     "saved_answer": not p.is_evidence} for p in pages],
         )
-        async for delta in self.gateway.stream(messages, purpose="answer", meter=meter):
+        async for delta in self.gateway.stream(messages, purpose="answer", meter=meter,
+                                               max_tokens=ANSWER_MAX_TOKENS):
             yield delta
 
     async def suggest(self, question: str, answer: str, pages: list[ReadPage], catalog: Catalog,
@@ -124,7 +131,8 @@ class LLMNavigator:
         )
         try:
             reply = await self.gateway.complete_json(
-                messages, schema=SUGGEST_SCHEMA, schema_name="suggestions", purpose="suggest", meter=meter
+                messages, schema=SUGGEST_SCHEMA, schema_name="suggestions", purpose="suggest", meter=meter,
+                max_tokens=SUGGEST_MAX_TOKENS,
             )
         except FATAL_LLM_ERRORS:
             raise

@@ -37,6 +37,11 @@ def selection_schema(max_pages: int) -> dict:
     }
 
 
+def selection_max_tokens(max_pages: int) -> int:
+    """Reply tokens for a list of paths: ~30 a path (pretty-printed JSON included), plus room."""
+    return 100 + 30 * selection_schema(max_pages)["properties"]["paths"]["maxItems"]
+
+
 def select_budget_for(context_window: int | None, configured: int | None) -> int:
     """Tokens of catalog the selection prompt may carry."""
     if configured:
@@ -148,7 +153,8 @@ async def select_pages_llm(
         total_pages=len(catalog),
     )
     reply = await gateway.complete_json(
-        messages, schema=selection_schema(max_pages), schema_name="page_selection", purpose="select", meter=meter
+        messages, schema=selection_schema(max_pages), schema_name="page_selection", purpose="select", meter=meter,
+        max_tokens=selection_max_tokens(max_pages),
     )
     selection = resolve_paths(list(reply.get("paths", [])) if isinstance(reply, dict) else [], catalog, max_pages)
     if shortlisted:

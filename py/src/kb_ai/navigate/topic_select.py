@@ -24,6 +24,7 @@ from kb_ai.store.topics import Topic, TopicIndex, build_topic_index, load_model_
 
 MAX_TOPICS = 3
 TOPIC_RANKING_HITS = 200  # keyword hits counted per topic to order topic lines when they must be cut
+TOPIC_MAX_TOKENS = 300  # a few topic names
 TOPIC_SCHEMA = {
     "type": "object",
     "properties": {"topics": {"type": "array", "items": {"type": "string"}, "maxItems": MAX_TOPICS * 2}},
@@ -120,7 +121,7 @@ async def select_pages_by_topic(
     messages = prompts.render("select_topics", question=question, topic_lines=lines, total_pages=len(catalog),
                               max_topics=MAX_TOPICS, cut=cut)
     reply = await gateway.complete_json(messages, schema=TOPIC_SCHEMA, schema_name="topic_selection",
-                                        purpose="select-topics", meter=meter)
+                                        purpose="select-topics", meter=meter, max_tokens=TOPIC_MAX_TOKENS)
     names = [n for n in (reply.get("topics", []) if isinstance(reply, dict) else []) if isinstance(n, str)]
     if not names:
         selection = Selection(paths=[], method="llm")
