@@ -243,8 +243,9 @@ def ask(ctx: click.Context, question: str, as_json: bool, rewrite: bool, suggest
     usage = result.usage
     if usage.get("mode") == "llm":
         cached = f", {usage['cache_hits']} more answered from the cache" if usage.get("cache_hits") else ""
+        failed = f" ({usage['failed_calls']} failed)" if usage.get("failed_calls") else ""
         click.echo(
-            f"kaas: {usage['llm_calls']} LLM calls{cached}; "
+            f"kaas: {usage['llm_calls']} LLM calls{failed}{cached}; "
             f"{usage['prompt_tokens']} prompt + {usage['completion_tokens']} completion tokens, ${usage['cost_usd']:.4f}",
             err=True,
         )
