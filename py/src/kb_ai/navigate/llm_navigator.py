@@ -75,6 +75,7 @@ class LLMNavigator:
 
     async def select(self, question: str, catalog: Catalog, max_pages: int, meter: UsageMeter) -> Selection:
         budget = select_budget_for(self.gateway.context_window(), self.select_budget)
+        notices: list[str] = []  # degradations on the way, for the reader (not only the log)
         try:
             selection = None
             if self.navigation == "topics" and catalog_tokens(catalog) > budget:
@@ -83,16 +84,21 @@ class LLMNavigator:
                     lexical_for=self.lexical.get, max_pages=max_pages, budget_tokens=budget, meter=meter,
                 )
                 if selection is None:
+                    notices.append("The model named no topic of the wiki; the pages were chosen from a keyword "
+                                   "shortlist instead of by topic.")
                     log.warning("the model named no topic of the wiki; using the keyword shortlist")
             if selection is None:
                 selection = await select_pages_llm(
                     question, catalog, gateway=self.gateway, prompts=self.prompts, max_pages=max_pages,
                     budget_tokens=budget, lexical=self.lexical.get(catalog), meter=meter,
                 )
+                selection.notices[:0] = notices
         except FATAL_LLM_ERRORS:
             raise
         except LLMError as exc:
-            return self._fallback(question, catalog, max_pages, f"Page selection by the model failed ({exc.message})")
+            fallback = self._fallback(question, catalog, max_pages, f"Page selection by the model failed ({exc.message})")
+            fallback.notices[:0] = notices
+            return fallback
         if selection.dropped and not selection.paths:
             # The model tried to choose but named no real page: that is a failed selection, not
             # the model's judgement that the wiki lacks the answer (an empty list is that).

@@ -128,9 +128,12 @@ async def select_pages_by_topic(
         selection.notices.append("The model found no topic of the wiki that fits the question.")
         return selection
     chosen: list[Topic] = []
+    unknown: list[str] = []
     for name in names:
         topic = topics.find(name)
-        if topic is not None and topic not in chosen:
+        if topic is None:
+            unknown.append(name)
+        elif topic not in chosen:
             chosen.append(topic)
     chosen = chosen[:MAX_TOPICS]
     if not chosen:
@@ -140,9 +143,12 @@ async def select_pages_by_topic(
         question, within, gateway=gateway, prompts=prompts, max_pages=max_pages,
         budget_tokens=budget_tokens, lexical=lexical_for(within), meter=meter,
     )
-    selection.notices.insert(0, f"Navigated by topic: {', '.join(t.name for t in chosen)} "
-                                f"({len(within)} of {len(catalog)} pages).")
+    head = [f"Navigated by topic: {', '.join(t.name for t in chosen)} ({len(within)} of {len(catalog)} pages)."]
     if cut:
-        selection.notices.insert(1, f"{cut} topic lines did not fit the selection budget of {budget_tokens} tokens; "
-                                    "the topics with the most keyword matches were shown.")
+        head.append(f"{cut} topic lines did not fit the selection budget of {budget_tokens} tokens; "
+                    "the topics with the most keyword matches were shown.")
+    if unknown:
+        head.append("Ignored topic names the model returned that are not topics of the wiki: "
+                    + ", ".join(repr(n[:80]) for n in unknown[:5]))
+    selection.notices[:0] = head
     return selection
