@@ -372,6 +372,8 @@ def eval_command(ctx: click.Context, questions_file: Path, json_out: Path | None
             report.write_json(json_out)
     except KaasError as exc:
         _fail(exc)
+    for warning in report.warnings:
+        click.echo(f"kaas: warning: {warning}", err=True)
     click.echo(report.render_table())
 
 
