@@ -14,7 +14,6 @@ import os
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 from starlette.applications import Starlette
@@ -28,8 +27,8 @@ from kb_ai.llm.usage import UsageMeter
 from kb_ai.navigate.ask import ask, build_service
 from kb_ai.navigate.records import AskRequest
 
-from conftest import write_page
 from server_fakes import ServerThread
+from wikigen import DEPOT_QUESTION, generate_depot_wiki
 
 MESSAGES = [{"role": "user", "content": "hi"}]
 SCHEMA = {"type": "object", "properties": {"paths": {"type": "array"}}, "required": ["paths"]}
@@ -113,25 +112,13 @@ async def test_a_json_reply_that_never_ends_is_stopped_and_not_retried(forever_s
     assert (meter.llm_calls, meter.failed_calls) == (1, 1)
 
 
-def _depot_wiki(root: Path) -> None:
-    depots = ["Northfield", "Southport", "Eastgate", "Westbrook", "Central", "Harbour", "Airport",
-              "Hilltop", "Riverside", "Valley", "Lakeside", "Forest", "City"]
-    for name in depots:
-        extra = " It has the cold-weather test chamber." if name == "Northfield" else ""
-        write_page(root / "wiki", f"depots/{name.lower()}.md", f"{name} depot", f"What {name} depot does.",
-                   f"# {name} depot\n\n{name} depot keeps buses running.{extra}\n", topic="depots")
-    from kb_ai.store.kb import KnowledgeBase
-
-    KnowledgeBase(root).reindex()
-
-
 async def test_an_ask_against_a_model_that_never_stops_finishes_with_notices(forever_server, tmp_path):
-    _depot_wiki(tmp_path)
+    generate_depot_wiki(tmp_path)
     settings = Settings(kb=tmp_path, model="openai/forever", api_base=forever_server.url + "/v1", api_key="k",
                         timeout=0.4, max_retries=2, cache=False)
     started = time.monotonic()
     result = await asyncio.wait_for(
-        ask(build_service(settings), AskRequest(question="Which depot has the cold-weather test chamber?")), 30)
+        ask(build_service(settings), AskRequest(question=DEPOT_QUESTION)), 30)
     elapsed = time.monotonic() - started
     assert elapsed < 6, elapsed  # selection: one deadline; answer: one deadline
     assert result.error is None, result.error
@@ -142,14 +129,14 @@ async def test_an_ask_against_a_model_that_never_stops_finishes_with_notices(for
 
 
 def test_kaas_ask_json_is_bounded_by_the_call_deadline_setting(forever_server, tmp_path):
-    _depot_wiki(tmp_path)
+    generate_depot_wiki(tmp_path)
     env = {k: v for k, v in os.environ.items() if not k.startswith("KAAS_")}
     env.update(KAAS_MODEL="openai/forever", KAAS_API_BASE=forever_server.url + "/v1", KAAS_API_KEY="k",
                KAAS_TIMEOUT="60", KAAS_CALL_DEADLINE="1", KAAS_CACHE="false")
     started = time.monotonic()
     try:
         done = subprocess.run([sys.executable, "-m", "kb_ai", "--kb", str(tmp_path), "ask", "--json",
-                               "Which depot has the cold-weather test chamber?"],
+                               DEPOT_QUESTION],
                               env=env, capture_output=True, text=True, timeout=40)
     except subprocess.TimeoutExpired:
         pytest.fail("kaas ask --json was still waiting after 40 s")

@@ -573,6 +573,7 @@ async def test_trace_file_gets_one_line_per_call(route, make_gateway, tmp_path):
     assert ok["messages"] == MESSAGES and ok["reply"] == '{"pages": []}' and ok["error"] is None
     assert ok["usage"] == {"prompt_tokens": 10, "completion_tokens": 5, "cost_usd": 0.0}
     assert ok["cached"] is False and hit["cached"] is True and "time" in ok
+    assert ok["max_tokens"] == failed["max_tokens"] == 100 and ok["finish_reason"] == "stop"
 
 
 def test_preflight_rejects_unknown_model(make_gateway):

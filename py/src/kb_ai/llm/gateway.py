@@ -468,7 +468,8 @@ class LLMGateway:
                 seconds = time.monotonic() - started
                 self._record_failure(meter, purpose, err, seconds)
                 self._trace(kind=kind, purpose=purpose, shape=shape, messages=messages, reply=None,
-                            usage=None, cached=False, error=err, attempt=attempt, seconds=seconds)
+                            usage=None, cached=False, error=err, attempt=attempt, seconds=seconds,
+                            max_tokens=max_tokens)
                 delay = self._retry_delay(err, attempt)
                 if delay is None:
                     raise
@@ -478,7 +479,8 @@ class LLMGateway:
             seconds = time.monotonic() - started
             self._record(meter, purpose, reply, seconds)
             self._trace(kind=kind, purpose=purpose, shape=shape, messages=messages, reply=reply.text,
-                        usage=reply, cached=False, error=None, attempt=attempt, seconds=seconds)
+                        usage=reply, cached=False, error=None, attempt=attempt, seconds=seconds,
+                        max_tokens=max_tokens)
             return reply
 
     async def _stream(self, messages: list[Message], *, purpose: str, meter: UsageMeter | None,
@@ -555,18 +557,19 @@ class LLMGateway:
                     # The consumer stopped early (client went away): the tokens were still spent.
                     if pieces:
                         self._record_partial(meter, purpose, messages, pieces, usage, started, attempt,
-                                             note="abandoned by the caller")
+                                             note="abandoned by the caller", max_tokens=max_tokens)
                     raise
                 except LLMError as err:
                     if pieces:
                         self._record_partial(meter, purpose, messages, pieces, usage, started, attempt,
-                                             error=None if err is cut_off else err,
+                                             error=None if err is cut_off else err, max_tokens=max_tokens,
                                              note="cut off at the call deadline" if err is cut_off else None)
                         raise  # part of the answer is out: a retry would repeat it
                     seconds = time.monotonic() - started
                     self._record_failure(meter, purpose, err, seconds)
                     self._trace(kind="stream", purpose=purpose, shape=None, messages=messages, reply=None,
-                                usage=None, cached=False, error=err, attempt=attempt, seconds=seconds)
+                                usage=None, cached=False, error=err, attempt=attempt, seconds=seconds,
+                                max_tokens=max_tokens)
                     delay = self._retry_delay(err, attempt)
                     if delay is None:
                         raise
@@ -586,8 +589,7 @@ class LLMGateway:
         seconds = time.monotonic() - started
         self._record(meter, purpose, reply, seconds)
         self._trace(kind="stream", purpose=purpose, shape=None, messages=messages, reply=text, usage=reply,
-                    cached=False, error=None, attempt=attempt, seconds=seconds,
-                    note=f"cut off at max_tokens={max_tokens}" if cut_off is not None else None)
+                    cached=False, error=None, attempt=attempt, seconds=seconds, max_tokens=max_tokens)
         if cut_off is not None:
             raise cut_off  # not cached: a replay would hide that the answer was cut off
         if text.strip():
@@ -595,7 +597,8 @@ class LLMGateway:
 
     def _record_partial(self, meter: UsageMeter | None, purpose: str, messages: list[Message],
                         pieces: list[str], usage: Any, started: float, attempt: int, *,
-                        error: LLMError | None = None, note: str | None = None) -> None:
+                        error: LLMError | None = None, note: str | None = None,
+                        max_tokens: int | None = None) -> None:
         """Usage and trace for a stream that stopped part-way (estimated when the server sent none)."""
         text = "".join(pieces)
         prompt_tokens, completion_tokens = _usage_numbers(usage, messages, text)
@@ -604,7 +607,8 @@ class LLMGateway:
         seconds = time.monotonic() - started
         self._record(meter, purpose, reply, seconds, error=error)
         self._trace(kind="stream", purpose=purpose, shape=None, messages=messages, reply=text or None,
-                    usage=reply, cached=False, error=error, attempt=attempt, seconds=seconds, note=note)
+                    usage=reply, cached=False, error=error, attempt=attempt, seconds=seconds, note=note,
+                    max_tokens=max_tokens)
 
     # -- retries --------------------------------------------------------------------------------
 
@@ -810,7 +814,7 @@ class LLMGateway:
 
     def _trace(self, *, kind: str, purpose: str, shape: str | None, messages: list[Message],
                reply: str | None, usage: _Reply | None, cached: bool, error: LLMError | None,
-               attempt: int, seconds: float, note: str | None = None) -> None:
+               attempt: int, seconds: float, note: str | None = None, max_tokens: int | None = None) -> None:
         path = self.config.trace_file
         if path is None:
             return
@@ -821,6 +825,7 @@ class LLMGateway:
             "model": self.config.model,
             "api_base": self.config.api_base,
             "response_format": shape,
+            "max_tokens": max_tokens,
             "attempt": attempt,
             "messages": messages,
             "reply": reply,
@@ -829,6 +834,7 @@ class LLMGateway:
                 "completion_tokens": usage.completion_tokens,
                 "cost_usd": usage.cost_usd,
             },
+            "finish_reason": None if usage is None else usage.finish_reason,
             "cached": cached,
             "seconds": round(seconds, 4),
             "error": None if error is None else {"code": error.code, "message": error.message},
