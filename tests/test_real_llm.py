@@ -97,3 +97,25 @@ def test_a_real_model_cannot_hang_kaas_ask(tmp_path):
     sent = [t for t in trace if not t["cached"]]
     assert sent and all(isinstance(t["max_tokens"], int) and t["max_tokens"] <= 1_500 for t in sent), sent
     print(f"\nkaas ask --json finished in {elapsed:.1f} s with {len(calls)} calls; notices: {data['notices']}")
+
+
+async def test_a_real_reply_with_literal_newlines_in_a_string_is_accepted():
+    """Issue 12, item 10: llama.cpp's JSON grammar lets a string hold raw control characters
+    ([^"\\\\]), and the real model writes Markdown bodies with real line breaks. Here a schema
+    pattern makes the grammar force them, so the case is reproduced every time: such a reply is
+    JSON for any lenient parser and must be accepted on the first call, not rejected twice."""
+    from kb_ai.llm.gateway import GatewayConfig, LLMGateway
+    from kb_ai.llm.usage import UsageMeter
+
+    schema = {"type": "object", "required": ["body"], "properties": {
+        "body": {"type": "string", "pattern": "^# [A-Za-z ]{3,20}\n\n[A-Za-z ,.]{10,80}$"}}}
+    messages = [{"role": "user", "content": "Write a Markdown article about buses: a # title line, a blank line, "
+                                            "then one sentence. Answer with JSON {\"body\": \"...\"}."}]
+    gateway = LLMGateway(GatewayConfig(model="openai/smollm2", api_base=BASE, api_key="none", timeout=120,
+                                       max_retries=1))
+    meter = UsageMeter()
+    value = await gateway.complete_json(messages, schema=schema, schema_name="article", purpose="compile.write",
+                                        meter=meter, max_tokens=120)
+    assert "\n\n" in value["body"]
+    answered = [c for c in meter.calls if c.error is None]
+    assert len(answered) == 1, meter.calls  # no repair round
