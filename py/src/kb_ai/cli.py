@@ -243,8 +243,9 @@ def ask(ctx: click.Context, question: str, as_json: bool, rewrite: bool, suggest
     usage = result.usage
     if usage.get("mode") == "llm":
         cached = f", {usage['cache_hits']} more answered from the cache" if usage.get("cache_hits") else ""
+        failed = f" ({usage['failed_calls']} failed)" if usage.get("failed_calls") else ""
         click.echo(
-            f"kaas: {usage['llm_calls']} LLM calls{cached}; "
+            f"kaas: {usage['llm_calls']} LLM calls{failed}{cached}; "
             f"{usage['prompt_tokens']} prompt + {usage['completion_tokens']} completion tokens, ${usage['cost_usd']:.4f}",
             err=True,
         )
@@ -385,6 +386,8 @@ def eval_command(ctx: click.Context, questions_file: Path, json_out: Path | None
             report.write_json(json_out)
     except KaasError as exc:
         _fail(exc)
+    for warning in report.warnings:
+        click.echo(f"kaas: warning: {warning}", err=True)
     click.echo(report.render_table())
 
 

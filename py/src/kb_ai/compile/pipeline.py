@@ -96,18 +96,11 @@ TOPIC_SUMMARY_PROMPT_TOKENS = 1_500  # estimate: instructions + a topic's catalo
 
 
 def build_gateway(settings: Settings, kb: KnowledgeBase):
-    from kb_ai.llm.gateway import GatewayConfig, LLMGateway  # noqa: PLC0415
+    from kb_ai.llm.gateway import LLMGateway, gateway_config  # noqa: PLC0415
 
     model = settings.effective_compile_model
     assert model
-    config = GatewayConfig(
-        model=model, api_base=settings.api_base, api_key=settings.api_key, timeout=settings.timeout,
-        max_retries=settings.max_retries, concurrency=settings.concurrency,
-        cache_dir=(kb.state_dir / "cache" / "llm") if settings.cache else None,
-        trace_file=(kb.state_dir / "logs" / "llm-trace.jsonl") if settings.debug else None,
-        direct_http=settings.direct_http,
-    )
-    return LLMGateway(config)
+    return LLMGateway(gateway_config(settings, model, kb.state_dir))
 
 
 def _prompt_library(settings: Settings):

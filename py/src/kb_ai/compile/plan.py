@@ -245,12 +245,6 @@ def source_excerpt(source: Source, tokens: int = PLAN_SOURCE_TOKENS) -> tuple[st
     return f"{head}\n\n[...]\n\nLater headings:\n{outline}".rstrip(), True
 
 
-def fence_untrusted(text: str) -> str:
-    """Neutralize tags that would let quoted text close the element it is quoted in."""
-    return re.sub(r"</?\s*(source|article|candidates|catalog)\b", lambda m: m.group(0).replace("<", "&lt;"), text,
-                  flags=re.I)
-
-
 @dataclass
 class PlanView:
     """What one plan prompt shows of the wiki, and the access a page written from it must have."""
@@ -308,7 +302,7 @@ class LLMPlanner:
         messages = self.prompts.render(
             PLAN_PROMPT,
             source={"path": source.path, "title": source.title, "date": source.date,
-                    "topic_hint": source.topic_hint, "text": fence_untrusted(excerpt), "truncated": truncated},
+                    "topic_hint": source.topic_hint, "text": excerpt, "truncated": truncated},
             candidates=[{"path": c.path, "title": c.title, "summary": c.summary} for c in view.candidates],
             previous=previous,
             topics=view.topics,

@@ -13,7 +13,8 @@ class StageReport:
     name: str
     seconds: float = 0.0
     counts: dict[str, int] = field(default_factory=dict)
-    llm_calls: int = 0
+    llm_calls: int = 0  # every request sent, failed ones included
+    failed_calls: int = 0
     cache_hits: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
@@ -21,6 +22,7 @@ class StageReport:
 
     def add_usage(self, meter: UsageMeter) -> None:
         self.llm_calls += meter.llm_calls
+        self.failed_calls += meter.failed_calls
         self.cache_hits += meter.cache_hits
         self.prompt_tokens += meter.prompt_tokens
         self.completion_tokens += meter.completion_tokens
@@ -70,6 +72,7 @@ class CompileReport:
     def usage(self) -> dict[str, Any]:
         return {
             "llm_calls": self.llm_calls,
+            "failed_calls": sum(s.failed_calls for s in self.stages),
             "cache_hits": sum(s.cache_hits for s in self.stages),
             "prompt_tokens": sum(s.prompt_tokens for s in self.stages),
             "completion_tokens": sum(s.completion_tokens for s in self.stages),
@@ -122,7 +125,9 @@ class CompileReport:
         u = self.usage
         if self.mode == "llm":
             lines.append(
-                f"LLM: {u['llm_calls']} calls ({u['cache_hits']} cached), {u['prompt_tokens']:,} prompt + "
+                f"LLM: {u['llm_calls']} calls ({u['cache_hits']} cached"
+                + (f", {u['failed_calls']} failed" if u["failed_calls"] else "")
+                + f"), {u['prompt_tokens']:,} prompt + "
                 f"{u['completion_tokens']:,} completion tokens, ${u['cost_usd']:.4f}"
             )
         lines.append(f"time: {self.seconds:.2f}s")

@@ -29,7 +29,6 @@ from typing import Any
 
 from kb_ai.compile.ingest import Source
 from kb_ai.compile.offline import TRAIL, article_body, lead_summary, supersede
-from kb_ai.compile.plan import fence_untrusted
 from kb_ai.compile.state import ArticleRecord, CompileState, PlanTarget, text_hash
 from kb_ai.errors import ArticleFormatError, KaasError, LLMError, UnsafePathError
 from kb_ai.llm.plausible import implausible, one_line
@@ -336,12 +335,12 @@ class LLMWriter:
             source_text, truncated = cut(contribution.source.text, WRITE_SOURCE_TOKENS // max(1, len(chunk)))
             contributions.append({
                 "path": contribution.path, "title": contribution.source.title, "date": contribution.source.date,
-                "status": contribution.status, "text": fence_untrusted(source_text), "truncated": truncated,
+                "status": contribution.status, "text": source_text, "truncated": truncated,
             })
         messages = self.prompts.render(
             WRITE_PROMPT, mode=mode,
             article={"path": article.path, "title": article.title, "topic": article.topic,
-                     "summary": article.summary, "text": fence_untrusted(text), "outline": outline,
+                     "summary": article.summary, "text": text, "outline": outline,
                      "partial": partial, "hand_edited": article.hand_edited},
             contributions=contributions, today=self.today, summary_limit=SUMMARY_LIMIT,
             rejected=article.rejected,
