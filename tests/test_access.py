@@ -17,6 +17,7 @@ from kb_ai.server.app import create_app
 from kb_ai.store.access import OWNER, Reader, derived_access, parse_access
 from kb_ai.store.catalog import parse_master_index, render_master_index
 from kb_ai.store.kb import KnowledgeBase
+from kb_ai.store.pages import load_page
 from kb_ai.store.topics import build_topic_index
 from kb_ai.users import UserDirectory
 
@@ -220,7 +221,7 @@ async def test_a_saved_answer_inherits_the_access_of_the_pages_it_cites(kb):
 
     path = save_answer(kb, "zanzibarite band", result, reader=alice)
     assert path.startswith("answers/zanzibarite-band-") and path != "answers/zanzibarite-band.md"
-    assert kb.read_article(path).access == ("hr",)
+    assert load_page(kb, path, OWNER).article.access == ("hr",)
     bob = Reader("bob", frozenset({"eng"}))
     assert path not in kb.catalog().visible_to(bob)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from click.testing import CliRunner
@@ -108,3 +109,42 @@ def test_json_error_still_prints_the_object(runner, tmp_path):
     data = json.loads(result.stdout)
     assert data["error"]["code"] == "no_wiki" and data["answer"] == ""
     assert result.stderr.startswith("kaas: error: no wiki")
+
+
+def _compile(runner, root, *args):
+    return runner.invoke(cli, ["--kb", str(root), "compile", *args])
+
+
+def test_compile_exit_status_is_documented_and_says_whether_everything_compiled(runner, tmp_path, monkeypatch):
+    from compile_checks import make_kb
+    from kb_ai.compile.lock import CompileLock
+    from llm_fakes import API_BASE, MODEL, FakeOpenAI
+
+    assert _compile(runner, tmp_path).exit_code == 2  # no raw/: a usage error
+    make_kb(tmp_path)
+    result = _compile(runner, tmp_path)
+    assert result.exit_code == 0 and "created" in result.stdout  # skipped files and duplicates are no failure
+    # Every source failing (the model answers 500 to everything): the report, and exit status 1.
+    for raw in (tmp_path / "raw").rglob("*.md"):
+        raw.write_text(raw.read_text() + "\nOne more line.\n")
+    monkeypatch.setenv("KAAS_MODEL", MODEL)
+    monkeypatch.setenv("KAAS_API_BASE", API_BASE)
+    monkeypatch.setenv("KAAS_API_KEY", "sk-test")
+    monkeypatch.setenv("KAAS_MAX_RETRIES", "0")
+    with FakeOpenAI() as fake:
+        fake.fail(500, "upstream broke", repeat=True)
+        result = _compile(runner, tmp_path, "--json")
+    assert result.exit_code == 1, result.output
+    data = json.loads(result.stdout)
+    assert data["failed"] and all("upstream broke" in f["reason"] for f in data["failed"])
+    assert data["exit_code"] == 1
+    held = CompileLock(tmp_path / ".kaas").acquire()
+    try:
+        result = _compile(runner, tmp_path, "--offline")
+    finally:
+        held.release()
+    assert result.exit_code == 3 and "another kaas compile is running" in result.stderr
+    help_text = runner.invoke(cli, ["compile", "--help"]).stdout
+    assert "Exit status:" in help_text
+    for code, meaning in (("0", "compiled"), ("1", "failed"), ("2", "configuration"), ("3", "lock")):
+        assert re.search(rf"^\s+{code}\s+.*{meaning}", help_text, re.M), help_text

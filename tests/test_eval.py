@@ -168,3 +168,18 @@ def test_cli_eval_prints_a_table_and_writes_json(sample_kb, tmp_path):
     bad = write_questions(tmp_path / "bad.jsonl", [{"nope": 1}])
     result = CliRunner().invoke(cli, ["--kb", str(sample_kb.root), "eval", str(bad)])
     assert result.exit_code == 1 and "missing \"question\"" in result.stderr
+
+
+def test_unknown_keys_are_named_in_a_warning_not_silently_ignored(sample_kb, tmp_path):
+    file = write_questions(tmp_path / "q.jsonl", [
+        {"question": "How are citations validated?", "gold": ["Citations"]},
+        {"question": "Which variable selects the model?", "gold": ["Configuration"], "context_titles": ["x"]}])
+    out = tmp_path / "report.json"
+    result = CliRunner().invoke(cli, ["--kb", str(sample_kb.root), "eval", str(file), "--json-out", str(out), "--offline"])
+    assert result.exit_code == 0, result.output
+    expected = ("q.jsonl: unknown key 'gold' ignored (lines 1, 2) — did you mean 'gold_pages'?; expected keys: "
+                "question, gold_pages, gold_titles, answer, answer_aliases, answerable, id")
+    assert f"kaas: warning: {expected}" in result.stderr
+    assert f"warning: {expected}" in result.stdout  # in the table, next to the recall it explains
+    assert "unknown key 'context_titles' ignored (line 2) — did you mean 'gold_titles'?" in result.stderr
+    assert json.loads(out.read_text())["warnings"][0] == expected

@@ -139,7 +139,7 @@ def test_importing_the_gateway_does_not_import_litellm():
 async def test_complete_returns_text_and_records_usage(route, make_gateway):
     route.mock(return_value=chat_json("Hi.", prompt_tokens=12, completion_tokens=3))
     meter = UsageMeter()
-    text = await make_gateway().complete(MESSAGES, purpose="answer", meter=meter)
+    text = await make_gateway().complete(MESSAGES, purpose="answer", max_tokens=100, meter=meter)
     assert text == "Hi."
     sent = body(route.calls.last)
     assert sent["model"] == "test-model"
@@ -164,14 +164,14 @@ async def test_complete_sends_configured_key_and_max_tokens(route, make_gateway)
 async def test_empty_reply_is_an_output_error(route, make_gateway):
     route.mock(return_value=chat_json(None))
     with pytest.raises(LLMOutputError, match="empty reply"):
-        await make_gateway().complete(MESSAGES, purpose="answer")
+        await make_gateway().complete(MESSAGES, purpose="answer", max_tokens=100)
     assert route.call_count == 1
 
 
 async def test_missing_usage_is_estimated(route, make_gateway):
     route.mock(return_value=chat_json("a reply of some length", usage=False))
     meter = UsageMeter()
-    await make_gateway().complete(MESSAGES, purpose="answer", meter=meter)
+    await make_gateway().complete(MESSAGES, purpose="answer", max_tokens=100, meter=meter)
     assert meter.calls[0].prompt_tokens > 0 and meter.calls[0].completion_tokens > 0
 
 
@@ -181,7 +181,7 @@ async def test_missing_usage_is_estimated(route, make_gateway):
 async def test_stream_yields_deltas_in_order_and_records_final_usage(route, make_gateway):
     route.mock(return_value=chat_sse(["Hel", "lo", " world"], usage=(21, 4)))
     meter = UsageMeter()
-    pieces = [p async for p in make_gateway().stream(MESSAGES, purpose="answer", meter=meter)]
+    pieces = [p async for p in make_gateway().stream(MESSAGES, purpose="answer", max_tokens=100, meter=meter)]
     assert pieces == ["Hel", "lo", " world"]
     sent = body(route.calls.last)
     assert sent["stream"] is True and sent["stream_options"] == {"include_usage": True}
@@ -193,7 +193,7 @@ async def test_truncated_stream_yields_what_came_then_raises(route, make_gateway
     route.mock(return_value=chat_sse(["Hel", "lo"], usage=None, finish_reason=None, done=False))
     got = []
     with pytest.raises(LLMOutputError, match="ended early"):
-        async for piece in make_gateway().stream(MESSAGES, purpose="answer"):
+        async for piece in make_gateway().stream(MESSAGES, purpose="answer", max_tokens=100):
             got.append(piece)
     assert got == ["Hel", "lo"]
     assert route.call_count == 1  # no retry once text was shown
@@ -202,21 +202,21 @@ async def test_truncated_stream_yields_what_came_then_raises(route, make_gateway
 async def test_stream_retries_before_the_first_delta(route, make_gateway):
     route.side_effect = [error_response(503, "loading"), chat_sse(["ok"])]
     gw = make_gateway()
-    assert [p async for p in gw.stream(MESSAGES, purpose="answer")] == ["ok"]
+    assert [p async for p in gw.stream(MESSAGES, purpose="answer", max_tokens=100)] == ["ok"]
     assert route.call_count == 2 and len(gw.sleeps) == 1
 
 
 async def test_empty_stream_is_an_output_error(route, make_gateway):
     route.mock(return_value=chat_sse([], usage=None, finish_reason=None, done=False))
     with pytest.raises(LLMOutputError, match="empty reply"):
-        [p async for p in make_gateway().stream(MESSAGES, purpose="answer")]
+        [p async for p in make_gateway().stream(MESSAGES, purpose="answer", max_tokens=100)]
 
 
 async def test_abandoned_stream_still_records_usage(route, make_gateway, tmp_path):
     route.mock(return_value=chat_sse(["one ", "two ", "three"]))
     meter = UsageMeter()
     gw = make_gateway(cache_dir=tmp_path / "cache")
-    stream = gw.stream(MESSAGES, purpose="answer", meter=meter)
+    stream = gw.stream(MESSAGES, purpose="answer", max_tokens=100, meter=meter)
     async for piece in stream:
         assert piece == "one "
         break
@@ -235,11 +235,11 @@ async def test_the_direct_transport_does_not_go_through_litellm(route, make_gate
     monkeypatch.setattr(litellm, "acompletion", refuse)
     route.mock(return_value=chat_json('{"paths": ["a.md"]}'))
     reply = await make_gateway(direct_http=True).complete_json(MESSAGES, schema={"type": "object"}, schema_name="s",
-                                                               purpose="select")
+                                                               purpose="select", max_tokens=100)
     assert reply == {"paths": ["a.md"]}
     route.mock(return_value=chat_sse(["fast ", "path"], usage=(7, 2)))
     meter = UsageMeter()
-    assert [p async for p in make_gateway(direct_http=True).stream(MESSAGES, purpose="answer", meter=meter)] == ["fast ", "path"]
+    assert [p async for p in make_gateway(direct_http=True).stream(MESSAGES, purpose="answer", max_tokens=100, meter=meter)] == ["fast ", "path"]
     sent = body(route.calls.last)
     assert sent["model"] == MODEL.removeprefix("openai/") and sent["messages"] == MESSAGES
     assert "api_base" not in sent and "num_retries" not in sent and "timeout" not in sent
@@ -252,7 +252,7 @@ async def test_the_direct_transport_does_not_go_through_litellm(route, make_gate
 async def test_direct_transport_http_errors_map_like_litellm(route, make_gateway, status, error):
     route.mock(return_value=error_response(status, "nope", headers={"Retry-After": "0"}))
     with pytest.raises(error, match="nope"):
-        [p async for p in make_gateway(max_retries=0, direct_http=True).stream(MESSAGES, purpose="answer")]
+        [p async for p in make_gateway(max_retries=0, direct_http=True).stream(MESSAGES, purpose="answer", max_tokens=100)]
 
 
 async def test_direct_transport_error_inside_the_stream_is_a_server_error(route, make_gateway):
@@ -260,7 +260,7 @@ async def test_direct_transport_error_inside_the_stream_is_a_server_error(route,
     route.mock(return_value=httpx.Response(200, content=stream, headers={"content-type": "text/event-stream"}))
     got = []
     with pytest.raises(LLMServerError, match="GPU fell over"):
-        async for piece in make_gateway(direct_http=True).stream(MESSAGES, purpose="answer"):
+        async for piece in make_gateway(direct_http=True).stream(MESSAGES, purpose="answer", max_tokens=100):
             got.append(piece)
     assert got == ["Hi"]
 
@@ -271,7 +271,7 @@ async def test_direct_transport_error_inside_the_stream_is_a_server_error(route,
 async def test_json_schema_shape_is_sent_first(route, make_gateway):
     route.mock(return_value=chat_json(json.dumps({"pages": ["a.md"]})))
     value = await make_gateway().complete_json(MESSAGES, schema=SCHEMA, schema_name="page selection",
-                                               purpose="select")
+                                               purpose="select", max_tokens=100)
     assert value == {"pages": ["a.md"]}
     assert body(route.calls.last)["response_format"] == {
         "type": "json_schema",
@@ -290,7 +290,7 @@ async def test_response_format_falls_back_and_is_remembered(make_gateway, tmp_pa
 
         gw = make_gateway(cache_dir=cache_dir)
         messages = [dict(m) for m in MESSAGES]
-        value = await gw.complete_json(messages, schema=SCHEMA, schema_name="sel", purpose="select")
+        value = await gw.complete_json(messages, schema=SCHEMA, schema_name="sel", purpose="select", max_tokens=100)
         assert value == {"pages": ["b.md"]}
         assert messages == MESSAGES  # the instruction went into a copy
         first, second, third = fake.requests
@@ -302,7 +302,7 @@ async def test_response_format_falls_back_and_is_remembered(make_gateway, tmp_pa
 
         # The next call (different prompt, so no cache hit) starts with the shape that worked ...
         await gw.complete_json(MESSAGES + [{"role": "user", "content": "again"}], schema=SCHEMA,
-                               schema_name="sel", purpose="select")
+                               schema_name="sel", purpose="select", max_tokens=100)
         assert len(fake.requests) == 4 and "response_format" not in fake.requests[3]
 
         # ... and so does a new gateway for the same server, from llm-capabilities.json.
@@ -310,7 +310,7 @@ async def test_response_format_falls_back_and_is_remembered(make_gateway, tmp_pa
         assert saved["response_format"][f"{MODEL}|{API_BASE}"] == "instruction"
         other = make_gateway(cache_dir=cache_dir)
         await other.complete_json(MESSAGES + [{"role": "user", "content": "third"}], schema=SCHEMA,
-                                  schema_name="sel", purpose="select")
+                                  schema_name="sel", purpose="select", max_tokens=100)
         assert len(fake.requests) == 5 and "response_format" not in fake.requests[4]
 
 
@@ -319,8 +319,8 @@ async def test_llama_cpp_shape_is_remembered(make_gateway):
         fake.fail(400, "json_schema is not supported", when=response_format_type("json_schema"), repeat=True)
         fake.reply_json({"pages": []}, when=response_format_type("json_object"), repeat=True)
         gw = make_gateway()
-        await gw.complete_json(MESSAGES, schema=SCHEMA, schema_name="sel", purpose="select")
-        await gw.complete_json(MESSAGES, schema=SCHEMA, schema_name="sel", purpose="select", temperature=0.5)
+        await gw.complete_json(MESSAGES, schema=SCHEMA, schema_name="sel", purpose="select", max_tokens=100)
+        await gw.complete_json(MESSAGES, schema=SCHEMA, schema_name="sel", purpose="select", max_tokens=100, temperature=0.5)
         assert [r["response_format"]["type"] for r in fake.requests] == ["json_schema", "json_object", "json_object"]
 
 
@@ -332,7 +332,7 @@ async def test_llama_cpp_python_500_validation_error_counts_as_a_rejection(make_
     with FakeOpenAI() as fake:
         fake.fail(500, message, when=response_format_type("json_schema"), repeat=True)
         fake.reply_json({"pages": []}, when=response_format_type("json_object"))
-        result = await make_gateway().complete_json(MESSAGES, schema=SCHEMA, schema_name="sel", purpose="select")
+        result = await make_gateway().complete_json(MESSAGES, schema=SCHEMA, schema_name="sel", purpose="select", max_tokens=100)
     assert result == {"pages": []}
     assert [r["response_format"]["type"] for r in fake.requests] == ["json_schema", "json_object"]
 
@@ -340,14 +340,14 @@ async def test_llama_cpp_python_500_validation_error_counts_as_a_rejection(make_
 async def test_unrelated_bad_request_does_not_change_shape(route, make_gateway):
     route.mock(return_value=error_response(400, "messages must alternate"))
     with pytest.raises(LLMBadRequestError, match="messages must alternate"):
-        await make_gateway().complete_json(MESSAGES, schema=SCHEMA, schema_name="sel", purpose="select")
+        await make_gateway().complete_json(MESSAGES, schema=SCHEMA, schema_name="sel", purpose="select", max_tokens=100)
     assert route.call_count == 1
 
 
 async def test_invalid_json_gets_one_repair_call(route, make_gateway):
     route.side_effect = [chat_json("Sure! {pages: [a.md]"), chat_json('{"pages": ["a.md"]}')]
     meter = UsageMeter()
-    value = await make_gateway().complete_json(MESSAGES, schema=SCHEMA, schema_name="sel", purpose="select",
+    value = await make_gateway().complete_json(MESSAGES, schema=SCHEMA, schema_name="sel", purpose="select", max_tokens=100,
                                                meter=meter)
     assert value == {"pages": ["a.md"]}
     repair = body(route.calls[1])["messages"]
@@ -360,7 +360,7 @@ async def test_invalid_json_gets_one_repair_call(route, make_gateway):
 
 async def test_schema_mismatch_repair_message_names_the_problem(route, make_gateway):
     route.side_effect = [chat_json('{"pages": "a.md"}'), chat_json('{"pages": ["a.md"]}')]
-    await make_gateway().complete_json(MESSAGES, schema=SCHEMA, schema_name="sel", purpose="select")
+    await make_gateway().complete_json(MESSAGES, schema=SCHEMA, schema_name="sel", purpose="select", max_tokens=100)
     repair = body(route.calls[1])["messages"][-1]["content"]
     assert "schema mismatch at pages" in repair and "is not of type 'array'" in repair
 
@@ -369,7 +369,7 @@ async def test_two_invalid_replies_raise_output_error(route, make_gateway, tmp_p
     route.side_effect = [chat_json("nope"), chat_json('{"wrong": 1}')]
     gw = make_gateway(cache_dir=tmp_path / "cache")
     with pytest.raises(LLMOutputError, match="did not return valid sel JSON"):
-        await gw.complete_json(MESSAGES, schema=SCHEMA, schema_name="sel", purpose="select")
+        await gw.complete_json(MESSAGES, schema=SCHEMA, schema_name="sel", purpose="select", max_tokens=100)
     assert route.call_count == 2
     assert not list((tmp_path / "cache").rglob("*.json"))  # invalid output is never cached
 
@@ -388,7 +388,7 @@ def test_parse_json_reply_is_forgiving():
 async def test_rate_limit_waits_retry_after_then_succeeds(route, make_gateway):
     route.side_effect = [error_response(429, "slow down", headers={"Retry-After": "2"}), chat_json("ok")]
     gw = make_gateway()
-    assert await gw.complete(MESSAGES, purpose="t") == "ok"
+    assert await gw.complete(MESSAGES, purpose="t", max_tokens=100) == "ok"
     assert gw.sleeps == [2.0]
 
 
@@ -406,14 +406,14 @@ def test_retry_after_http_date_and_cap():
 async def test_retry_after_is_capped(route, make_gateway):
     route.side_effect = [error_response(429, "later", headers={"Retry-After": "3600"}), chat_json("ok")]
     gw = make_gateway()
-    await gw.complete(MESSAGES, purpose="t")
+    await gw.complete(MESSAGES, purpose="t", max_tokens=100)
     assert gw.sleeps == [gateway_module.RETRY_AFTER_CAP]
 
 
 async def test_server_error_is_retried_with_backoff(route, make_gateway):
     route.side_effect = [error_response(500, "oops"), chat_json("ok")]
     gw = make_gateway()
-    assert await gw.complete(MESSAGES, purpose="t") == "ok"
+    assert await gw.complete(MESSAGES, purpose="t", max_tokens=100) == "ok"
     assert len(gw.sleeps) == 1 and 0.25 <= gw.sleeps[0] <= 0.5
 
 
@@ -421,7 +421,7 @@ async def test_retries_exhausted_raise_server_error(route, make_gateway):
     route.mock(return_value=error_response(502, "bad gateway"))
     gw = make_gateway(max_retries=3)
     with pytest.raises(LLMServerError, match="bad gateway"):
-        await gw.complete(MESSAGES, purpose="t")
+        await gw.complete(MESSAGES, purpose="t", max_tokens=100)
     assert route.call_count == 4
     assert len(gw.sleeps) == 3 and gw.sleeps[0] < gw.sleeps[2] <= gateway_module.BACKOFF_CAP
 
@@ -430,7 +430,7 @@ async def test_connection_refused_is_unreachable(route, make_gateway, capfd):
     route.side_effect = httpx.ConnectError("Connection refused")
     gw = make_gateway(max_retries=1)
     with pytest.raises(LLMUnreachableError) as info:
-        await gw.complete(MESSAGES, purpose="t")
+        await gw.complete(MESSAGES, purpose="t", max_tokens=100)
     assert str(info.value) == f"cannot reach the LLM server at {API_BASE}: Connection refused"
     assert route.call_count == 2
     assert capfd.readouterr().out == ""  # nothing on stdout (MCP stdio must stay clean)
@@ -440,14 +440,14 @@ async def test_timeout_is_mapped(route, make_gateway):
     route.side_effect = httpx.ReadTimeout("timed out")
     gw = make_gateway(max_retries=0, timeout=0.5)
     with pytest.raises(LLMTimeoutError, match="did not answer within 0.5 s"):
-        await gw.complete(MESSAGES, purpose="t")
+        await gw.complete(MESSAGES, purpose="t", max_tokens=100)
 
 
 async def test_auth_error_is_not_retried(route, make_gateway):
     route.mock(return_value=error_response(401, "Incorrect API key provided"))
     gw = make_gateway()
     with pytest.raises(LLMAuthError, match="rejected the API key") as info:
-        await gw.complete(MESSAGES, purpose="t")
+        await gw.complete(MESSAGES, purpose="t", max_tokens=100)
     assert "\n" not in str(info.value)
     assert route.call_count == 1 and gw.sleeps == []
 
@@ -455,7 +455,7 @@ async def test_auth_error_is_not_retried(route, make_gateway):
 async def test_not_found_is_unknown_model(route, make_gateway):
     route.mock(return_value=error_response(404, "model 'test-model' not found"))
     with pytest.raises(UnknownModelError, match="does not know model"):
-        await make_gateway().complete(MESSAGES, purpose="t")
+        await make_gateway().complete(MESSAGES, purpose="t", max_tokens=100)
     assert route.call_count == 1
 
 
@@ -463,8 +463,8 @@ async def test_model_refusing_temperature_is_retried_without_it(route, make_gate
     # litellm itself refuses temperature=0 for o-series models (UnsupportedParamsError, no HTTP).
     route.mock(return_value=chat_json("ok"))
     gw = make_gateway(model="openai/o3-mini", direct_http=False)
-    assert await gw.complete(MESSAGES, purpose="t") == "ok"
-    assert await gw.complete(MESSAGES, purpose="t") == "ok"
+    assert await gw.complete(MESSAGES, purpose="t", max_tokens=100) == "ok"
+    assert await gw.complete(MESSAGES, purpose="t", max_tokens=100) == "ok"
     assert route.call_count == 2
     assert all("temperature" not in body(call) for call in route.calls)
 
@@ -474,8 +474,8 @@ async def test_server_refusing_temperature_is_retried_without_it_and_remembered(
     refusal = error_response(400, "Unsupported value: 'temperature' does not support 0 with this model.")
     route.side_effect = [refusal, chat_json("ok"), chat_json("ok again")]
     gw = make_gateway(model="openai/o3-mini", direct_http=True)
-    assert await gw.complete(MESSAGES, purpose="t") == "ok"
-    assert await gw.complete(MESSAGES, purpose="t") == "ok again"
+    assert await gw.complete(MESSAGES, purpose="t", max_tokens=100) == "ok"
+    assert await gw.complete(MESSAGES, purpose="t", max_tokens=100) == "ok again"
     assert route.call_count == 3
     assert "temperature" in body(route.calls[0]) and all("temperature" not in body(c) for c in route.calls[1:])
 
@@ -486,10 +486,10 @@ async def test_server_refusing_temperature_is_retried_without_it_and_remembered(
 async def test_cache_hit_makes_no_http_call(route, make_gateway, tmp_path):
     route.mock(return_value=chat_json("cached answer", prompt_tokens=9, completion_tokens=2))
     gw = make_gateway(cache_dir=tmp_path / "cache")
-    assert await gw.complete(MESSAGES, purpose="t") == "cached answer"
+    assert await gw.complete(MESSAGES, purpose="t", max_tokens=100) == "cached answer"
     meter = UsageMeter()
     again = make_gateway(cache_dir=tmp_path / "cache")  # a new gateway: the hit comes from disk
-    assert await again.complete(MESSAGES, purpose="t", meter=meter) == "cached answer"
+    assert await again.complete(MESSAGES, purpose="t", max_tokens=100, meter=meter) == "cached answer"
     assert route.call_count == 1
     [call] = meter.calls
     assert call.cached and (call.prompt_tokens, call.completion_tokens, call.cost_usd) == (9, 2, 0.0)
@@ -499,12 +499,12 @@ async def test_cache_hit_makes_no_http_call(route, make_gateway, tmp_path):
 async def test_stream_and_json_cache_hits(route, make_gateway, tmp_path):
     gw = make_gateway(cache_dir=tmp_path / "cache")
     route.mock(return_value=chat_sse(["a", "b"]))
-    assert [p async for p in gw.stream(MESSAGES, purpose="t")] == ["a", "b"]
+    assert [p async for p in gw.stream(MESSAGES, purpose="t", max_tokens=100)] == ["a", "b"]
     meter = UsageMeter()
-    assert "".join([p async for p in gw.stream(MESSAGES, purpose="t", meter=meter)]) == "ab"
+    assert "".join([p async for p in gw.stream(MESSAGES, purpose="t", max_tokens=100, meter=meter)]) == "ab"
     route.mock(return_value=chat_json('```json\n{"pages": ["x.md"]}\n```'))
-    assert await gw.complete_json(MESSAGES, schema=SCHEMA, schema_name="s", purpose="t") == {"pages": ["x.md"]}
-    assert await gw.complete_json(MESSAGES, schema=SCHEMA, schema_name="s", purpose="t", meter=meter) == {
+    assert await gw.complete_json(MESSAGES, schema=SCHEMA, schema_name="s", purpose="t", max_tokens=100) == {"pages": ["x.md"]}
+    assert await gw.complete_json(MESSAGES, schema=SCHEMA, schema_name="s", purpose="t", max_tokens=100, meter=meter) == {
         "pages": ["x.md"]}
     assert route.call_count == 2
     assert [c.cached for c in meter.calls] == [True, True]
@@ -513,8 +513,8 @@ async def test_stream_and_json_cache_hits(route, make_gateway, tmp_path):
 async def test_nonzero_temperature_is_not_cached(route, make_gateway, tmp_path):
     route.mock(return_value=chat_json("creative"))
     gw = make_gateway(cache_dir=tmp_path / "cache")
-    await gw.complete(MESSAGES, purpose="t", temperature=0.7)
-    await gw.complete(MESSAGES, purpose="t", temperature=0.7)
+    await gw.complete(MESSAGES, purpose="t", max_tokens=100, temperature=0.7)
+    await gw.complete(MESSAGES, purpose="t", max_tokens=100, temperature=0.7)
     assert route.call_count == 2
     assert not list((tmp_path / "cache").rglob("*.json"))
 
@@ -522,12 +522,12 @@ async def test_nonzero_temperature_is_not_cached(route, make_gateway, tmp_path):
 async def test_corrupt_cache_file_is_a_miss_and_replaced(route, make_gateway, tmp_path):
     route.mock(return_value=chat_json("fresh"))
     key = cache_key(kind="text", model=MODEL, api_base=API_BASE, messages=MESSAGES, temperature=0.0,
-                    max_tokens=None)
+                    max_tokens=100)
     cache = ResponseCache(tmp_path / "cache")
     path = cache.path_for(key)
     path.parent.mkdir(parents=True)
     path.write_text("{not json", encoding="utf-8")
-    assert await make_gateway(cache_dir=tmp_path / "cache").complete(MESSAGES, purpose="t") == "fresh"
+    assert await make_gateway(cache_dir=tmp_path / "cache").complete(MESSAGES, purpose="t", max_tokens=100) == "fresh"
     assert route.call_count == 1
     assert cache.get(key).text == "fresh"
 
@@ -548,7 +548,7 @@ async def test_concurrency_limit_is_respected(route, make_gateway):
 
     route.side_effect = slow
     gw = make_gateway(concurrency=2)
-    results = await asyncio.gather(*(gw.complete(MESSAGES, purpose=f"t{i}") for i in range(6)))
+    results = await asyncio.gather(*(gw.complete(MESSAGES, purpose=f"t{i}", max_tokens=100) for i in range(6)))
     assert results == ["ok"] * 6
     assert peak == 2 and route.call_count == 6
 
@@ -558,21 +558,22 @@ def test_one_gateway_serves_several_event_loops(make_gateway):
     with respx.mock(using="httpx") as router:
         router.post(CHAT_URL).mock(return_value=chat_json("ok"))
         for _ in range(2):  # like one asyncio.run per CLI command
-            assert asyncio.run(gw.complete(MESSAGES, purpose="t")) == "ok"
+            assert asyncio.run(gw.complete(MESSAGES, purpose="t", max_tokens=100)) == "ok"
 
 
 async def test_trace_file_gets_one_line_per_call(route, make_gateway, tmp_path):
     route.side_effect = [error_response(500, "hiccup"), chat_json('{"pages": []}')]
     trace = tmp_path / "trace.jsonl"
     gw = make_gateway(trace_file=trace, cache_dir=tmp_path / "cache")
-    await gw.complete_json(MESSAGES, schema=SCHEMA, schema_name="s", purpose="select")
-    await gw.complete_json(MESSAGES, schema=SCHEMA, schema_name="s", purpose="select")  # cache hit
+    await gw.complete_json(MESSAGES, schema=SCHEMA, schema_name="s", purpose="select", max_tokens=100)
+    await gw.complete_json(MESSAGES, schema=SCHEMA, schema_name="s", purpose="select", max_tokens=100)  # cache hit
     failed, ok, hit = [json.loads(line) for line in trace.read_text().splitlines()]
     assert failed["error"]["code"] == "llm_server_error" and failed["reply"] is None
     assert ok["purpose"] == "select" and ok["model"] == MODEL and ok["response_format"] == "json_schema"
     assert ok["messages"] == MESSAGES and ok["reply"] == '{"pages": []}' and ok["error"] is None
     assert ok["usage"] == {"prompt_tokens": 10, "completion_tokens": 5, "cost_usd": 0.0}
     assert ok["cached"] is False and hit["cached"] is True and "time" in ok
+    assert ok["max_tokens"] == failed["max_tokens"] == 100 and ok["finish_reason"] == "stop"
 
 
 def test_preflight_rejects_unknown_model(make_gateway):
@@ -600,7 +601,7 @@ async def test_fake_openai_routes_by_request(make_gateway):
         fake.reply_json({"pages": ["a.md"]}, when=JSON_MODE)
         fake.reply("The answer.", when="Say hi.")
         gw = make_gateway()
-        assert await gw.complete(MESSAGES, purpose="answer") == "The answer."
-        assert await gw.complete_json(MESSAGES, schema=SCHEMA, schema_name="s", purpose="select") == {
+        assert await gw.complete(MESSAGES, purpose="answer", max_tokens=100) == "The answer."
+        assert await gw.complete_json(MESSAGES, schema=SCHEMA, schema_name="s", purpose="select", max_tokens=100) == {
             "pages": ["a.md"]}
         assert fake.call_count == 2 and fake.unmatched == []

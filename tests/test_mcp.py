@@ -20,9 +20,10 @@ KAAS = str(Path(sys.executable).with_name("kaas"))
 async def test_tools_are_listed_with_schemas(sample_kb):
     async with Client(build_mcp_server(load_settings(sample_kb.root, env={}))) as client:
         tools = {t.name: t for t in (await client.list_tools()).tools}
-    assert set(tools) == {"ask", "read_page", "list_pages"}
+    assert set(tools) == {"ask", "ask_and_save", "read_page", "list_pages"}
     assert tools["ask"].input_schema["required"] == ["question"]
-    assert set(tools["ask"].input_schema["properties"]) == {"question", "paths", "rewrite", "suggest", "save"}
+    assert set(tools["ask"].input_schema["properties"]) == {"question", "paths", "rewrite", "suggest"}
+    assert set(tools["ask_and_save"].input_schema["properties"]) == {"question", "paths", "rewrite", "suggest"}
     assert {"answer", "citations", "pages", "suggestions"} <= set(tools["ask"].output_schema["properties"])
     assert tools["read_page"].annotations.read_only_hint is True
 
@@ -94,7 +95,7 @@ async def test_stdio_subprocess_speaks_only_protocol(sample_kb):
         tools = await client.list_tools()
         result = await client.call_tool("ask", {"question": "Which variable selects the language model?"})
         page = await client.call_tool("read_page", {"path": "ops/configuration.md"})
-    assert {t.name for t in tools.tools} == {"ask", "read_page", "list_pages"}
+    assert {t.name for t in tools.tools} == {"ask", "ask_and_save", "read_page", "list_pages"}
     assert not result.is_error
     assert result.structured_content["citations"][0]["path"] == "ops/configuration.md"
     assert page.structured_content["path"] == "ops/configuration.md"
@@ -126,7 +127,7 @@ async def test_streamable_http_at_mcp_inside_the_chat_server(sample_kb):
                 tools = await client.list_tools()
                 result = await client.call_tool("ask", {"question": "How are citations validated?"})
                 page = await client.call_tool("read_page", {"path": "retrieval/citations.md"})
-        assert {t.name for t in tools.tools} == {"ask", "read_page", "list_pages"}
+        assert {t.name for t in tools.tools} == {"ask", "ask_and_save", "read_page", "list_pages"}
         assert not result.is_error
         assert result.structured_content["citations"][0] == {"path": "retrieval/citations.md", "title": "Citations"}
         assert page.structured_content["title"] == "Citations"

@@ -75,9 +75,9 @@ def test_an_answer_without_citations_is_not_saved(sample_kb):
     assert not (sample_kb.wiki_dir / "answers").exists()
 
 
-async def test_mcp_ask_can_save(sample_kb):
+async def test_mcp_ask_and_save_files_the_answer(sample_kb):
     async with Client(build_mcp_server(load_settings(sample_kb.root, env={}))) as client:
-        result = await client.call_tool("ask", {"question": "Which variable selects the language model?", "save": True})
+        result = await client.call_tool("ask_and_save", {"question": "Which variable selects the language model?"})
     saved = result.structured_content["saved_path"]
     assert saved and (sample_kb.wiki_dir / saved).is_file()
     assert f"Saved as {saved}." in result.content[0].text

@@ -13,6 +13,8 @@ from kb_ai.errors import ArticleFormatError, ConfigError, EmptyCatalogError, NoW
 from kb_ai.store.articles import load_article, parse_article, render_article, write_article
 from kb_ai.store.catalog import build_catalog, parse_master_index, render_master_index
 from kb_ai.store.kb import KnowledgeBase, init_kb
+from kb_ai.store.pages import load_page
+from kb_ai.store.access import OWNER
 from kb_ai.store.paths import normalize_wiki_path, safe_wiki_file, slugify
 
 from conftest import write_page
@@ -161,7 +163,7 @@ def test_kb_errors(tmp_path):
     with pytest.raises(EmptyCatalogError):
         kb.require_catalog()
     with pytest.raises(PageNotFoundError):
-        kb.read_article("a/missing.md")
+        load_page(kb, "a/missing.md", OWNER)
 
 
 def test_init_creates_skeleton_and_never_overwrites(tmp_path):

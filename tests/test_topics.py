@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from kb_ai.config import Settings, load_settings
@@ -135,3 +137,54 @@ def test_navigation_setting_is_validated(tmp_path):
     assert load_settings(tmp_path, env={"KAAS_NAVIGATION": "Topics"}).navigation == "topics"
     with pytest.raises(ConfigError, match="navigation"):
         load_settings(tmp_path, env={"KAAS_NAVIGATION": "tree"})
+
+
+def test_the_topic_fallback_is_a_notice_for_json_and_sse_clients(tmp_path):
+    from click.testing import CliRunner
+    from starlette.testclient import TestClient
+
+    from kb_ai.cli import cli
+    from kb_ai.server import create_app
+    from server_fakes import parse_sse
+
+    made = generate_wiki(tmp_path, 400)
+    kb = KnowledgeBase(tmp_path)
+    kb.reindex()
+    gold_path, name = made[10]
+    (tmp_path / "kaas.toml").write_text('select_budget = 1500\nnavigation = "topics"\ncache = false\nmax_retries = 0\n')
+
+    def fake_model(fake):
+        fake.reply_json({"topics": ["no such topic", "nor this one"]}, when=TOPICS, repeat=True)
+        fake.reply_json({"paths": [gold_path]}, when=SELECT, repeat=True)
+        fake.reply_stream([f"Yes [{name}]({gold_path})."], when=ANSWER, repeat=True)
+
+    env = {"KAAS_MODEL": MODEL, "KAAS_API_BASE": API_BASE, "KAAS_API_KEY": "k"}
+    with FakeOpenAI() as fake:
+        fake_model(fake)
+        result = CliRunner(env=env).invoke(cli, ["--kb", str(tmp_path), "ask", "--json", f"When was {name} founded?"])
+    notices = json.loads(result.stdout)["notices"]
+    assert any("named no topic of the wiki" in n for n in notices), notices
+    with FakeOpenAI() as fake:
+        fake_model(fake)
+        app = create_app(Settings(kb=tmp_path, model=MODEL, api_base=API_BASE, api_key="k", cache=False,
+                                  max_retries=0, select_budget=1500, navigation="topics"), mcp=False)
+        with TestClient(app) as client:
+            events = parse_sse(client.post("/api/chat", json={"question": f"When was {name} founded?"}).text)
+    sse_notices = [data["message"] for event, data in events if event == "notice"]
+    assert any("named no topic of the wiki" in n for n in sse_notices), sse_notices
+
+
+async def test_invented_topic_names_next_to_real_ones_are_reported(tmp_path):
+    made = generate_wiki(tmp_path, 400)
+    kb = KnowledgeBase(tmp_path)
+    kb.reindex()
+    gold_path, name = made[250]
+    gold_topic = kb.catalog().get(gold_path).topic
+    with FakeOpenAI() as fake:
+        fake.reply_json({"topics": ["made-up topic", gold_topic]}, when=TOPICS)
+        fake.reply_json({"paths": [gold_path]}, when=SELECT)
+        fake.reply_stream([f"Long ago [{name}]({gold_path})."], when=ANSWER)
+        result = await ask(build_service(_settings(kb, select_budget=1500, navigation="topics")),
+                           AskRequest(question=f"When was {name} founded?"))
+    assert [p["path"] for p in result.pages] == [gold_path]
+    assert any(n.startswith("Ignored topic names") and "'made-up topic'" in n for n in result.notices), result.notices

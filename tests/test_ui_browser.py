@@ -18,6 +18,7 @@ import sys
 import time
 from pathlib import Path
 
+import frontmatter
 import httpx
 import pytest
 
@@ -174,6 +175,11 @@ def test_offline_chat_citation_panel_and_hand_edit(browser, ui_kb):
         saved_path = turn.locator("a.saved-answer").get_attribute("data-path")
         assert saved_path.startswith("answers/") and (ui_kb.wiki_dir / saved_path).is_file()
         assert "kind: answer" in (ui_kb.wiki_dir / saved_path).read_text()
+        # the UI sends every page read for the answer, not only those cited: the saved copy may
+        # be read only by those who may read all of them
+        read_paths = [turn.locator(".pages-read li .path").nth(i).text_content()
+                      for i in range(turn.locator(".pages-read li").count())]
+        assert read_paths and frontmatter.load(ui_kb.wiki_dir / saved_path)["read"] == read_paths
 
         # a suggested follow-up is a second turn of the same conversation
         turn.locator(".suggestions .chip").first.click()

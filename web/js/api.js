@@ -68,7 +68,10 @@ export const api = {
   index: () => request("GET", "/api/index"),
   page: (path) => request("GET", "/api/pages/" + pagePath(path)),
   save: (path, markdown, version) => request("PUT", "/api/pages/" + pagePath(path), { markdown, version }),
-  saveAnswer: (question, answer, citations, mode) => request("POST", "/api/answers", { question, answer, citations, mode }),
+  // `pages`: every page the answer was made from (read for it or for the history it used), so the
+  // saved copy can be read only by those who may read all of them.
+  saveAnswer: (question, answer, citations, pages, mode) =>
+    request("POST", "/api/answers", { question, answer, citations, pages, mode }),
 };
 
 /**

@@ -18,6 +18,9 @@ export class Chat {
     this.rewrite = $("#opt-rewrite");
     this.suggest = $("#opt-suggest");
     this.history = [];
+    // Per history item, the pages its text came from: an answer that uses the history is made
+    // from those pages too, and saving it must say so (only their readers may read the copy).
+    this.historyPages = [];
     this.controller = null;
 
     this.form.addEventListener("submit", (event) => {
@@ -50,6 +53,7 @@ export class Chat {
   reset() {
     this.stop();
     this.history = [];
+    this.historyPages = [];
     for (const node of [...this.list.children]) if (node !== this.empty) node.remove();
     this.empty.hidden = false;
     this.input.value = "";
@@ -86,7 +90,8 @@ export class Chat {
     this.input.value = "";
     this.autosize();
 
-    const turn = new AnswerView(this.app, question);
+    const earlierPages = [...new Set(this.historyPages.slice(-HISTORY_TURNS).flat())];
+    const turn = new AnswerView(this.app, question, earlierPages);
     this.list.append(turn.node);
     turn.node.scrollIntoView({ block: "start", behavior: "smooth" });
 
@@ -111,15 +116,18 @@ export class Chat {
     }
     if (turn.answer && !turn.failed) {
       this.history.push({ role: "user", content: question }, { role: "assistant", content: turn.answer });
+      this.historyPages.push([], turn.madeFrom());
     }
   }
 }
 
 /** One question and its answer, updated as events arrive. */
 class AnswerView {
-  constructor(app, question) {
+  constructor(app, question, earlierPages = []) {
     this.app = app;
     this.question = question;
+    this.earlierPages = earlierPages; // pages read for the earlier answers in this question's history
+    this.pagesRead = [];
     this.citations = [];
     this.mode = "llm";
     this.started = performance.now();
@@ -151,7 +159,10 @@ class AnswerView {
         this.rewriteLine.hidden = false;
         this.rewriteLine.replaceChildren("Searched for: ", h("q", {}, data.query));
         break;
-      case "pages": this.showPages(data.pages || [], data.method); break;
+      case "pages":
+        this.pagesRead = (data.pages || []).map((p) => p.path);
+        this.showPages(data.pages || [], data.method);
+        break;
       case "notice": (this.answer ? this.laterNotices : this.notices).append(h("p.notice", {}, data.message)); break;
       case "token":
         this.answer += data.text || "";
@@ -267,7 +278,8 @@ class AnswerView {
       button.disabled = true;
       button.textContent = "Saving…";
       try {
-        const saved = await api.saveAnswer(this.question, this.answer, this.citations.map((c) => c.path), this.mode);
+        const saved = await api.saveAnswer(this.question, this.answer, this.citations.map((c) => c.path),
+          this.madeFrom(), this.mode);
         button.replaceWith(h("a.page-link.saved-answer", { href: "/wiki/" + saved.path, dataset: { path: saved.path } }, "Saved as " + saved.path));
       } catch (error) {
         button.disabled = false;
@@ -276,6 +288,11 @@ class AnswerView {
       }
     });
     this.footer.append(h("span.sep", { "aria-hidden": "true" }, "·"), button);
+  }
+
+  /** Every page this answer was made from: read for it, or behind the history it was asked with. */
+  madeFrom() {
+    return [...new Set([...this.pagesRead, ...this.earlierPages])];
   }
 
   stopped() {

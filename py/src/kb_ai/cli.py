@@ -243,8 +243,9 @@ def ask(ctx: click.Context, question: str, as_json: bool, rewrite: bool, suggest
     usage = result.usage
     if usage.get("mode") == "llm":
         cached = f", {usage['cache_hits']} more answered from the cache" if usage.get("cache_hits") else ""
+        failed = f" ({usage['failed_calls']} failed)" if usage.get("failed_calls") else ""
         click.echo(
-            f"kaas: {usage['llm_calls']} LLM calls{cached}; "
+            f"kaas: {usage['llm_calls']} LLM calls{failed}{cached}; "
             f"{usage['prompt_tokens']} prompt + {usage['completion_tokens']} completion tokens, ${usage['cost_usd']:.4f}",
             err=True,
         )
@@ -292,7 +293,20 @@ def _ask_running_server(settings: Settings, question: str, rewrite: bool, sugges
 @click.option("--offline", is_flag=True, help="Ignore any configured model: deterministic structuring.")
 @click.pass_context
 def compile_command(ctx: click.Context, full: bool, dry_run: bool, as_json: bool, offline: bool) -> None:
-    """Compile raw/ into wiki/ (incremental: unchanged sources cost nothing)."""
+    """Compile raw/ into wiki/ (incremental: unchanged sources cost nothing).
+
+    \b
+    Exit status:
+      0  everything that needed compiling was compiled (skipped files and
+         duplicates are listed in the report, they are not failures)
+      1  some source or article failed or was left alone (model errors,
+         refused model output, hand edits offline compile cannot merge, an
+         unreachable server): the report says which and why, finished work
+         is saved, the next run retries
+      2  usage or configuration error (no raw/ folder, unknown model,
+         missing API key, rejected credentials)
+      3  another compile holds the lock on this knowledge base
+    """
     from kb_ai.compile.pipeline import run_compile
 
     settings = _settings(ctx)
@@ -303,6 +317,7 @@ def compile_command(ctx: click.Context, full: bool, dry_run: bool, as_json: bool
     except KaasError as exc:
         _fail(exc)
     click.echo(json.dumps(report.to_dict(), ensure_ascii=False, indent=2) if as_json else report.render_text())
+    sys.exit(report.exit_code)
 
 
 @cli.command()
@@ -311,7 +326,7 @@ def compile_command(ctx: click.Context, full: bool, dry_run: bool, as_json: bool
               help="Act as this user of kaas.toml: the tools see only the pages their groups may read.")
 @click.pass_context
 def mcp(ctx: click.Context, user_name: str | None) -> None:
-    """Serve the MCP tools (ask, read_page, list_pages) over stdio."""
+    """Serve the MCP tools (ask, ask_and_save, read_page, list_pages) over stdio."""
     from kb_ai.server_mcp import run_stdio
     from kb_ai.store.kb import KnowledgeBase
 
@@ -371,6 +386,8 @@ def eval_command(ctx: click.Context, questions_file: Path, json_out: Path | None
             report.write_json(json_out)
     except KaasError as exc:
         _fail(exc)
+    for warning in report.warnings:
+        click.echo(f"kaas: warning: {warning}", err=True)
     click.echo(report.render_table())
 
 

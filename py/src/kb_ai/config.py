@@ -32,7 +32,8 @@ class Settings:
     prompts_dir: Path | None = None
     api_token: str | None = None
     # LLM gateway
-    timeout: float = 60.0
+    timeout: float = 60.0  # seconds to connect, and for each read of a reply
+    call_deadline: float | None = None  # seconds one model call may take in all, stream included; None: 3 x timeout
     max_retries: int = 3
     concurrency: int = 4
     cache: bool = True
@@ -60,7 +61,7 @@ class Settings:
 
 _INT_FIELDS = {"max_retries", "concurrency", "select_budget", "read_budget", "max_pages"}
 _ZERO_ALLOWED = {"max_retries"}
-_FLOAT_FIELDS = {"timeout"}
+_FLOAT_FIELDS = {"timeout", "call_deadline"}
 _BOOL_FIELDS = {"cache", "debug", "direct_http"}
 _PATH_FIELDS = {"kb", "prompts_dir"}
 _CHOICE_FIELDS = {"navigation": ("shortlist", "topics")}

@@ -62,7 +62,10 @@ class ArticleFormatError(KaasError):
 
 
 class LockedError(KaasError):
+    """Another compile (or index/edit holding the compile lock) is running on this KB."""
+
     code = "locked"
+    exit_code = 3
 
 
 class LLMError(KaasError):
@@ -97,6 +100,13 @@ class LLMTimeoutError(LLMError):
     retryable = True
 
 
+class LLMDeadlineError(LLMTimeoutError):
+    """A call ran out its whole deadline (``call_deadline``): a retry would wait as long again."""
+
+    code = "llm_deadline"
+    retryable = False
+
+
 class LLMRateLimitError(LLMError):
     code = "llm_rate_limited"
     retryable = True
@@ -116,6 +126,19 @@ class LLMOutputError(LLMError):
 
     code = "llm_bad_output"
     retryable = True
+
+
+class LLMReplyCutOff(LLMOutputError):
+    """A reply stopped before the model finished: at its ``max_tokens`` (``reason`` "length") or
+    at the call deadline ("deadline"). ``text`` is what came; a streamed answer keeps it."""
+
+    code = "llm_reply_cut_off"
+    retryable = False
+
+    def __init__(self, message: str, *, text: str = "", reason: str = "length"):
+        super().__init__(message)
+        self.text = text
+        self.reason = reason
 
 
 def exit_code_for(code: str) -> int:

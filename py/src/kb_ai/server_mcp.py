@@ -1,4 +1,5 @@
-"""The MCP server: ``ask``, ``read_page`` and ``list_pages`` for agents.
+"""The MCP server: ``ask``, ``read_page`` and ``list_pages`` (read-only) and ``ask_and_save``
+(which files the answer into the wiki) for agents.
 
 Built with the official SDK's ``MCPServer`` (mcp 2.x). The same ``AskService`` as the CLI and
 the HTTP server answers; this module only shapes the results for MCP: structured content with
@@ -15,6 +16,7 @@ import time
 from contextlib import asynccontextmanager
 from typing import Annotated
 
+import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.transport_security import TransportSecuritySettings
@@ -24,12 +26,13 @@ from starlette.responses import JSONResponse
 
 from kb_ai import __version__
 from kb_ai.config import Settings
-from kb_ai.errors import KaasError, PageNotFoundError
+from kb_ai.errors import KaasError
 from kb_ai.navigate.ask import AskService, ask_events, build_service
 from kb_ai.navigate.records import AskRequest, AskResult
 from kb_ai.navigate.save import save_answer
 from kb_ai.server.guard import READER_KEY
 from kb_ai.store.access import OWNER, Reader
+from kb_ai.store.pages import load_page
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +40,8 @@ INSTRUCTIONS = (
     "A wiki compiled by KaaS. Use `ask` for a cited answer to a question (it selects and reads the "
     "relevant pages itself), or navigate yourself with `list_pages` (the catalog: path, title, "
     "one-line summary) and `read_page` (one article's Markdown). Citations are [Title](path) with "
-    "paths relative to the wiki; only pages that were read are returned as citations."
+    "paths relative to the wiki; only pages that were read are returned as citations. "
+    "`ask_and_save` answers like `ask` and also files the answer into the wiki (it writes a page)."
 )
 PROGRESS_INTERVAL = 0.5  # seconds between progress notifications while an answer streams
 
@@ -55,7 +59,7 @@ class AskOutput(BaseModel):
     mode: str = Field(description="'llm' or 'offline'")
     notices: list[str] = Field(default_factory=list, description="fallbacks, trimmed pages, dropped citations")
     invalid_citations: list[str] = Field(default_factory=list)
-    saved_path: str | None = Field(default=None, description="where the answer was filed, when save was asked")
+    saved_path: str | None = Field(default=None, description="where ask_and_save filed the answer (None for ask, or when it could not be saved)")
 
 
 class PageOutput(BaseModel):
@@ -104,21 +108,8 @@ def build_mcp_server(settings: Settings, service: AskService | None = None, *,
     service = service or build_service(settings)
     server = MCPServer(name="kaas", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING")
 
-    @server.tool(
-        description=(
-            "Answer a question from the wiki with inline citations [Title](path). Selects the relevant "
-            "pages itself unless `paths` names the pages to read. Says so when the wiki does not cover it."
-        ),
-        annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False),
-    )
-    async def ask(
-        question: Annotated[str, Field(description="The question, in natural language.")],
-        ctx: Context,
-        paths: Annotated[list[str] | None, Field(description="Read exactly these pages (paths from list_pages) instead of selecting.")] = None,
-        rewrite: Annotated[bool, Field(description="Rewrite the question into a standalone query first.")] = False,
-        suggest: Annotated[bool, Field(description="Also return three follow-up questions.")] = False,
-        save: Annotated[bool, Field(description="File the answer into the wiki's answers/ folder (navigation only, never cited as evidence).")] = False,
-    ) -> Annotated[CallToolResult, AskOutput]:
+    async def answer(ctx: Context, question: str, paths: list[str] | None, rewrite: bool,
+                     suggest: bool) -> tuple[AskResult, Reader]:
         if not question or not question.strip():
             raise ToolError("the question is empty: pass the question to answer as `question`")
         request = AskRequest(question=question, rewrite=rewrite, suggest=suggest, paths=paths or None,
@@ -137,18 +128,48 @@ def build_mcp_server(settings: Settings, service: AskService | None = None, *,
                     await _progress(ctx, 2 + tokens, f"answering ({len(result.answer)} characters so far)")
         if result.error:
             raise ToolError(f"{result.error['message']} [{result.error['code']}]")
-        if save:
-            try:
-                result.saved_path = save_answer(service.kb, question, result, reader=request.reader)
-            except KaasError as exc:
-                result.notices.append(exc.message)
-        structured = AskOutput(
-            answer=result.answer, citations=result.citations, pages=[{"path": p["path"], "title": p["title"]} for p in result.pages],
-            suggestions=result.suggestions, mode=result.mode, notices=result.notices,
-            invalid_citations=result.invalid_citations, saved_path=result.saved_path,
-        )
-        return CallToolResult(content=[TextContent(type="text", text=_text_form(result))],
-                              structured_content=structured.model_dump(mode="json"))
+        return result, request.reader
+
+    ask_description = (
+        "Answer a question from the wiki with inline citations [Title](path). Selects the relevant "
+        "pages itself unless `paths` names the pages to read. Says so when the wiki does not cover it."
+    )
+
+    @server.tool(
+        description=ask_description + " Changes nothing.",
+        annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False),
+    )
+    async def ask(
+        question: Annotated[str, Field(description="The question, in natural language.")],
+        ctx: Context,
+        paths: Annotated[list[str] | None, Field(description="Read exactly these pages (paths from list_pages) instead of selecting.")] = None,
+        rewrite: Annotated[bool, Field(description="Rewrite the question into a standalone query first.")] = False,
+        suggest: Annotated[bool, Field(description="Also return three follow-up questions.")] = False,
+    ) -> Annotated[CallToolResult, AskOutput]:
+        result, _ = await answer(ctx, question, paths, rewrite, suggest)
+        return _ask_output(result)
+
+    @server.tool(
+        description=ask_description + " Then files the answer into the wiki's answers/ folder as a new page "
+        "(navigation only, never cited as evidence; readable only by those who may read every page it was made from) "
+        "and returns its path as `saved_path`.",
+        annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False,
+                                    open_world_hint=False),
+    )
+    async def ask_and_save(
+        question: Annotated[str, Field(description="The question, in natural language.")],
+        ctx: Context,
+        paths: Annotated[list[str] | None, Field(description="Read exactly these pages (paths from list_pages) instead of selecting.")] = None,
+        rewrite: Annotated[bool, Field(description="Rewrite the question into a standalone query first.")] = False,
+        suggest: Annotated[bool, Field(description="Also return three follow-up questions.")] = False,
+    ) -> Annotated[CallToolResult, AskOutput]:
+        result, reader = await answer(ctx, question, paths, rewrite, suggest)
+        try:
+            result.saved_path = await anyio.to_thread.run_sync(
+                lambda: save_answer(service.kb, question, result, reader=reader))
+        except KaasError as exc:
+            result.notices.append(exc.message)
+        return _ask_output(result)
 
     @server.tool(
         description="Read one wiki page: its frontmatter and full Markdown. `path` is a catalog path such as `topic/page.md`.",
@@ -160,12 +181,12 @@ def build_mcp_server(settings: Settings, service: AskService | None = None, *,
     ) -> Annotated[CallToolResult, PageOutput]:
         reader = _reader(ctx, stdio_reader)
         try:
+            # The one page reader of every interface: a hidden page is exactly a missing one.
+            loaded = load_page(service.kb, path, reader)
             catalog = service.kb.catalog().visible_to(reader)
-            article = service.kb.read_article(path)
-            if not reader.can_read(article.access):
-                raise PageNotFoundError(f"no page {article.path!r} in the wiki")  # exactly as if it did not exist
         except KaasError as exc:
             raise ToolError(f"{exc.message}; call list_pages to see the page paths [{exc.code}]") from None
+        article = loaded.article
         entry = catalog.get(article.path)
         page = PageOutput(
             path=article.path, title=entry.title if entry else article.title, summary=article.summary,
@@ -199,6 +220,17 @@ def build_mcp_server(settings: Settings, service: AskService | None = None, *,
         return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=listing.model_dump(mode="json"))
 
     return server
+
+
+def _ask_output(result: AskResult) -> CallToolResult:
+    structured = AskOutput(
+        answer=result.answer, citations=result.citations,
+        pages=[{"path": p["path"], "title": p["title"]} for p in result.pages],
+        suggestions=result.suggestions, mode=result.mode, notices=result.notices,
+        invalid_citations=result.invalid_citations, saved_path=result.saved_path,
+    )
+    return CallToolResult(content=[TextContent(type="text", text=_text_form(result))],
+                          structured_content=structured.model_dump(mode="json"))
 
 
 def _reader(ctx: Context, stdio_reader: Reader) -> Reader:

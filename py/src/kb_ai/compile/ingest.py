@@ -9,6 +9,7 @@ file: unreadable, binary, oversized or corrupt inputs are skipped, never fatal. 
 from __future__ import annotations
 
 import datetime as dt
+import errno
 import hashlib
 import io
 import os
@@ -89,8 +90,10 @@ class RawFile:
 
 
 def walk_raw(kb_root: Path) -> list[RawFile]:
-    """Every file under ``raw/`` in sorted POSIX-path order. Hidden folders, symlinks leaving
-    ``raw/`` and special files are listed with a skip reason instead of being read."""
+    """Every file under ``raw/`` in sorted POSIX-path order. Hidden folders, symlinked folders
+    (never followed: a link must not make kaas read outside raw/, and one inside raw/ would
+    compile its files twice), symlinks leaving ``raw/`` or looping, and special files are listed
+    with a skip reason instead of being read, so the report and the manifest name them."""
     raw_dir = kb_root / "raw"
     if not raw_dir.is_dir():
         return []
@@ -99,10 +102,16 @@ def walk_raw(kb_root: Path) -> list[RawFile]:
     for folder, dirs, files in os.walk(raw_dir):
         rel_folder = Path(folder).relative_to(raw_dir).as_posix()
         prefix = "raw/" if rel_folder == "." else f"raw/{rel_folder}/"
-        hidden = sorted(d for d in dirs if d.startswith("."))
-        for name in hidden:
-            found.append(RawFile(prefix + name + "/", Path(folder) / name, 0, 0, "hidden folder"))
-        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        kept: list[str] = []
+        for name in sorted(dirs):
+            path = Path(folder) / name
+            if name.startswith("."):
+                found.append(RawFile(prefix + name + "/", path, 0, 0, "hidden folder"))
+            elif path.is_symlink():
+                found.append(RawFile(prefix + name + "/", path, 0, 0, _folder_link_reason(path, raw_real)))
+            else:
+                kept.append(name)
+        dirs[:] = kept
         for name in files:
             file = Path(folder) / name
             rel = prefix + name
@@ -111,13 +120,15 @@ def walk_raw(kb_root: Path) -> list[RawFile]:
                 continue
             try:
                 if file.is_symlink():
-                    target = file.resolve()
+                    target = file.resolve(strict=True)
                     if raw_real not in target.parents:
                         found.append(RawFile(rel, file, 0, 0, "symlink pointing outside raw/"))
                         continue
                 st = file.stat()
-            except OSError as exc:
-                found.append(RawFile(rel, file, 0, 0, f"cannot read: {exc.strerror or exc}"))
+            except (OSError, RuntimeError) as exc:  # RuntimeError: a symlink loop (Python < 3.13)
+                loop = isinstance(exc, RuntimeError) or getattr(exc, "errno", None) == errno.ELOOP
+                reason = "symlink loop: not followed" if loop else f"cannot read: {exc.strerror or exc}"
+                found.append(RawFile(rel, file, 0, 0, reason))
                 continue
             if not _is_regular(st.st_mode):
                 found.append(RawFile(rel, file, 0, 0, "not a regular file"))
@@ -125,6 +136,16 @@ def walk_raw(kb_root: Path) -> list[RawFile]:
             found.append(RawFile(rel, file, st.st_size, st.st_mtime_ns))
     found.sort(key=lambda r: r.path)
     return found
+
+
+def _folder_link_reason(path: Path, raw_real: Path) -> str:
+    try:
+        target = path.resolve(strict=True)
+    except (OSError, RuntimeError):
+        return "symlinked folder: not followed (broken or looping link)"
+    if target == raw_real or raw_real in target.parents:
+        return "symlinked folder: not followed (it points inside raw/, whose files are compiled where they are)"
+    return "symlinked folder pointing outside raw/: not followed"
 
 
 def _is_regular(mode: int) -> bool:

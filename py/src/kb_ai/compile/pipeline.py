@@ -96,18 +96,11 @@ TOPIC_SUMMARY_PROMPT_TOKENS = 1_500  # estimate: instructions + a topic's catalo
 
 
 def build_gateway(settings: Settings, kb: KnowledgeBase):
-    from kb_ai.llm.gateway import GatewayConfig, LLMGateway  # noqa: PLC0415
+    from kb_ai.llm.gateway import LLMGateway, gateway_config  # noqa: PLC0415
 
     model = settings.effective_compile_model
     assert model
-    config = GatewayConfig(
-        model=model, api_base=settings.api_base, api_key=settings.api_key, timeout=settings.timeout,
-        max_retries=settings.max_retries, concurrency=settings.concurrency,
-        cache_dir=(kb.state_dir / "cache" / "llm") if settings.cache else None,
-        trace_file=(kb.state_dir / "logs" / "llm-trace.jsonl") if settings.debug else None,
-        direct_http=settings.direct_http,
-    )
-    return LLMGateway(config)
+    return LLMGateway(gateway_config(settings, model, kb.state_dir))
 
 
 def _prompt_library(settings: Settings):
@@ -187,6 +180,7 @@ class Compiler:
                 await self._stage_write()
                 self._stage_index()
                 await self._stage_topics()
+            self._report_partial()
         finally:
             self.progress.done()
             self.state.close()
@@ -198,8 +192,24 @@ class Compiler:
             self.state.save({"mode": self.mode, "model": self.report.model,
                              "compiled_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")})
             self.report.manifest = MANIFEST_LABEL
-            append_log(kb.wiki_dir, "compile", self._log_line())
+            if self._eventful():
+                append_log(kb.wiki_dir, "compile", self._log_line())
         return self.report
+
+    def _report_partial(self) -> None:
+        """Sources compiled without part of their content (refused or oversized archive members,
+        unreadable PDF pages, text cut, boilerplate removed), each part with its reason: the
+        report, not only the manifest, says everything that was not compiled."""
+        for path in sorted(self.present):
+            work = self.work.get(path)
+            record = self.state.sources.get(path)
+            if work is not None:
+                notes = work.source.notes
+            elif record is not None and record.status not in (SKIPPED, DUPLICATE):
+                notes = record.notes
+            else:
+                continue
+            self.report.partial.extend({"path": path, "reason": note} for note in notes)
 
     def _remove_temp_files(self) -> None:
         """Temp files of an atomic write cut short by a kill (we hold the lock: none is live)."""
@@ -393,24 +403,26 @@ class Compiler:
 
     # -- 3. plan ------------------------------------------------------------------------------
 
-    def _plan_catalog(self) -> PlanCatalog:
+    def _plan_catalog(self, replayed: set[str] = frozenset()) -> PlanCatalog:
+        """The wiki as the planner starts from. ``replayed``: new articles of reused plans, left
+        out here because replaying those plans adds them where an uninterrupted run did."""
         if not self.kb.wiki_dir.is_dir():
             catalog = None
         elif self.kb.master_index.exists():
             catalog = self.kb.catalog_store.get()
         else:
             catalog = build_catalog(self.kb.wiki_dir)
-        items = [CatalogItem(e.path, e.title, e.summary, e.topic) for e in (catalog.entries if catalog else [])]
+        items = [CatalogItem(e.path, e.title, e.summary, e.topic, e.access) for e in (catalog.entries if catalog else [])]
         known = {i.path for i in items}
         # Articles written by a run that was killed before it re-indexed.
         for path in sorted(self.state.articles):
-            if path in known:
+            if path in known or path in replayed:
                 continue
             try:
                 article = load_article(self.kb.wiki_dir, path)
             except (FileNotFoundError, ArticleFormatError, UnsafePathError, OSError):
                 continue
-            items.append(CatalogItem(article.path, article.title, article.summary, article.topic))
+            items.append(CatalogItem(article.path, article.title, article.summary, article.topic, article.access))
         return PlanCatalog(items)
 
     async def _stage_plan(self) -> None:
@@ -425,17 +437,29 @@ class Compiler:
             stage.counts = counts
             stage.seconds = round(time.perf_counter() - t0, 3)
             return
-        catalog = self._plan_catalog()
-        self.catalog = catalog
         need: list[SourceWork] = []
+        reused: set[str] = set()
+        planned_new = {t.path for w in to_plan if w.record is not None and w.record.status == PLANNED
+                       for t in (w.record.plan or []) if t.new}
+
+        def still_there(target: PlanTarget) -> bool:
+            return target.new or target.path in planned_new or (self.kb.wiki_dir / target.path).is_file()
+
         for work in to_plan:
             record = work.record
             if (record is not None and record.status == PLANNED and record.checksum == work.source.checksum
-                    and record.plan and record.plan_prompt == self.planner.prompt_version and work.change == "pending"):
-                work.plan = record.plan  # planned by an interrupted run
+                    and record.plan and record.plan_prompt == self.planner.prompt_version and work.change == "pending"
+                    and all(still_there(t) for t in record.plan)):
+                # Planned by an interrupted run (an article it was to update that has since been
+                # deleted by hand makes it plan again, against the wiki as it now is).
+                work.plan = record.plan
+                reused.add(work.source.path)
                 counts["reused"] += 1
             else:
                 need.append(work)
+        catalog = self._plan_catalog({t.path for w in to_plan if w.source.path in reused
+                                      for t in (w.plan or []) if t.new})
+        self.catalog = catalog
         if self.dry_run and self.mode == "llm":
             self._estimate(need, revisions, catalog)
             stage.counts = {"to_plan": len(need), "reused": counts["reused"], "revisions": len(revisions)}
@@ -454,10 +478,21 @@ class Compiler:
                         raise
                     return exc
 
-        for start in range(0, len(need), PLAN_WAVE):
-            wave = need[start:start + PLAN_WAVE]
-            proposals = await asyncio.gather(*(propose(w) for w in wave))
-            for work, proposal in zip(wave, proposals):
+        # Waves over *every* source to plan, the reused ones included, so that a resumed compile
+        # sees, source for source, the catalog an uninterrupted one saw: each wave is proposed
+        # against the articles planned by the waves before it, then resolved in path order (a
+        # reused plan adds its new articles to the catalog exactly where it was made).
+        for start in range(0, len(to_plan), PLAN_WAVE):
+            wave = to_plan[start:start + PLAN_WAVE]
+            fresh = [w for w in wave if w.source.path not in reused]
+            proposals = dict(zip((w.source.path for w in fresh), await asyncio.gather(*(propose(w) for w in fresh))))
+            for work in wave:
+                if work.source.path in reused:
+                    for target in work.plan or []:
+                        if target.new:
+                            catalog.add_target(target)
+                    continue
+                proposal = proposals[work.source.path]
                 self.progress.advance(work.source.path)
                 if isinstance(proposal, LLMError):
                     counts["failed"] += 1
@@ -467,7 +502,7 @@ class Compiler:
                 result: PlanResult = self.planner.resolve(proposal, work.source, catalog, previous)
                 for target in result.targets:
                     if target.new:
-                        catalog.add(CatalogItem(target.path, target.title, target.summary, target.topic))
+                        catalog.add_target(target)
                 for detail in result.rejected:
                     self.report.rejected.append({"source": work.source.path, "detail": detail})
                 for note in result.notes:
@@ -493,8 +528,8 @@ class Compiler:
                                                work.record.articles if work.record else []).targets
                 for target in targets:
                     if target.new:
-                        catalog.add(CatalogItem(target.path, target.title, target.summary, target.topic))
-            work.plan = [PlanTarget(t.path, t.title, t.summary, t.topic, t.new, "revision") for t in targets]
+                        catalog.add_target(target)
+            work.plan = [PlanTarget(t.path, t.title, t.summary, t.topic, t.new, "revision", t.access) for t in targets]
             counts["revisions"] += 1
             self._record_planned(work)
         self.progress.done()
@@ -731,6 +766,12 @@ class Compiler:
         stage.counts = {"summaries": written}
         stage.add_usage(meter)
         stage.seconds = round(time.perf_counter() - t0, 3)
+
+    def _eventful(self) -> bool:
+        """Whether this run is worth a line in wiki/log.md: a no-op compile writes nothing."""
+        r = self.report
+        return bool(self.written or r.failed or r.held or r.created or r.updated or r.detached
+                    or any(r.sources.get(k) for k in ("new", "changed", "deleted")))
 
     def _log_line(self) -> str:
         s, u = self.report.sources, self.report.usage

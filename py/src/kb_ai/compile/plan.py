@@ -23,7 +23,9 @@ from difflib import SequenceMatcher
 from kb_ai.compile.ingest import Source
 from kb_ai.compile.state import PlanTarget
 from kb_ai.errors import UnsafePathError
+from kb_ai.llm.plausible import implausible, one_line
 from kb_ai.llm.tokens import chars_for_tokens
+from kb_ai.store.access import derived_access
 from kb_ai.store.articles import RESERVED_NAMES, SUMMARY_LIMIT
 from kb_ai.store.markdown_text import clip, first_sentence
 from kb_ai.store.paths import normalize_wiki_path, slugify, topic_folder
@@ -88,6 +90,7 @@ class CatalogItem:
     title: str
     summary: str
     topic: str
+    access: tuple[str, ...] | None = None  # None: public (store/access.py)
 
 
 class PlanCatalog:
@@ -95,16 +98,27 @@ class PlanCatalog:
 
     def __init__(self, items: list[CatalogItem]):
         self.items: dict[str, CatalogItem] = {}
+        self.restricted: set[str] = set()  # paths of items with an access rule
+        self._public_topics: set[str] = set()
         self._by_key: dict[str, str] = {}
         self._postings: dict[str, dict[str, int]] = {}
         self._lengths: dict[str, int] = {}
         for item in items:
             self.add(item)
 
+    def add_target(self, target: PlanTarget) -> None:
+        """A new article planned in this run, so later plans see it (with the access it gets)."""
+        access = tuple(target.access) if target.access is not None else None
+        self.add(CatalogItem(target.path, target.title, target.summary, target.topic, access))
+
     def add(self, item: CatalogItem) -> None:
         if item.path in self.items:
             return
         self.items[item.path] = item
+        if item.access is not None:
+            self.restricted.add(item.path)
+        else:
+            self._public_topics.add(item.topic)
         key = title_key(item.title)
         if key:
             self._by_key.setdefault(key, item.path)
@@ -116,6 +130,10 @@ class PlanCatalog:
     @property
     def topics(self) -> list[str]:
         return sorted({i.topic for i in self.items.values()})
+
+    @property
+    def public_topics(self) -> set[str]:
+        return self._public_topics
 
     def twin_of(self, title: str) -> str | None:
         """The path of an article whose title is near-identical to ``title``: the same words
@@ -135,8 +153,10 @@ class PlanCatalog:
                 return item.path
         return None
 
-    def related(self, text: str, limit: int = MAX_CANDIDATES) -> list[CatalogItem]:
-        """The ``limit`` items most related to ``text`` by BM25 (ties broken by path)."""
+    def related(self, text: str, limit: int = MAX_CANDIDATES, exclude: set[str] | frozenset[str] = frozenset()
+                ) -> list[CatalogItem]:
+        """The ``limit`` items most related to ``text`` by BM25 (ties broken by path), leaving
+        out the paths in ``exclude``."""
         if not self.items:
             return []
         n = len(self.items)
@@ -149,6 +169,8 @@ class PlanCatalog:
                 continue  # in over 2% of all titles: says little, costs a scan of them all
             idf = math.log(1 + (n - len(postings) + 0.5) / (len(postings) + 0.5))
             for path, tf in postings.items():
+                if path in exclude:
+                    continue
                 norm = tf * 2.2 / (tf + 1.2 * (0.25 + 0.75 * self._lengths[path] / average))
                 scores[path] = scores.get(path, 0.0) + idf * norm
         ranked = sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))[:limit]
@@ -223,10 +245,38 @@ def source_excerpt(source: Source, tokens: int = PLAN_SOURCE_TOKENS) -> tuple[st
     return f"{head}\n\n[...]\n\nLater headings:\n{outline}".rstrip(), True
 
 
-def fence_untrusted(text: str) -> str:
-    """Neutralize tags that would let quoted text close the element it is quoted in."""
-    return re.sub(r"</?\s*(source|article|candidates|catalog)\b", lambda m: m.group(0).replace("<", "&lt;"), text,
-                  flags=re.I)
+@dataclass
+class PlanView:
+    """What one plan prompt shows of the wiki, and the access a page written from it must have."""
+
+    candidates: list[CatalogItem]
+    topics: list[str]
+    access: tuple[str, ...] | None  # derived_access of every article shown; None: all public
+
+
+def plan_view(catalog: PlanCatalog, query: str, title: str, previous: list[str]) -> PlanView:
+    """THE rule for what a compile prompt may show of the wiki (the write prompt shows only the
+    article being written and the sources, so this is the only place that chooses).
+
+    A model may copy anything it is shown into what it writes, and what it writes here (the title
+    and summary of a new article) lands in a page. So: an article with an ``access`` rule is not
+    shown, unless the source fed it before (``previous``: the planner must be able to keep routing
+    the source there); the topics shown are those of public articles and of the articles shown; and
+    ``access`` is the rule of everything shown (``store.access.derived_access``), which every new
+    article this prompt plans is created with. Routing a source *into* a restricted article (an
+    update, a twin merge) needs no showing and is fine: text flows into a more restricted page."""
+    hidden = catalog.restricted - set(previous) if catalog.restricted else frozenset()
+    candidates = catalog.related(query, exclude=hidden)
+    shown = {c.path for c in candidates}
+    for path in previous:
+        if path in catalog.items and path not in shown:
+            candidates.append(catalog.items[path])
+            shown.add(path)
+    twin = catalog.twin_of(title)
+    if twin and twin not in shown and twin not in hidden:
+        candidates.append(catalog.items[twin])
+    topics = sorted(catalog.public_topics | {c.topic for c in candidates})[:60]
+    return PlanView(candidates, topics, derived_access([c.access for c in candidates]))
 
 
 class LLMPlanner:
@@ -239,46 +289,46 @@ class LLMPlanner:
         self.prompts = prompts
         self.meter = meter
         self.prompt_version = prompts.version(PLAN_PROMPT)
+        # kaas's own words in the plan prompt (its data left out): a title or summary that
+        # repeats them is an echo, not a plan (llm/plausible.py).
+        self.instructions = "\n".join(m["content"] for m in prompts.render(
+            PLAN_PROMPT, source={"path": "", "title": "", "date": None, "topic_hint": "", "text": "",
+                                 "truncated": False},
+            candidates=[], previous=[], topics=[], max_new=MAX_NEW, max_updates=MAX_UPDATES))
 
-    def messages(self, source: Source, catalog: PlanCatalog, previous: list[str]) -> tuple[list[dict], list[CatalogItem]]:
+    def messages(self, source: Source, catalog: PlanCatalog, previous: list[str]) -> tuple[list[dict], PlanView]:
         excerpt, truncated = source_excerpt(source)
-        candidates = catalog.related(f"{source.title}\n{excerpt}")
-        shown = {c.path for c in candidates}
-        for path in previous:
-            if path in catalog.items and path not in shown:
-                candidates.append(catalog.items[path])
-                shown.add(path)
-        twin = catalog.twin_of(source.title)
-        if twin and twin not in shown:
-            candidates.append(catalog.items[twin])
+        view = plan_view(catalog, f"{source.title}\n{excerpt}", source.title, previous)
         messages = self.prompts.render(
             PLAN_PROMPT,
             source={"path": source.path, "title": source.title, "date": source.date,
-                    "topic_hint": source.topic_hint, "text": fence_untrusted(excerpt), "truncated": truncated},
-            candidates=[{"path": c.path, "title": c.title, "summary": c.summary} for c in candidates],
+                    "topic_hint": source.topic_hint, "text": excerpt, "truncated": truncated},
+            candidates=[{"path": c.path, "title": c.title, "summary": c.summary} for c in view.candidates],
             previous=previous,
-            topics=catalog.topics[:60],
+            topics=view.topics,
             max_new=MAX_NEW,
             max_updates=MAX_UPDATES,
         )
-        return messages, candidates
+        return messages, view
 
     async def propose(self, source: Source, catalog: PlanCatalog, previous: list[str]) -> "Proposal":
         """The model's raw plan. Resolved later, in path order, against the catalog as it then is."""
-        messages, candidates = self.messages(source, catalog, previous)
+        messages, view = self.messages(source, catalog, previous)
         raw = await self.gateway.complete_json(messages, schema=PLAN_SCHEMA, schema_name="compile_plan",
                                                purpose="compile.plan", meter=self.meter,
                                                max_tokens=PLAN_MAX_TOKENS)
-        return Proposal(raw, {c.path for c in candidates} | set(previous))
+        return Proposal(raw, {c.path for c in view.candidates} | set(previous), view.access)
 
     def resolve(self, proposal: "Proposal", source: Source, catalog: PlanCatalog, previous: list[str]) -> PlanResult:
-        return resolve_plan(proposal.raw, source, catalog, proposal.offered)
+        return resolve_plan(proposal.raw, source, catalog, proposal.offered, access=proposal.access,
+                            instructions=self.instructions)
 
 
 @dataclass
 class Proposal:
     raw: object
     offered: set[str]
+    access: tuple[str, ...] | None = None  # of what the prompt showed: every new article gets it
 
 
 def _clean_slug(value: object, what: str) -> str:
@@ -294,9 +344,14 @@ def _clean_slug(value: object, what: str) -> str:
     return slug
 
 
-def resolve_plan(raw: object, source: Source, catalog: PlanCatalog, offered: set[str]) -> PlanResult:
-    """Validate a model's plan into safe targets; anything unusable is rejected with a reason."""
+def resolve_plan(raw: object, source: Source, catalog: PlanCatalog, offered: set[str], *,
+                 access: tuple[str, ...] | None = None, instructions: str = "") -> PlanResult:
+    """Validate a model's plan into safe targets; anything unusable is rejected with a reason.
+    New articles get ``access`` (see ``plan_view``); an implausible title (``llm/plausible.py``)
+    falls back to the source's own title, an implausible summary to the source's first sentence."""
     result = PlanResult([])
+    fallback_summary = first_sentence(source.text, SUMMARY_LIMIT) or source.title
+    new_keys: set[str] = set()
     if not isinstance(raw, dict):
         raw = {}
     chosen: dict[str, PlanTarget] = {}
@@ -328,11 +383,18 @@ def resolve_plan(raw: object, source: Source, catalog: PlanCatalog, offered: set
         except UnsafePathError as exc:
             result.rejected.append(f"create: {exc.message}")
             continue
-        title = clip(" ".join(str(item.get("title") or "").split()), MAX_TITLE_LENGTH)
+        title = clip(one_line(item.get("title")), MAX_TITLE_LENGTH)
         if not title:
             result.rejected.append(f"create {path}: empty title")
             continue
-        summary = clip(str(item.get("summary") or ""), SUMMARY_LIMIT)
+        why = implausible(title, instructions)
+        if why:
+            result.rejected.append(f"create {path}: title {why}; used the source's title")
+            title = clip(source.title, MAX_TITLE_LENGTH)
+        summary = clip(one_line(item.get("summary")), SUMMARY_LIMIT)
+        if summary and (why := implausible(summary, instructions)):
+            result.rejected.append(f"create {path}: summary {why}; used the source's first sentence")
+            summary = fallback_summary
         twin = path if path in catalog.items else catalog.twin_of(title)
         if twin is not None:
             if twin not in chosen:
@@ -341,9 +403,12 @@ def resolve_plan(raw: object, source: Source, catalog: PlanCatalog, offered: set
                                           reason=f"merged: planned new article {title!r} matches it")
                 result.notes.append(f"new article {title!r} merged into {twin} (near-identical title)")
             continue
-        if path in chosen or new_count >= MAX_NEW:
-            continue
-        chosen[path] = PlanTarget(path, title, summary or title, topic, new=True)
+        key = title_key(title) or path
+        if path in chosen or new_count >= MAX_NEW or key in new_keys:
+            continue  # (two new articles with one title would be twins)
+        new_keys.add(key)
+        chosen[path] = PlanTarget(path, title, summary or title, topic, new=True,
+                                  access=list(access) if access is not None else None)
         new_count += 1
     result.targets = list(chosen.values())
     if not result.targets:

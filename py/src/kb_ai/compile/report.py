@@ -13,7 +13,8 @@ class StageReport:
     name: str
     seconds: float = 0.0
     counts: dict[str, int] = field(default_factory=dict)
-    llm_calls: int = 0
+    llm_calls: int = 0  # every request sent, failed ones included
+    failed_calls: int = 0
     cache_hits: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
@@ -21,6 +22,7 @@ class StageReport:
 
     def add_usage(self, meter: UsageMeter) -> None:
         self.llm_calls += meter.llm_calls
+        self.failed_calls += meter.failed_calls
         self.cache_hits += meter.cache_hits
         self.prompt_tokens += meter.prompt_tokens
         self.completion_tokens += meter.completion_tokens
@@ -38,6 +40,7 @@ class CompileReport:
     stages: list[StageReport] = field(default_factory=list)
     sources: dict[str, int] = field(default_factory=dict)
     skipped: list[dict[str, str]] = field(default_factory=list)
+    partial: list[dict[str, str]] = field(default_factory=list)  # compiled, but part of the file left out
     duplicates: list[dict[str, Any]] = field(default_factory=list)
     created: list[str] = field(default_factory=list)
     updated: list[str] = field(default_factory=list)
@@ -69,6 +72,7 @@ class CompileReport:
     def usage(self) -> dict[str, Any]:
         return {
             "llm_calls": self.llm_calls,
+            "failed_calls": sum(s.failed_calls for s in self.stages),
             "cache_hits": sum(s.cache_hits for s in self.stages),
             "prompt_tokens": sum(s.prompt_tokens for s in self.stages),
             "completion_tokens": sum(s.completion_tokens for s in self.stages),
@@ -78,11 +82,22 @@ class CompileReport:
 
     @property
     def ok(self) -> bool:
-        return not self.failed
+        return not self.failed and not self.held
+
+    @property
+    def exit_code(self) -> int:
+        """``kaas compile``'s exit status (README, ``kaas compile --help``): 0 when every source and
+        article that needed work got it (skipped files and duplicates are not failures); 1 when a
+        source or article failed or was left alone (refused model output, a hand edit offline
+        cannot merge): the report says which and why, finished work is saved, the next run
+        retries. (2: usage or configuration error, 3: another compile holds the lock — raised
+        as errors before a report exists.)"""
+        return 0 if self.ok else 1
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["usage"] = self.usage
+        data["exit_code"] = self.exit_code
         return data
 
     def render_text(self) -> str:
@@ -110,7 +125,9 @@ class CompileReport:
         u = self.usage
         if self.mode == "llm":
             lines.append(
-                f"LLM: {u['llm_calls']} calls ({u['cache_hits']} cached), {u['prompt_tokens']:,} prompt + "
+                f"LLM: {u['llm_calls']} calls ({u['cache_hits']} cached"
+                + (f", {u['failed_calls']} failed" if u["failed_calls"] else "")
+                + f"), {u['prompt_tokens']:,} prompt + "
                 f"{u['completion_tokens']:,} completion tokens, ${u['cost_usd']:.4f}"
             )
         lines.append(f"time: {self.seconds:.2f}s")
@@ -145,6 +162,7 @@ class CompileReport:
             ("left alone", [f"{h['path']}: {h['reason']}" for h in self.held]),
             ("failed (retried next run)", [f"{f['path']}: {f['reason']}" for f in self.failed]),
             ("skipped", [f"{x['path']}: {x['reason']}" for x in self.skipped]),
+            ("compiled in part (what was left out)", [f"{x['path']}: {x['reason']}" for x in self.partial]),
             ("duplicates", [_dup_line(d) for d in self.duplicates]),
             ("model output rejected", [f"{r['source']}: {r['detail']}" for r in self.rejected]),
             ("prompt files changed since the last compile", self.prompt_changes),

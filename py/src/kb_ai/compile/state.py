@@ -10,6 +10,9 @@
   appended *before* the file is replaced and carries the previous record: if the process died
   in between, the file still has the previous text and the entry is rolled back.
 * ``.kaas/fingerprints.json``: MinHash and paragraph hashes per source, for dedup.
+* ``.kaas/written/``: the exact text kaas last wrote for each article, by its sha256, so a hand
+  edit can be told apart line by line from what kaas wrote (``write.hand_written_lines``).
+  Without it every line of a hand-edited article counts as hand-written.
 
 Everything here is safe to delete: kaas then treats existing articles as hand-written.
 """
@@ -20,6 +23,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,6 +37,7 @@ STATE_FORMAT = 1
 MANIFEST = "manifest.json"
 JOURNAL = "journal.jsonl"
 FINGERPRINTS = "fingerprints.json"
+WRITTEN = "written"  # .kaas/written/<sha256[:2]>/<sha256>: the exact text kaas last wrote, per article
 
 # Source statuses. "compiled", "duplicate" and "skipped" are final for an unchanged file.
 COMPILED = "compiled"
@@ -57,6 +62,10 @@ class PlanTarget:
     topic: str
     new: bool
     reason: str = ""
+    # For a new article: the access rule it is created with (None: public). Set when the plan
+    # prompt showed restricted articles (see ``plan.plan_view``), so the page written from that
+    # prompt is readable only by those who could read everything the prompt showed.
+    access: list[str] | None = None
 
 
 @dataclass
@@ -86,7 +95,7 @@ class SourceRecord:
         for name in self.__dataclass_fields__:
             value = getattr(self, name)
             if name == "plan" and value is not None:
-                value = [t.__dict__.copy() for t in value]
+                value = [{k: v for k, v in t.__dict__.items() if k != "access" or v is not None} for t in value]
             elif isinstance(value, list):
                 value = list(value)
             if value not in (None, [], 0) or name in ("path", "status"):
@@ -109,10 +118,16 @@ class ArticleRecord:
     merged: dict[str, str] = field(default_factory=dict)  # source path -> checksum merged in
     hand_edited: bool = False
     orphaned: bool = False
+    # Short hashes of the lines a person wrote (``hand_line_keys``), carried from run to run so
+    # that text merged once is still protected from the next model edit.
+    hand_lines: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        return {"path": self.path, "written_hash": self.written_hash, "merged": dict(self.merged),
+        data = {"path": self.path, "written_hash": self.written_hash, "merged": dict(self.merged),
                 "hand_edited": self.hand_edited, "orphaned": self.orphaned}
+        if self.hand_lines:
+            data["hand_lines"] = list(self.hand_lines)
+        return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "ArticleRecord":
@@ -253,6 +268,44 @@ class CompileState:
         self.prompts.update(versions)
         self._append({"op": "prompts", "prompts": versions})
 
+    # -- the text kaas last wrote, per article ----------------------------------------------
+
+    def _written_file(self, digest: str) -> Path:
+        return self.dir / WRITTEN / digest[:2] / digest
+
+    def keep_written(self, text: str) -> None:
+        """Store ``text`` (about to be written to an article) under its hash. Called before the
+        article's record is journaled, so a record never names a text that was not kept."""
+        if self.read_only:
+            return
+        file = self._written_file(text_hash(text))
+        if not file.is_file():
+            # No fsync: a kept text is checked against its hash when read, and a lost one only
+            # makes kaas count more lines as hand-written.
+            atomic_write_text(file, text, durable=False)
+
+    def written_text(self, digest: str | None) -> str | None:
+        """The text kaas wrote with this hash, or None when it is not (or no longer) kept."""
+        if not digest or not re.fullmatch(r"[0-9a-f]{64}", digest):
+            return None
+        try:
+            text = self._written_file(digest).read_bytes().decode("utf-8")
+        except (OSError, UnicodeDecodeError):
+            return None
+        return text if text_hash(text) == digest else None
+
+    def _drop_unused_written(self) -> None:
+        folder = self.dir / WRITTEN
+        if not folder.is_dir():
+            return
+        used = {r.written_hash for r in self.articles.values() if r.written_hash}
+        for file in folder.glob("*/*"):
+            if file.name not in used:
+                try:
+                    file.unlink()
+                except OSError:
+                    pass
+
     # -- fingerprints -----------------------------------------------------------------------
 
     def fingerprints(self) -> dict[str, Fingerprint]:
@@ -304,6 +357,7 @@ class CompileState:
             "articles": {p: self.articles[p].to_json() for p in sorted(self.articles)},
         }
         atomic_write_text(self.dir / MANIFEST, json.dumps(data, ensure_ascii=False, indent=1))
+        self._drop_unused_written()
         self.close()
         try:
             os.unlink(self.dir / JOURNAL)

@@ -15,19 +15,19 @@ import re
 from kb_ai.errors import LLMError
 from kb_ai.llm.tokens import estimate_tokens
 from kb_ai.llm.usage import UsageMeter
-from kb_ai.llm.prompts import delimit_data
 from kb_ai.store.catalog import Catalog
 from kb_ai.store.kb import KnowledgeBase
 from kb_ai.store.topics import Topic, build_topic_index, load_model_summaries, membership_key, save_model_summaries, write_topics
 
 SUMMARY_CHARS = 200
 LINES_BUDGET = 3_000  # tokens of catalog lines per topic
+SUMMARY_MAX_TOKENS = 200  # one sentence of at most 160 characters
 SCHEMA = {"type": "object", "properties": {"summary": {"type": "string", "minLength": 3}}, "required": ["summary"]}
 
 
 def _sample_lines(topic: Topic, catalog: Catalog) -> list[str]:
     """The topic's catalog lines; an even sample of them when they exceed the budget."""
-    lines = [delimit_data(catalog.by_path[p].line()) for p in topic.paths if p in catalog]
+    lines = [catalog.by_path[p].line() for p in topic.paths if p in catalog]
     total = sum(estimate_tokens(line) for line in lines)
     if total <= LINES_BUDGET:
         return lines
@@ -59,7 +59,7 @@ async def refresh_topic_summaries(kb: KnowledgeBase, gateway, prompts, meter: Us
         messages = prompts.render("topic_summary", topic=topic.name, count=topic.count, catalog_lines=lines, shown=len(lines))
         try:
             reply = await gateway.complete_json(messages, schema=SCHEMA, schema_name="topic_summary",
-                                                purpose="topic-summary", meter=meter)
+                                                purpose="topic-summary", meter=meter, max_tokens=SUMMARY_MAX_TOKENS)
         except LLMError as exc:
             warnings.append(f"topic {topic.name}: summary not written by the model ({exc.message}); the generated one stays")
             return

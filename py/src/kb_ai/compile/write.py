@@ -9,26 +9,39 @@ another, oldest first), kaas:
 2. asks a writer for the new text: ``OfflineWriter`` (the source itself, cleaned, with
    supersession trail lines by diff) or ``LLMWriter`` (the model rewrites small articles whole
    and edits only the affected sections of large or hand-edited ones).
-3. validates it (frontmatter rebuilt by kaas, summary clipped, title and path kept, trail lines
-   must cite a source of the article, no output that silently drops half an article), journals
-   the new record, then replaces the file atomically.
+3. guards it (``guard_body``, one check whatever the writer and mode): every line a person wrote
+   (``HandText``) and every supersession trail line is still there, and model output does not
+   drop half the article; frontmatter is rebuilt by kaas (a hand-written summary or tag is kept),
+   the text passes the reader's own checks (``store.articles.validate_article_text``), the file
+   is still what was read (else a person is editing it: left alone), then the new record is
+   journaled and the file replaced atomically.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from kb_ai.compile.ingest import Source
 from kb_ai.compile.offline import TRAIL, article_body, lead_summary, supersede
-from kb_ai.compile.plan import fence_untrusted
 from kb_ai.compile.state import ArticleRecord, CompileState, PlanTarget, text_hash
 from kb_ai.errors import ArticleFormatError, KaasError, LLMError, UnsafePathError
+from kb_ai.llm.plausible import implausible, one_line
 from kb_ai.llm.tokens import chars_for_tokens, estimate_tokens
-from kb_ai.store.articles import RESERVED_NAMES, SUMMARY_LIMIT, parse_article, render_article
+from kb_ai.store.articles import (
+    RESERVED_NAMES,
+    SUMMARY_LIMIT,
+    parse_article,
+    read_article_text,
+    render_article,
+    split_frontmatter,
+    validate_article_text,
+)
 from kb_ai.store.files import atomic_write_text
 from kb_ai.store.markdown_text import clip, first_sentence, iter_lines_outside_fences, plain_text
 from kb_ai.store.paths import safe_wiki_file, slugify
@@ -117,6 +130,7 @@ class CurrentArticle:
     hand_edited: bool
     latest_date: str | None  # newest date among the sources already merged
     rejected: str | None = None  # why the model's previous output for this article was refused
+    hand: "HandText | None" = None  # what a person wrote in it (None: nothing)
 
 
 @dataclass
@@ -129,7 +143,123 @@ class Draft:
 
 
 class WriteRefused(Exception):
-    """The writer will not change this article; the message says why (reported, not fatal)."""
+    """The writer will not change this article; the message says why (reported, not fatal).
+    ``tell_model``: the next attempt's prompt says why (a refused model output)."""
+
+    tell_model = True
+
+
+class ArticleChanged(WriteRefused):
+    """The file changed on disk while kaas was working on it: a person is editing it."""
+
+    tell_model = False
+
+
+# ---------------------------------------------------------------------------------------------
+# hand-written text
+
+
+_SUMMARY_MARK = "\x00summary\x00"
+_TAG_MARK = "\x00tag\x00"
+
+
+def _line_key(line: str) -> str:
+    return hashlib.sha256(line.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def _text_lines(meta: dict[str, Any], body: str) -> tuple[Counter, Counter, dict[str, str]]:
+    """(body line keys, frontmatter keys: summary and tags, key -> line): the units a person's
+    edit is tracked in. A line is compared stripped; blank lines do not count."""
+    shown: dict[str, str] = {}
+    lines: Counter = Counter()
+    for line in body.splitlines():
+        if line.strip():
+            key = _line_key(line.strip())
+            lines[key] += 1
+            shown.setdefault(key, line.strip())
+    fields: Counter = Counter()
+    summary = meta.get("summary")
+    if isinstance(summary, str) and summary.strip():
+        key = _line_key(_SUMMARY_MARK + one_line(summary))
+        fields[key] = 1
+        shown[key] = f"summary: {one_line(summary)}"
+    for tag in _string_list(meta.get("tags")) if isinstance(meta.get("tags"), list) else []:
+        key = _line_key(_TAG_MARK + tag)
+        fields[key] = 1
+        shown[key] = f"tag: {tag}"
+    return lines, fields, shown
+
+
+@dataclass
+class HandText:
+    """The lines (and summary, tags) of an article a person wrote: those of the file now that are
+    not in the text kaas last wrote (``.kaas/written/``; without it, every line), plus those
+    recorded as hand-written by earlier runs that are still there. Kept by hash in the manifest
+    (``ArticleRecord.hand_lines``), so text merged once stays protected from later model edits."""
+
+    lines: Counter  # body line key -> count
+    fields: Counter  # summary/tag key -> 1
+    shown: dict[str, str]
+
+    @classmethod
+    def of(cls, meta: dict[str, Any], body: str, written: str | None, carried: list[str], edited: bool,
+           label: str) -> "HandText":
+        lines, fields, shown = _text_lines(meta, body)
+        if not edited:
+            fresh_lines, fresh_fields = Counter(), Counter()
+        elif written is None:
+            fresh_lines, fresh_fields = lines, fields  # what kaas wrote is not known: all of it
+        else:
+            try:
+                old_meta, old_body = split_frontmatter(written, label)
+            except ArticleFormatError:
+                old_meta, old_body = {}, written
+            old_lines, old_fields, _ = _text_lines(old_meta, old_body)
+            fresh_lines, fresh_fields = lines - old_lines, fields - old_fields
+        kept = Counter(carried)
+        return cls(fresh_lines | (kept & lines), fresh_fields | (kept & fields), shown)
+
+    def __bool__(self) -> bool:
+        return bool(self.lines or self.fields)
+
+    def keys(self) -> list[str]:
+        return sorted((self.lines + self.fields).elements())
+
+    def summary_kept(self, summary: str) -> bool:
+        return _line_key(_SUMMARY_MARK + one_line(summary)) in self.fields
+
+    def tags_kept(self, tags: list[str]) -> list[str]:
+        return [t for t in tags if _line_key(_TAG_MARK + t) in self.fields]
+
+    def lost_in(self, body: str) -> list[str]:
+        """The hand-written lines ``body`` no longer has."""
+        now, _, _ = _text_lines({}, body)
+        return [self.shown.get(k, k) for k, n in self.lines.items() if now[k] < n]
+
+
+def guard_body(article: "CurrentArticle", body: str, *, model: bool) -> None:
+    """The one check every new body passes before it is written, whatever wrote it (a whole
+    rewrite, section edits, the offline writer): raises ``WriteRefused`` when it would lose a
+    line a person wrote, a supersession trail line, or (model output) half the article's words."""
+    if article.body is None:
+        return
+    if article.hand:
+        lost = article.hand.lost_in(body)
+        if lost:
+            raise WriteRefused(f"the new text would remove {len(lost)} hand-written line(s), e.g. "
+                               f"{clip(lost[0], 120)!r}; hand-written text must be kept word for word")
+    new_lines = {line.strip() for line in body.splitlines()}
+    trails = [line.strip() for line in article.body.splitlines() if TRAIL_LINE.match(line.strip())]
+    dropped = [t for t in trails if t not in new_lines]
+    if dropped:
+        raise WriteRefused(f"the new text would drop {len(dropped)} supersession trail line(s), e.g. "
+                           f"{clip(dropped[0], 120)!r}; trail lines must be kept as they are")
+    if model:
+        old_words = len(re.findall(r"\w+", article.body))
+        new_words = len(re.findall(r"\w+", body))
+        if new_words < old_words * SHRINK_LIMIT:
+            raise WriteRefused(f"the model's text would cut the article from {old_words} to {new_words} "
+                               "words; left unchanged")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -205,17 +335,25 @@ class LLMWriter:
             source_text, truncated = cut(contribution.source.text, WRITE_SOURCE_TOKENS // max(1, len(chunk)))
             contributions.append({
                 "path": contribution.path, "title": contribution.source.title, "date": contribution.source.date,
-                "status": contribution.status, "text": fence_untrusted(source_text), "truncated": truncated,
+                "status": contribution.status, "text": source_text, "truncated": truncated,
             })
         messages = self.prompts.render(
             WRITE_PROMPT, mode=mode,
             article={"path": article.path, "title": article.title, "topic": article.topic,
-                     "summary": article.summary, "text": fence_untrusted(text), "outline": outline,
+                     "summary": article.summary, "text": text, "outline": outline,
                      "partial": partial, "hand_edited": article.hand_edited},
             contributions=contributions, today=self.today, summary_limit=SUMMARY_LIMIT,
             rejected=article.rejected,
         )
         return messages, mode, any(c["truncated"] for c in contributions)
+
+    def instructions(self, mode: str, article: CurrentArticle) -> str:
+        """kaas's own words in this write prompt, its data left out (llm/plausible.py)."""
+        return "\n".join(m["content"] for m in self.prompts.render(
+            WRITE_PROMPT, mode=mode,
+            article={"path": "", "title": "", "topic": "", "summary": "", "text": "", "outline": [],
+                     "partial": False, "hand_edited": article.hand_edited},
+            contributions=[], today=self.today, summary_limit=SUMMARY_LIMIT, rejected=article.rejected))
 
     async def write(self, article: CurrentArticle, chunk: list[Contribution]) -> Draft:
         messages, mode, truncated = self.messages(article, chunk)
@@ -234,16 +372,14 @@ class LLMWriter:
             body = clean_body(str(reply.get("body") or ""), article.title)
             if len(re.findall(r"\w+", body)) < 5:
                 raise WriteRefused("the model returned an empty article")
-            if article.body is not None:
-                old_words = len(re.findall(r"\w+", article.body))
-                new_words = len(re.findall(r"\w+", body))
-                if old_words > 120 and new_words < old_words * SHRINK_LIMIT:
-                    raise WriteRefused(f"the model's rewrite would cut the article from {old_words} to "
-                                       f"{new_words} words; left unchanged")
-        body, dropped = check_trails(body, known_sources)
+        body, dropped = check_trails(body, known_sources, keep=article.body or "")
         if dropped:
             warnings.append(f"removed {dropped} trail line(s) citing a source outside this article")
-        summary = clean_summary(reply.get("summary"), body, article.title)
+        instructions = self.instructions(mode, article)
+        why = implausible(reply.get("summary"), instructions) if one_line(reply.get("summary")) else None
+        if why:
+            warnings.append(f"the model's summary {why}; used the lead sentence")
+        summary = clean_summary(reply.get("summary"), body, article.title, instructions)
         tags = clean_tags(reply.get("tags"))
         trails_before = len(TRAIL_LINE.findall(article.body or ""))
         return Draft(summary, tags, body, max(0, len(TRAIL_LINE.findall(body)) - trails_before), warnings)
@@ -294,10 +430,12 @@ def clean_body(text: str, title: str) -> str:
     return f"# {title}\n\n{body}\n" if body else f"# {title}\n"
 
 
-def clean_summary(value: Any, body: str, title: str) -> str:
-    text = " ".join(str(value or "").split())
-    if not text:
-        text = first_sentence(body.split("\n", 1)[-1], SUMMARY_LIMIT) or title
+def clean_summary(value: Any, body: str, title: str, instructions: str = "") -> str:
+    """A plausible one-line summary (llm/plausible.py: no echo of ``instructions``, no
+    placeholder), else the article's lead sentence."""
+    text = one_line(value)
+    if not text or implausible(text, instructions):
+        text = lead_summary(body.split("\n", 1)[-1], title)
     return clip(text, SUMMARY_LIMIT)
 
 
@@ -310,13 +448,15 @@ def clean_tags(value: Any) -> list[str]:
     return tags[:MAX_TAGS]
 
 
-def check_trails(body: str, known_sources: set[str]) -> tuple[str, int]:
-    """Drop trail lines that cite a source not feeding this article (a hostile source could
-    otherwise fake provenance); keep well-formed ones."""
+def check_trails(body: str, known_sources: set[str], keep: str = "") -> tuple[str, int]:
+    """Drop new trail lines that cite a source not feeding this article (a hostile source could
+    otherwise fake provenance); keep well-formed ones and those already in ``keep`` (the
+    article as it was: its trail lines are kept as they are)."""
+    existing = {line.strip() for line in keep.splitlines()} if keep else set()
     out, dropped = [], 0
     for line in body.splitlines():
         stripped = line.strip()
-        if stripped.startswith("[Superseded"):
+        if stripped.startswith("[Superseded") and stripped not in existing:
             match = TRAIL.match(stripped)
             if match and match.group(2) not in known_sources:
                 dropped += 1
@@ -384,9 +524,10 @@ def apply_edits(body: str, edits: list[Any], title: str) -> str:
 
 
 def compose_meta(existing: dict[str, Any], *, title: str, summary: str, topic: str, tags: list[str],
-                 sources: list[str], updated: str) -> dict[str, Any]:
+                 sources: list[str], updated: str, access: list[str] | None = None) -> dict[str, Any]:
     """The article's frontmatter: kaas's keys in the documented order, then any other keys a
-    person added, in their order."""
+    person added, in their order. ``access``: the rule a *new* article is created with (an
+    existing article keeps whatever its frontmatter says)."""
     meta: dict[str, Any] = {
         "title": title,
         "summary": summary,
@@ -395,6 +536,8 @@ def compose_meta(existing: dict[str, Any], *, title: str, summary: str, topic: s
         "sources": sources,
         "updated": dt.date.fromisoformat(updated),
     }
+    if access is not None and "access" not in existing:
+        meta["access"] = list(access)
     for key, value in existing.items():
         if key not in meta:
             meta[key] = value
@@ -420,40 +563,60 @@ class ArticleWriter:
         if Path(rel).name in RESERVED_NAMES:
             raise UnsafePathError(f"{rel} is a reserved file name")
         record = self.state.articles.get(rel)
-        try:
-            text = file.read_bytes().decode("utf-8")
-        except FileNotFoundError:
-            text = None
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ArticleFormatError(f"{rel}: unreadable ({exc})") from None
+        text = _read(file, rel)
         merged_dates = [self.state.sources[s].date for s in (record.merged if record else {})
                         if s in self.state.sources and self.state.sources[s].date]
         latest = max(merged_dates) if merged_dates else None
         rejected = self.state.rejections.get(rel)
         if text is None:
+            if job.target is not None and not job.target.new and job.contributions:
+                # Planned as an update of an article that existed; its file is gone: a person
+                # deleted it. It is not brought back with only the new material in it.
+                raise ArticleChanged("deleted since it was planned (by hand?); not recreated: the source is "
+                                     "planned again on the next run")
             return CurrentArticle(rel, job.target.title, job.target.topic, job.target.summary, {}, None, False, None,
                                   rejected), None
-        article = parse_article(text, rel)
+        article = parse_article(text, rel)  # malformed frontmatter: ArticleFormatError, the file is left alone
         hand_edited = bool(record and record.hand_edited) or record is None or text_hash(text) != record.written_hash
+        written = self.state.written_text(record.written_hash) if record is not None else None
+        hand = HandText.of(article.meta, article.body, written, record.hand_lines if record else [],
+                           record is None or text_hash(text) != record.written_hash, rel)
         title = article.meta.get("title") if isinstance(article.meta.get("title"), str) and article.meta["title"].strip() else job.target.title
         topic = article.meta.get("topic") if isinstance(article.meta.get("topic"), str) and article.meta["topic"].strip() else job.target.topic
-        return CurrentArticle(rel, str(title).strip(), str(topic).strip(), article.summary, dict(article.meta),
-                              article.body, hand_edited, latest, rejected), text
+        return CurrentArticle(rel, one_line(title), one_line(topic), article.summary, dict(article.meta),
+                              article.body, hand_edited, latest, rejected, hand), text
 
     def _commit(self, article: CurrentArticle, old_text: str | None, meta: dict[str, Any], body: str,
                 merged: dict[str, str], orphaned: bool) -> tuple[bool, str]:
-        """Journal the record, then replace the file. Returns (file changed, text now on disk)."""
+        """Check, keep, journal, then replace the file. Returns (file changed, text now on disk).
+
+        Refused (``WriteRefused``) when the text would not read back as an article (the reader's
+        own checks) or the file is no longer what was read (a person is editing it)."""
         text = render_article(meta, body)
+        try:
+            validate_article_text(text, article.path)
+        except ArticleFormatError as exc:
+            raise WriteRefused(f"the new text is not a valid article ({exc.message})") from None
         record = self.state.articles.get(article.path)
         same = old_text is not None and _without_updated(old_text) == _without_updated(text)
         if same:
             text = old_text  # keep the old date: nothing changed
-        new_record = ArticleRecord(article.path, text_hash(text), merged, article.hand_edited, orphaned)
+        hand_lines = article.hand.keys() if article.hand else []
+        new_record = ArticleRecord(article.path, text_hash(text), merged, article.hand_edited, orphaned, hand_lines)
         if same and record is not None and record.to_json() == new_record.to_json():
             return False, text
+        _, file = safe_wiki_file(self.wiki_dir, article.path)
+        try:
+            now = _read(file, article.path)
+        except ArticleFormatError:
+            now = "\x00unreadable"
+        if now != old_text:
+            what = "deleted" if now is None else "created" if old_text is None else "changed"
+            raise ArticleChanged(f"{what} on disk while kaas was writing it (a hand edit?); left as it is, "
+                                 "the new material is merged on the next run")
+        self.state.keep_written(text)
         self.state.record_article(new_record)
         if not same:
-            _, file = safe_wiki_file(self.wiki_dir, article.path)
             atomic_write_text(file, text)
         return not same, text
 
@@ -461,7 +624,7 @@ class ArticleWriter:
         try:
             outcome = await self._run(job)
         except WriteRefused as exc:
-            if getattr(self.writer, "mode", "") == "llm":
+            if exc.tell_model and getattr(self.writer, "mode", "") == "llm":
                 self.state.set_rejection(job.path, str(exc))
             return ArticleOutcome(job.path, "held", str(exc))
         except LLMError as exc:
@@ -481,8 +644,17 @@ class ArticleWriter:
         existed = article.body is not None
         outcome = ArticleOutcome(article.path, "unchanged")
         wrote = False
+        model = getattr(self.writer, "mode", "") == "llm"
         for chunk in _chunks(sorted(job.contributions, key=lambda c: (c.source.date or "", c.path))):
             draft = await self.writer.write(article, chunk)
+            guard_body(article, draft.body, model=model)
+            summary, tags = draft.summary, draft.tags
+            if article.hand:  # a summary or tag a person wrote is theirs
+                written_summary = article.meta.get("summary")
+                if isinstance(written_summary, str) and article.hand.summary_kept(written_summary):
+                    summary = written_summary
+                kept = article.hand.tags_kept(_string_list(article.meta.get("tags")))
+                tags = kept + [t for t in tags if t not in kept]
             sources = _string_list(article.meta.get("sources"))
             for contribution in chunk:
                 if contribution.path not in sources:
@@ -491,15 +663,16 @@ class ArticleWriter:
             sources = sorted(s for s in sources if s not in job.detach)
             for path in job.detach:
                 merged.pop(path, None)
-            meta = compose_meta(article.meta, title=article.title, summary=draft.summary, topic=article.topic,
-                                tags=draft.tags, sources=sources, updated=self.today)
+            meta = compose_meta(article.meta, title=article.title, summary=summary, topic=article.topic,
+                                tags=tags, sources=sources, updated=self.today,
+                                access=job.target.access if article.body is None else None)
             changed, old_text = self._commit(article, old_text, meta, draft.body, dict(merged), orphaned=not sources)
             wrote = wrote or changed
             outcome.merged.extend(c.path for c in chunk)
             outcome.trails += draft.trails
             outcome.warnings.extend(draft.warnings)
-            article = CurrentArticle(article.path, article.title, article.topic, draft.summary, meta,
-                                     draft.body, article.hand_edited, article.latest_date, None)
+            article = CurrentArticle(article.path, article.title, article.topic, summary, meta,
+                                     draft.body, article.hand_edited, article.latest_date, None, article.hand)
             dates = [c.source.date for c in chunk if c.source.date]
             if dates and (article.latest_date is None or max(dates) > article.latest_date):
                 article.latest_date = max(dates)
@@ -526,6 +699,16 @@ class ArticleWriter:
         reason = "no source left: flagged, not deleted" if orphaned else ""
         return ArticleOutcome(article.path, "detached" if wrote else "unchanged", reason,
                               orphaned=orphaned)
+
+
+def _read(file: Path, rel: str) -> str | None:
+    """An article's text as the reader reads it (size limit, UTF-8), None when there is none."""
+    try:
+        return read_article_text(file, rel)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as exc:
+        raise ArticleFormatError(f"{rel}: unreadable ({exc.strerror or exc})") from None
 
 
 def _without_updated(text: str) -> str:

@@ -16,7 +16,16 @@ Design, briefly:
   ``json_schema`` response format, falls back to llama.cpp's ``json_object`` + ``schema`` and then
   to a plain instruction when a server rejects a shape, remembers what worked per
   (model, api_base), validates the reply with ``jsonschema`` and allows one repair round.
-* **Accounting, caching, tracing.** Every call (and cache hit) adds a ``CallUsage`` to the meter;
+* **Every call is bounded.** ``max_tokens`` is a required argument of every call, sized by the
+  caller for its purpose, and every attempt has a wall-clock deadline (``call_deadline``, default
+  3 x ``timeout``) that covers a whole streamed reply too: httpx's ``timeout`` is per read, so a
+  model that keeps generating (a repeating answer, whitespace inside grammar-constrained JSON)
+  would otherwise never be cut off. A reply stopped by either is a cut-off reply: JSON that did
+  not complete is bad output (one repair round, then ``LLMOutputError``); a streamed answer keeps
+  what came and ends with ``LLMReplyCutOff``, which the ask turns into a notice. A call that ran
+  out its deadline is not retried (``LLMDeadlineError``): a retry would wait as long again.
+* **Accounting, caching, tracing.** Every call attempt, failed ones included (and every cache hit)
+  adds a ``CallUsage`` to the meter;
   temperature-0 calls are cached on disk (``cache.py``); with ``trace_file`` set every request and
   raw reply is appended as JSON lines, to see why the model chose what it chose.
 """
@@ -39,13 +48,16 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, AsyncIterator
 
+from kb_ai.config import Settings
 from kb_ai.errors import (
     KaasError,
     LLMAuthError,
     LLMBadRequestError,
+    LLMDeadlineError,
     LLMError,
     LLMOutputError,
     LLMRateLimitError,
+    LLMReplyCutOff,
     LLMServerError,
     LLMTimeoutError,
     LLMUnreachableError,
@@ -124,7 +136,8 @@ class GatewayConfig:
     model: str
     api_base: str | None = None
     api_key: str | None = None
-    timeout: float = 60.0
+    timeout: float = 60.0  # seconds: connecting, and each read (httpx's timeout)
+    call_deadline: float | None = None  # seconds for one whole attempt, stream included; None: 3 x timeout
     max_retries: int = 3
     concurrency: int = 4
     cache_dir: Path | None = None  # None: no response cache
@@ -132,6 +145,23 @@ class GatewayConfig:
     # Talk to OpenAI-compatible servers (openai/<model> + api_base) over httpx directly instead
     # of through litellm's response objects (llm/openai_http.py). False: always litellm.
     direct_http: bool = True
+
+
+def gateway_config(settings: Settings, model: str, state_dir: Path) -> GatewayConfig:
+    """The gateway configuration ``settings`` ask for, for ``model``,
+    with the cache and trace of the knowledge base whose state folder is ``state_dir``."""
+    return GatewayConfig(
+        model=model,
+        api_base=settings.api_base,
+        api_key=settings.api_key,
+        timeout=settings.timeout,
+        call_deadline=settings.call_deadline,
+        max_retries=settings.max_retries,
+        concurrency=settings.concurrency,
+        cache_dir=(state_dir / "cache" / "llm") if settings.cache else None,
+        trace_file=(state_dir / "logs" / "llm-trace.jsonl") if settings.debug else None,
+        direct_http=settings.direct_http,
+    )
 
 
 @dataclass
@@ -225,9 +255,11 @@ class LLMGateway:
 
     # -- public calls -------------------------------------------------------------------------
 
-    async def complete(self, messages: list[Message], *, purpose: str, meter: UsageMeter | None = None,
-                       temperature: float = 0.0, max_tokens: int | None = None) -> str:
-        """Send a chat request and return the reply text. Empty replies raise LLMOutputError."""
+    async def complete(self, messages: list[Message], *, purpose: str, max_tokens: int,
+                       meter: UsageMeter | None = None, temperature: float = 0.0) -> str:
+        """Send a chat request and return the reply text. Empty replies raise LLMOutputError; a
+        reply cut off at ``max_tokens`` raises LLMReplyCutOff carrying the text that came."""
+        _check_max_tokens(max_tokens)
         key = self._key("text", messages, temperature, max_tokens)
         hit = self._cache_get(key, messages, purpose=purpose, meter=meter, kind="text")
         if hit is not None:
@@ -236,31 +268,37 @@ class LLMGateway:
                                  max_tokens=max_tokens, kind="text")
         if not reply.text or not reply.text.strip():
             raise LLMOutputError(f"the model {self.config.model} returned an empty reply ({purpose})")
+        if reply.finish_reason == "length":
+            raise LLMReplyCutOff(self._cut_off_message(max_tokens, purpose), text=reply.text)
         self._cache_put(key, reply)
         return reply.text
 
-    def stream(self, messages: list[Message], *, purpose: str, meter: UsageMeter | None = None,
-               temperature: float = 0.0, max_tokens: int | None = None) -> AsyncIterator[str]:
+    def stream(self, messages: list[Message], *, purpose: str, max_tokens: int, meter: UsageMeter | None = None,
+               temperature: float = 0.0) -> AsyncIterator[str]:
         """Stream the reply: an async iterator of text deltas as they arrive.
 
         Failures before the first delta are retried like ``complete``; after it they raise (the
         caller already showed part of the answer). A stream that ends without a finish reason
-        raises LLMOutputError after yielding what came. The concurrency slot is held while the
-        caller iterates, so do not make other calls through this gateway from inside the loop
-        when ``concurrency`` is 1.
+        raises LLMOutputError after yielding what came. A reply stopped at ``max_tokens`` or at
+        the call deadline raises LLMReplyCutOff after yielding what came: the caller keeps it and
+        says it was cut off. The concurrency slot is held while the caller iterates, so do not
+        make other calls through this gateway from inside the loop when ``concurrency`` is 1.
         """
+        _check_max_tokens(max_tokens)
         return self._stream(messages, purpose=purpose, meter=meter, temperature=temperature,
                             max_tokens=max_tokens)
 
     async def complete_json(self, messages: list[Message], *, schema: dict[str, Any], schema_name: str,
-                            purpose: str, meter: UsageMeter | None = None, temperature: float = 0.0,
-                            max_tokens: int | None = None) -> Any:
+                            purpose: str, max_tokens: int, meter: UsageMeter | None = None,
+                            temperature: float = 0.0) -> Any:
         """Ask for JSON matching ``schema`` and return it parsed and validated.
 
         The response_format shape adapts to the server (see the module docstring). An invalid
-        reply gets one repair round (the bad reply plus what was wrong); a second invalid reply
-        raises LLMOutputError. Only validated JSON is cached.
+        reply — including one cut off at ``max_tokens`` before its JSON was complete — gets one
+        repair round (the bad reply plus what was wrong); a second invalid reply raises
+        LLMOutputError. Only validated JSON is cached.
         """
+        _check_max_tokens(max_tokens)
         validator = _validator(schema)
         key = self._key("json", messages, temperature, max_tokens, schema=schema)
         if self._cache is not None and key is not None:
@@ -290,7 +328,7 @@ class LLMGateway:
             break
         assert reply is not None
 
-        value, problem = _parse_and_validate(reply.text or "", validator)
+        value, problem = self._json_value(reply, validator, max_tokens)
         if problem is not None:
             repair_messages = [
                 *request_messages,
@@ -300,7 +338,7 @@ class LLMGateway:
             reply = await self._call(repair_messages, purpose=purpose, meter=meter,
                                      temperature=temperature, max_tokens=max_tokens, kind="json-repair",
                                      response_format=response_format, shape=shape)
-            value, problem = _parse_and_validate(reply.text or "", validator)
+            value, problem = self._json_value(reply, validator, max_tokens)
             if problem is not None:
                 raise LLMOutputError(
                     f"the model {self.config.model} did not return valid {schema_name} JSON "
@@ -308,6 +346,22 @@ class LLMGateway:
                 )
         self._cache_put(key, reply, text=json.dumps(value, ensure_ascii=False))
         return value
+
+    def _json_value(self, reply: _Reply, validator: Any, max_tokens: int) -> tuple[Any, str | None]:
+        """The reply's validated JSON, or what was wrong. A reply cut off at ``max_tokens`` is
+        bad output unless its JSON is complete and valid anyway (a grammar-constrained reply
+        can be complete and then run into the limit with trailing whitespace)."""
+        value, problem = _parse_and_validate(reply.text or "", validator)
+        if problem is not None and reply.finish_reason == "length":
+            problem = (f"the reply was cut off at the limit of {max_tokens} tokens before the JSON was "
+                       f"complete ({problem}); answer with shorter JSON")
+        return value, problem
+
+    def _cut_off_message(self, max_tokens: int, purpose: str) -> str:
+        return f"the model {self.config.model} reached its limit of {max_tokens} tokens ({purpose})"
+
+    def _call_deadline(self) -> float:
+        return call_deadline(self.config)
 
     # -- the request path -----------------------------------------------------------------------
 
@@ -362,9 +416,9 @@ class LLMGateway:
         return kwargs
 
     async def _acompletion(self, messages: list[Message], *, temperature: float, max_tokens: int | None,
-                           stream: bool, response_format: dict[str, Any] | None) -> Any:
+                           stream: bool, response_format: dict[str, Any] | None, deadline_at: float) -> Any:
         """One call (direct HTTP or litellm); raises mapped errors. Retries once without
-        temperature if refused."""
+        temperature if refused. ``deadline_at`` (event-loop time) ends the call: LLMDeadlineError."""
         direct = self._direct
         if direct:
             from kb_ai.llm import openai_http  # noqa: PLC0415 (httpx only when a model is called)
@@ -372,13 +426,17 @@ class LLMGateway:
         for _ in range(2):
             kwargs = self._request_kwargs(messages, temperature=temperature, max_tokens=max_tokens,
                                           stream=stream, response_format=response_format)
+            limit = None
             try:
-                if stream:
-                    return await (openai_http.open_stream(kwargs) if direct else litellm.acompletion(**kwargs))
-                # A server trickling bytes can outlast httpx's per-read timeout: cap the whole call.
-                call = openai_http.complete(kwargs) if direct else litellm.acompletion(**kwargs)
-                return await asyncio.wait_for(call, _deadline(self.config))
+                # httpx's timeout is per read: a reply that keeps coming would never time out.
+                # The deadline caps the whole call (a stream's reads are capped in _stream).
+                async with asyncio.timeout_at(deadline_at) as limit:
+                    if stream:
+                        return await (openai_http.open_stream(kwargs) if direct else litellm.acompletion(**kwargs))
+                    return await (openai_http.complete(kwargs) if direct else litellm.acompletion(**kwargs))
             except Exception as exc:  # noqa: BLE001 (mapped below; cancellation passes through)
+                if limit is not None and limit.expired():
+                    raise self._deadline_error() from None
                 if not self._omit_temperature and _refuses_temperature(exc):
                     # o-series / gpt-5 reasoning models accept only the default temperature.
                     self._omit_temperature = True
@@ -403,12 +461,15 @@ class LLMGateway:
                 async with self._semaphore():
                     response = await self._acompletion(messages, temperature=temperature,
                                                        max_tokens=max_tokens, stream=False,
-                                                       response_format=response_format)
+                                                       response_format=response_format,
+                                                       deadline_at=self._deadline_at())
                 reply = self._reply_from_response(response, messages)
             except LLMError as err:
+                seconds = time.monotonic() - started
+                self._record_failure(meter, purpose, err, seconds)
                 self._trace(kind=kind, purpose=purpose, shape=shape, messages=messages, reply=None,
-                            usage=None, cached=False, error=err, attempt=attempt,
-                            seconds=time.monotonic() - started)
+                            usage=None, cached=False, error=err, attempt=attempt, seconds=seconds,
+                            max_tokens=max_tokens)
                 delay = self._retry_delay(err, attempt)
                 if delay is None:
                     raise
@@ -418,7 +479,8 @@ class LLMGateway:
             seconds = time.monotonic() - started
             self._record(meter, purpose, reply, seconds)
             self._trace(kind=kind, purpose=purpose, shape=shape, messages=messages, reply=reply.text,
-                        usage=reply, cached=False, error=None, attempt=attempt, seconds=seconds)
+                        usage=reply, cached=False, error=None, attempt=attempt, seconds=seconds,
+                        max_tokens=max_tokens)
             return reply
 
     async def _stream(self, messages: list[Message], *, purpose: str, meter: UsageMeter | None,
@@ -441,15 +503,25 @@ class LLMGateway:
             finish_reason: str | None = None
             usage: Any = None
             delay: float | None = None
+            cut_off: LLMReplyCutOff | None = None
             async with self._semaphore():
+                deadline_at = self._deadline_at()  # the slot's wait is not the call's time
                 response: Any = None
                 consumed = False
                 try:
                     try:
                         response = await self._acompletion(messages, temperature=temperature,
                                                            max_tokens=max_tokens, stream=True,
-                                                           response_format=None)
-                        async for chunk in response:
+                                                           response_format=None, deadline_at=deadline_at)
+                        chunks = response.__aiter__()
+                        while True:
+                            # The whole stream, not each read, is bounded: a reply that keeps
+                            # coming ends at the deadline.
+                            try:
+                                async with asyncio.timeout_at(deadline_at):
+                                    chunk = await chunks.__anext__()
+                            except StopAsyncIteration:
+                                break
                             usage = getattr(chunk, "usage", None) or usage
                             for choice in getattr(chunk, "choices", None) or []:
                                 delta = getattr(getattr(choice, "delta", None), "content", None)
@@ -460,6 +532,15 @@ class LLMGateway:
                         consumed = True
                     except LLMError:
                         raise
+                    except TimeoutError:
+                        if asyncio.get_running_loop().time() < deadline_at:
+                            raise self._map_error(TimeoutError()) from None
+                        if not pieces:
+                            raise self._deadline_error() from None
+                        cut_off = LLMReplyCutOff(
+                            f"{self._where()} was still sending the reply when the call deadline of "
+                            f"{self._call_deadline():g} s ran out ({purpose})", text="".join(pieces), reason="deadline")
+                        raise cut_off from None
                     except Exception as exc:  # noqa: BLE001 (cancellation and GeneratorExit pass through)
                         raise self._map_error(exc) from exc
                     if not pieces:
@@ -469,20 +550,26 @@ class LLMGateway:
                             f"the reply stream from {self._where()} ended early (no finish reason); "
                             "the answer may be incomplete"
                         )
+                    if finish_reason == "length":
+                        cut_off = LLMReplyCutOff(self._cut_off_message(max_tokens or 0, purpose),
+                                                 text="".join(pieces), reason="length")
                 except (GeneratorExit, asyncio.CancelledError):
                     # The consumer stopped early (client went away): the tokens were still spent.
                     if pieces:
                         self._record_partial(meter, purpose, messages, pieces, usage, started, attempt,
-                                             note="abandoned by the caller")
+                                             note="abandoned by the caller", max_tokens=max_tokens)
                     raise
                 except LLMError as err:
                     if pieces:
                         self._record_partial(meter, purpose, messages, pieces, usage, started, attempt,
-                                             error=err)
+                                             error=None if err is cut_off else err, max_tokens=max_tokens,
+                                             note="cut off at the call deadline" if err is cut_off else None)
                         raise  # part of the answer is out: a retry would repeat it
+                    seconds = time.monotonic() - started
+                    self._record_failure(meter, purpose, err, seconds)
                     self._trace(kind="stream", purpose=purpose, shape=None, messages=messages, reply=None,
-                                usage=None, cached=False, error=err, attempt=attempt,
-                                seconds=time.monotonic() - started)
+                                usage=None, cached=False, error=err, attempt=attempt, seconds=seconds,
+                                max_tokens=max_tokens)
                     delay = self._retry_delay(err, attempt)
                     if delay is None:
                         raise
@@ -502,22 +589,26 @@ class LLMGateway:
         seconds = time.monotonic() - started
         self._record(meter, purpose, reply, seconds)
         self._trace(kind="stream", purpose=purpose, shape=None, messages=messages, reply=text, usage=reply,
-                    cached=False, error=None, attempt=attempt, seconds=seconds)
+                    cached=False, error=None, attempt=attempt, seconds=seconds, max_tokens=max_tokens)
+        if cut_off is not None:
+            raise cut_off  # not cached: a replay would hide that the answer was cut off
         if text.strip():
             self._cache_put(key, reply)
 
     def _record_partial(self, meter: UsageMeter | None, purpose: str, messages: list[Message],
                         pieces: list[str], usage: Any, started: float, attempt: int, *,
-                        error: LLMError | None = None, note: str | None = None) -> None:
+                        error: LLMError | None = None, note: str | None = None,
+                        max_tokens: int | None = None) -> None:
         """Usage and trace for a stream that stopped part-way (estimated when the server sent none)."""
         text = "".join(pieces)
         prompt_tokens, completion_tokens = _usage_numbers(usage, messages, text)
         reply = _Reply(text=text, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
                        cost_usd=self._cost(prompt_tokens, completion_tokens))
         seconds = time.monotonic() - started
-        self._record(meter, purpose, reply, seconds)
+        self._record(meter, purpose, reply, seconds, error=error)
         self._trace(kind="stream", purpose=purpose, shape=None, messages=messages, reply=text or None,
-                    usage=reply, cached=False, error=error, attempt=attempt, seconds=seconds, note=note)
+                    usage=reply, cached=False, error=error, attempt=attempt, seconds=seconds, note=note,
+                    max_tokens=max_tokens)
 
     # -- retries --------------------------------------------------------------------------------
 
@@ -620,11 +711,29 @@ class LLMGateway:
         except Exception:  # noqa: BLE001
             return 0.0
 
-    def _record(self, meter: UsageMeter | None, purpose: str, reply: _Reply, seconds: float) -> None:
+    def _record(self, meter: UsageMeter | None, purpose: str, reply: _Reply, seconds: float,
+                error: LLMError | None = None) -> None:
         if meter is not None:
             meter.add(CallUsage(purpose=purpose, model=self.config.model, prompt_tokens=reply.prompt_tokens,
                                 completion_tokens=reply.completion_tokens, cost_usd=reply.cost_usd,
-                                seconds=round(seconds, 4), cached=False))
+                                seconds=round(seconds, 4), cached=False,
+                                error=None if error is None else error.code))
+
+    def _record_failure(self, meter: UsageMeter | None, purpose: str, err: LLMError, seconds: float) -> None:
+        """A failed attempt is a call too (it was sent, and may be billed): counted, with its error."""
+        self._record(meter, purpose, _Reply(text=None, prompt_tokens=0, completion_tokens=0, cost_usd=0.0),
+                     seconds, error=err)
+
+    # -- deadline ---------------------------------------------------------------------------------
+
+    def _deadline_at(self) -> float:
+        """The event-loop time at which an attempt starting now must have finished."""
+        return asyncio.get_running_loop().time() + self._call_deadline()
+
+    def _deadline_error(self) -> LLMDeadlineError:
+        return LLMDeadlineError(
+            f"{self._where()} did not finish within the call deadline of {self._call_deadline():g} s "
+            f"({self.config.model}; KAAS_CALL_DEADLINE)")
 
     # -- cache ------------------------------------------------------------------------------------
 
@@ -707,7 +816,7 @@ class LLMGateway:
 
     def _trace(self, *, kind: str, purpose: str, shape: str | None, messages: list[Message],
                reply: str | None, usage: _Reply | None, cached: bool, error: LLMError | None,
-               attempt: int, seconds: float, note: str | None = None) -> None:
+               attempt: int, seconds: float, note: str | None = None, max_tokens: int | None = None) -> None:
         path = self.config.trace_file
         if path is None:
             return
@@ -718,6 +827,7 @@ class LLMGateway:
             "model": self.config.model,
             "api_base": self.config.api_base,
             "response_format": shape,
+            "max_tokens": max_tokens,
             "attempt": attempt,
             "messages": messages,
             "reply": reply,
@@ -726,6 +836,7 @@ class LLMGateway:
                 "completion_tokens": usage.completion_tokens,
                 "cost_usd": usage.cost_usd,
             },
+            "finish_reason": None if usage is None else usage.finish_reason,
             "cached": cached,
             "seconds": round(seconds, 4),
             "error": None if error is None else {"code": error.code, "message": error.message},
@@ -786,9 +897,17 @@ def _model_map_entry(model: str) -> dict[str, Any] | None:
     return entry if isinstance(entry, dict) else None
 
 
-def _deadline(config: GatewayConfig) -> float:
-    """Hard deadline for one non-streaming call: the configured timeout plus a little slack."""
-    return float(config.timeout) + 1.0
+def call_deadline(config: GatewayConfig) -> float:
+    """Seconds one call attempt may take in all, a whole streamed reply included."""
+    if config.call_deadline:
+        return float(config.call_deadline)
+    return 3.0 * float(config.timeout)
+
+
+def _check_max_tokens(max_tokens: int) -> None:
+    # Required by every call: without it a model can generate until its context is full.
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
+        raise ValueError(f"max_tokens must be a positive int, not {max_tokens!r}")
 
 
 def _exception_chain(exc: BaseException) -> list[BaseException]:
@@ -1009,34 +1128,50 @@ _THINK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
 _FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.DOTALL)
 
 
+# strict=False: control characters (a literal newline, a tab) inside strings are accepted, as
+# every lenient JSON parser does. Models write them, and llama.cpp's grammar for JSON strings
+# allows them, so a Markdown article body in a string would otherwise never parse.
+_DECODER = json.JSONDecoder(strict=False)
+
+
 def parse_json_reply(text: str) -> Any:
-    """Parse a model's JSON reply robustly: drop <think> blocks and ``` fences, and take the first
-    {...} or [...] block when prose surrounds it. Raises ValueError with a short reason."""
+    """Parse a model's JSON reply robustly: drop <think> blocks and ``` fences, accept control
+    characters inside strings, and take the first {...} or [...] block when prose surrounds it.
+    Raises ValueError naming the real parse error: the one that got furthest into the JSON."""
     cleaned = _THINK.sub("", text or "").strip()
     if not cleaned:
         raise ValueError("the reply was empty")
     fenced = _FENCE.search(cleaned)
     candidates = [fenced.group(1).strip()] if fenced else []
     candidates.append(cleaned)
-    decoder = json.JSONDecoder()
-    first_error: str | None = None
+    best: json.JSONDecodeError | None = None
+    best_depth = -1
     for candidate in candidates:
-        try:
-            return json.loads(candidate)
-        except RecursionError:  # valid JSON nested past Python's stack: no schema wants that
-            raise ValueError("the reply is nested too deeply") from None
-        except ValueError as exc:
-            first_error = first_error or f"not valid JSON ({exc})"
-        starts = sorted(i for i in (candidate.find("{"), candidate.find("[")) if i >= 0)
+        starts = [0] + sorted(i for i in (candidate.find("{"), candidate.find("[")) if i > 0)
         for start in starts:
             try:
-                value, _ = decoder.raw_decode(candidate, start)
-                return value
-            except RecursionError:
+                value, end = _DECODER.raw_decode(candidate, start)
+            except RecursionError:  # valid JSON nested past Python's stack: no schema wants that
                 raise ValueError("the reply is nested too deeply") from None
-            except ValueError:
+            except json.JSONDecodeError as exc:
+                # The attempt that read furthest is where the JSON really broke; an attempt that
+                # failed at its first character (prose before the JSON) says nothing about it.
+                if exc.pos - start > best_depth:
+                    best, best_depth = exc, exc.pos - start
                 continue
-    raise ValueError(first_error or "no JSON found in the reply")
+            if start == 0 and candidate[end:].strip() and not isinstance(value, (dict, list)):
+                continue  # a number or word leading prose ("2 pages: {...}"): look for the JSON
+            return value
+    if best is None:
+        raise ValueError("no JSON found in the reply")
+    raise _parse_error(best)
+
+
+def _parse_error(exc: json.JSONDecodeError) -> ValueError:
+    doc, pos = exc.doc, exc.pos
+    near = doc[max(0, pos - 30):pos + 30].replace("\n", "\\n")
+    end = "" if pos < len(doc) else " (the reply ends there: it was cut short)"
+    return ValueError(f"not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}{end}, near {near!r}")
 
 
 def _parse_and_validate(text: str, validator: Any) -> tuple[Any, str | None]:

@@ -8,7 +8,10 @@ from dataclasses import asdict, dataclass, field
 
 @dataclass(frozen=True)
 class CallUsage:
-    """One model call (or one cache hit, with ``cached=True``, which costs nothing)."""
+    """One model call attempt (or one cache hit, with ``cached=True``, which costs nothing).
+
+    A failed attempt (an error status, a timeout, a refused request) is a call too: ``error``
+    holds its error code; its tokens are what the server reported, usually none."""
 
     purpose: str
     model: str
@@ -17,6 +20,7 @@ class CallUsage:
     cost_usd: float
     seconds: float
     cached: bool = False
+    error: str | None = None
 
 
 @dataclass
@@ -34,7 +38,12 @@ class UsageMeter:
 
     @property
     def llm_calls(self) -> int:
+        """Every request sent to a model, failed ones included."""
         return sum(1 for c in self.calls if not c.cached)
+
+    @property
+    def failed_calls(self) -> int:
+        return sum(1 for c in self.calls if not c.cached and c.error is not None)
 
     @property
     def cache_hits(self) -> int:
@@ -56,6 +65,7 @@ class UsageMeter:
         """The ``usage`` object of the API, the CLI's --json and the SSE ``usage`` event."""
         return {
             "llm_calls": self.llm_calls,
+            "failed_calls": self.failed_calls,
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
             "cost_usd": self.cost_usd,

@@ -15,16 +15,16 @@ from dataclasses import dataclass
 from typing import AsyncIterator
 
 from kb_ai.config import Settings
-from kb_ai.errors import EmptyCatalogError, KaasError, PageNotFoundError, UnsafePathError
+from kb_ai.errors import EmptyCatalogError, KaasError, LLMReplyCutOff, PageNotFoundError, UnsafePathError
 from kb_ai.llm.usage import UsageMeter
 from kb_ai.navigate.citations import validate_citations
 from kb_ai.navigate.navigator import LexicalIndexCache, Navigator
 from kb_ai.navigate.read import read_pages
 from kb_ai.navigate.records import AskEvent, AskRequest, AskResult, Selection
 from kb_ai.navigate.topic_select import TopicIndexCache
-from kb_ai.store.catalog import Catalog
+from kb_ai.store.access import Reader
 from kb_ai.store.kb import KnowledgeBase
-from kb_ai.store.paths import normalize_wiki_path
+from kb_ai.store.pages import load_page
 
 log = logging.getLogger(__name__)
 
@@ -49,37 +49,25 @@ def build_service(settings: Settings) -> AskService:
         from kb_ai.navigate.offline_navigator import OfflineNavigator
 
         return AskService(kb, settings, OfflineNavigator(lexical))
-    from kb_ai.llm.gateway import GatewayConfig, LLMGateway
+    from kb_ai.llm.gateway import LLMGateway, gateway_config
     from kb_ai.llm.prompts import PromptLibrary
     from kb_ai.navigate.llm_navigator import LLMNavigator
 
-    gateway = LLMGateway(
-        GatewayConfig(
-            model=settings.model or "",
-            api_base=settings.api_base,
-            api_key=settings.api_key,
-            timeout=settings.timeout,
-            max_retries=settings.max_retries,
-            concurrency=settings.concurrency,
-            cache_dir=(kb.state_dir / "cache" / "llm") if settings.cache else None,
-            trace_file=(kb.state_dir / "logs" / "llm-trace.jsonl") if settings.debug else None,
-            direct_http=settings.direct_http,
-        )
-    )
+    gateway = LLMGateway(gateway_config(settings, settings.model or "", kb.state_dir))
     navigator = LLMNavigator(gateway, PromptLibrary(settings.prompts_dir), lexical, settings.select_budget,
                              navigation=settings.navigation, topics=TopicIndexCache(kb.state_dir))
     return AskService(kb, settings, navigator)
 
 
-def _given_selection(paths: list[str], catalog: Catalog) -> Selection:
+def _given_selection(kb: KnowledgeBase, paths: list[str], reader: Reader) -> Selection:
+    """The pages a caller named (``paths=``, ``kaas ask --page``): each must be a page this
+    reader may read (``load_page``: a hidden page is refused exactly like a missing one)."""
     chosen: list[str] = []
     for raw in paths:
         try:
-            path = normalize_wiki_path(raw)
+            path = load_page(kb, raw, reader).path
         except UnsafePathError as exc:
             raise PageNotFoundError(f"not a page of the wiki: {raw!r} ({exc.message})") from None
-        if path not in catalog:
-            raise PageNotFoundError(f"no page {raw!r} in the catalog")
         if path not in chosen:
             chosen.append(path)
     return Selection(paths=chosen, method="given")
@@ -119,7 +107,7 @@ async def ask_events(service: AskService, request: AskRequest) -> AsyncIterator[
                 yield AskEvent("notice", {"message": message})
 
         if request.paths:
-            selection = _given_selection(request.paths, catalog)
+            selection = _given_selection(service.kb, request.paths, request.reader)
         else:
             selection = await navigator.select(query, catalog, max_pages, meter)
         for message in selection.notices:
@@ -139,11 +127,15 @@ async def ask_events(service: AskService, request: AskRequest) -> AsyncIterator[
         else:
             # aclosing: a consumer that stops early (a disconnected client) closes the model
             # stream now, not whenever the garbage collector gets to it.
-            async with aclosing(navigator.answer(query, request.history, pages, catalog, meter)) as stream:
-                async for delta in stream:
-                    if delta:
-                        answer_parts.append(delta)
-                        yield AskEvent("token", {"text": delta})
+            try:
+                async with aclosing(navigator.answer(query, request.history, pages, catalog, meter)) as stream:
+                    async for delta in stream:
+                        if delta:
+                            answer_parts.append(delta)
+                            yield AskEvent("token", {"text": delta})
+            except LLMReplyCutOff as exc:
+                # What came is kept (it is already out); the reader is told it stops short.
+                yield AskEvent("notice", {"message": f"The answer was cut off: {exc.message}. It may be incomplete."})
         answer = "".join(answer_parts)
 
         citations, invalid = validate_citations(answer, pages)

@@ -9,7 +9,8 @@ from typing import AsyncIterator
 
 from kb_ai.errors import LLMAuthError, LLMError, MissingApiKeyError, UnknownModelError
 from kb_ai.llm.gateway import LLMGateway
-from kb_ai.llm.prompts import PromptLibrary, delimit_data
+from kb_ai.llm.plausible import one_line, plausible, unique
+from kb_ai.llm.prompts import PromptLibrary
 from kb_ai.llm.usage import UsageMeter
 from kb_ai.navigate.navigator import LexicalIndexCache
 from kb_ai.navigate.offline_navigator import lexical_selection
@@ -25,6 +26,11 @@ FATAL_LLM_ERRORS = (UnknownModelError, MissingApiKeyError, LLMAuthError)
 NOT_COVERED = "The wiki does not cover this: no page in its catalog looks relevant to the question."
 HISTORY_TURNS = 6
 HISTORY_CHARS = 1_500
+# Reply limits (tokens): a runaway model is cut off, not waited for (the gateway also bounds
+# every call's wall-clock time).
+REWRITE_MAX_TOKENS = 300  # one query of at most 1,000 characters
+SUGGEST_MAX_TOKENS = 300  # three short questions
+ANSWER_MAX_TOKENS = 1_500  # a concise answer with citations; a longer one ends with a notice
 
 REWRITE_SCHEMA = {"type": "object", "properties": {"query": {"type": "string", "minLength": 1}}, "required": ["query"]}
 SUGGEST_SCHEMA = {
@@ -36,7 +42,7 @@ SUGGEST_SCHEMA = {
 
 def _history(history: list[Turn]) -> list[dict[str, str]]:
     recent = history[-HISTORY_TURNS:]
-    return [{"role": t.role, "content": delimit_data(t.content[:HISTORY_CHARS])} for t in recent]
+    return [{"role": t.role, "content": t.content[:HISTORY_CHARS]} for t in recent]
 
 
 class LLMNavigator:
@@ -53,10 +59,11 @@ class LLMNavigator:
         self.topics = topics or TopicIndexCache(None)
 
     async def rewrite(self, question: str, history: list[Turn], meter: UsageMeter) -> tuple[str, list[str]]:
-        messages = self.prompts.render("rewrite", question=delimit_data(question), history=_history(history))
+        messages = self.prompts.render("rewrite", question=question, history=_history(history))
         try:
             reply = await self.gateway.complete_json(
-                messages, schema=REWRITE_SCHEMA, schema_name="rewrite", purpose="rewrite", meter=meter
+                messages, schema=REWRITE_SCHEMA, schema_name="rewrite", purpose="rewrite", meter=meter,
+                max_tokens=REWRITE_MAX_TOKENS,
             )
         except FATAL_LLM_ERRORS:
             raise
@@ -69,6 +76,7 @@ class LLMNavigator:
 
     async def select(self, question: str, catalog: Catalog, max_pages: int, meter: UsageMeter) -> Selection:
         budget = select_budget_for(self.gateway.context_window(), self.select_budget)
+        notices: list[str] = []  # degradations on the way, for the reader (not only the log)
         try:
             selection = None
             if self.navigation == "topics" and catalog_tokens(catalog) > budget:
@@ -77,16 +85,21 @@ class LLMNavigator:
                     lexical_for=self.lexical.get, max_pages=max_pages, budget_tokens=budget, meter=meter,
                 )
                 if selection is None:
+                    notices.append("The model named no topic of the wiki; the pages were chosen from a keyword "
+                                   "shortlist instead of by topic.")
                     log.warning("the model named no topic of the wiki; using the keyword shortlist")
             if selection is None:
                 selection = await select_pages_llm(
                     question, catalog, gateway=self.gateway, prompts=self.prompts, max_pages=max_pages,
                     budget_tokens=budget, lexical=self.lexical.get(catalog), meter=meter,
                 )
+                selection.notices[:0] = notices
         except FATAL_LLM_ERRORS:
             raise
         except LLMError as exc:
-            return self._fallback(question, catalog, max_pages, f"Page selection by the model failed ({exc.message})")
+            fallback = self._fallback(question, catalog, max_pages, f"Page selection by the model failed ({exc.message})")
+            fallback.notices[:0] = notices
+            return fallback
         if selection.dropped and not selection.paths:
             # The model tried to choose but named no real page: that is a failed selection, not
             # the model's judgement that the wiki lacks the answer (an empty list is that).
@@ -105,12 +118,13 @@ class LLMNavigator:
                      meter: UsageMeter) -> AsyncIterator[str]:
         messages = self.prompts.render(
             "answer",
-            question=delimit_data(question),
+            question=question,
             history=_history(history),
-            pages=[{"path": p.path, "title": p.title.replace('"', "'"), "text": delimit_data(p.text), "truncated": p.truncated,
+            pages=[{"path": p.path, "title": p.title, "text": p.text, "truncated": p.truncated,
                     "saved_answer": not p.is_evidence} for p in pages],
         )
-        async for delta in self.gateway.stream(messages, purpose="answer", meter=meter):
+        async for delta in self.gateway.stream(messages, purpose="answer", meter=meter,
+                                               max_tokens=ANSWER_MAX_TOKENS):
             yield delta
 
     async def suggest(self, question: str, answer: str, pages: list[ReadPage], catalog: Catalog,
@@ -119,18 +133,23 @@ class LLMNavigator:
         related = self.lexical.get(catalog).search(question, 12)
         other_titles = [catalog.by_path[h.path].title for h in related if h.path not in read and h.path in catalog][:8]
         messages = self.prompts.render(
-            "suggest", question=delimit_data(question), answer=delimit_data(answer[:4_000]),
+            "suggest", question=question, answer=answer[:4_000],
             pages=[{"path": p.path, "title": p.title} for p in pages], other_titles=other_titles,
         )
         try:
             reply = await self.gateway.complete_json(
-                messages, schema=SUGGEST_SCHEMA, schema_name="suggestions", purpose="suggest", meter=meter
+                messages, schema=SUGGEST_SCHEMA, schema_name="suggestions", purpose="suggest", meter=meter,
+                max_tokens=SUGGEST_MAX_TOKENS,
             )
         except FATAL_LLM_ERRORS:
             raise
         except LLMError as exc:
             return [], [f"Follow-up suggestions failed: {exc.message}"]
-        questions = [" ".join(str(q).split()) for q in reply.get("questions", []) if str(q).strip()]
+        # An echo of the prompt, a placeholder, the question itself or a repeat is no suggestion.
+        instructions = "\n".join(m["content"] for m in self.prompts.render(
+            "suggest", question="", answer="", pages=[], other_titles=[]))
+        raw = reply.get("questions") if isinstance(reply.get("questions"), list) else []
+        questions = unique([one_line(q) for q in raw if plausible(q, instructions)], seen=[question])
         return questions[:3], []
 
     def not_covered(self) -> str:

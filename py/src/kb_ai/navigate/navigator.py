@@ -8,6 +8,7 @@ interfaces never branch on the mode: they get a navigator and call it.
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import AsyncIterator, Protocol
 
@@ -39,32 +40,73 @@ class Navigator(Protocol):
 
 
 class LexicalIndexCache:
-    """One lexical index per catalog version, shared by both navigators (selection fallback,
-    shortlists, offline ranking). Rebuilt when the catalog object changes (the catalog store
-    hands out a new object whenever master-index.md changes)."""
+    """Lexical indexes shared by both navigators (selection fallback, shortlists, offline ranking).
 
-    VIEWS = 32
+    One index per *root* catalog: the full catalog, and each reader's view (``Catalog.visible_to``),
+    which is indexed over its own pages only — its document frequencies, average length and
+    vocabulary come from nothing that reader may not read, so neither which pages a reader gets
+    back nor their order or scores can depend on hidden text. A topic's pages (a subset of a
+    root) are a mask of the root's index. Indexes are rebuilt when the catalog object changes
+    (the catalog store hands out a new object whenever master-index.md changes) and saved on
+    disk: the full one in ``cache_dir``, a view's in ``<cache_dir>-views/<view key>/``."""
+
+    ROOTS = 8    # full catalog + kinds of readers kept in memory
+    MASKS = 32   # topic subsets
+    VIEWS_ON_DISK = 32
 
     def __init__(self, wiki_dir: Path, cache_dir: Path | None):
         self.wiki_dir = wiki_dir
         self.cache_dir = cache_dir
-        self._catalog: Catalog | None = None
-        self._index: LexicalIndex | None = None
-        self._views: dict[int, tuple[Catalog, LexicalIndex]] = {}  # per reader's view / topic subset
+        self._origin: Catalog | None = None  # the full catalog the cached indexes belong to
+        self._roots: dict[int, tuple[Catalog, LexicalIndex]] = {}
+        self._masks: dict[int, tuple[Catalog, LexicalIndex]] = {}
 
     def get(self, catalog: Catalog) -> LexicalIndex:
-        """The index of ``catalog``; for a subset of a catalog (a topic, one user's view) the
-        full catalog's index, restricted to the subset's pages."""
+        """The index of ``catalog``: its own for a root (full catalog or one reader's view); for a
+        subset (a topic's pages), its root's index restricted to the subset's pages."""
         root = catalog.root
-        if self._index is None or self._catalog is not root:
-            self._index = LexicalIndex.load_or_build(self.wiki_dir, root, self.cache_dir)
-            self._catalog = root
-            self._views.clear()
+        index = self._root_index(root)
         if catalog is root:
-            return self._index
-        hit = self._views.get(id(catalog))
+            return index
+        hit = self._masks.get(id(catalog))
         if hit is None or hit[0] is not catalog:
-            if len(self._views) >= self.VIEWS:
-                self._views.pop(next(iter(self._views)))
-            hit = self._views[id(catalog)] = (catalog, self._index.restricted_to(catalog.by_path))
+            if len(self._masks) >= self.MASKS:
+                self._masks.pop(next(iter(self._masks)))
+            hit = self._masks[id(catalog)] = (catalog, index.restricted_to(catalog.by_path))
         return hit[1]
+
+    def _root_index(self, root: Catalog) -> LexicalIndex:
+        origin = root.origin or root
+        if origin is not self._origin:  # a new catalog version: every index of the old one is stale
+            self._roots.clear()
+            self._masks.clear()
+            self._origin = origin
+        hit = self._roots.get(id(root))
+        if hit is not None and hit[0] is root:
+            return hit[1]
+        index = LexicalIndex.load_or_build(self.wiki_dir, root, self._folder_for(root))
+        if len(self._roots) >= self.ROOTS:
+            self._roots.pop(next(iter(self._roots)))
+        self._roots[id(root)] = (root, index)
+        return index
+
+    def _folder_for(self, root: Catalog) -> Path | None:
+        if self.cache_dir is None or not root.key:
+            return self.cache_dir
+        views = self.cache_dir.with_name(self.cache_dir.name + "-views")
+        _prune(views, self.VIEWS_ON_DISK - 1, keep=root.key)
+        return views / root.key
+
+
+def _prune(folder: Path, keep_at_most: int, keep: str) -> None:
+    """Remove the least recently written saved view indexes beyond ``keep_at_most`` (readers'
+    kinds come and go; their indexes should not pile up)."""
+    try:
+        saved = [p for p in folder.iterdir() if p.is_dir() and "." not in p.name and p.name != keep]
+    except OSError:
+        return
+    if len(saved) <= keep_at_most:
+        return
+    saved.sort(key=lambda p: p.stat().st_mtime_ns if p.exists() else 0)
+    for stale in saved[: len(saved) - keep_at_most]:
+        shutil.rmtree(stale, ignore_errors=True)

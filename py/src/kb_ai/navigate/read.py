@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 
-from kb_ai.errors import KaasError, PageNotFoundError
+from kb_ai.errors import KaasError
 from kb_ai.llm.tokens import chars_for_tokens, estimate_tokens
 from kb_ai.navigate.records import ReadPage
 from kb_ai.offline.text import tokenize
@@ -18,6 +18,7 @@ from kb_ai.store.access import OWNER, Reader
 from kb_ai.store.catalog import Catalog
 from kb_ai.store.kb import KnowledgeBase
 from kb_ai.store.markdown_text import split_sections
+from kb_ai.store.pages import load_page
 
 log = logging.getLogger(__name__)
 
@@ -65,9 +66,9 @@ def read_pages(kb: KnowledgeBase, paths: list[str], budget_tokens: int, question
                catalog: Catalog | None = None, reader: Reader = OWNER) -> tuple[list[ReadPage], list[str]]:
     """Read ``paths`` (best first) within ``budget_tokens``. Returns (pages read, notices).
 
-    ``catalog`` is what ``reader`` may see; each page's own ``access`` rule is checked again
-    as it is read (a hand edit may have restricted it since the catalog was indexed), and a
-    refused page reads exactly like a missing one.
+    ``catalog`` is what ``reader`` may see; every page is read through ``store.pages.load_page``,
+    which checks its own ``access`` rule again as it is read (a hand edit may have restricted it
+    since the catalog was indexed): a refused page reads exactly like a missing one.
 
     A saved answer (``kind: answer``) is navigation, not evidence: it is read, and the article
     pages it cites are queued right after it, so the answer can cite those instead."""
@@ -83,9 +84,7 @@ def read_pages(kb: KnowledgeBase, paths: list[str], budget_tokens: int, question
             continue
         seen.add(path)
         try:
-            article = kb.read_article(path)
-            if not reader.can_read(article.access):
-                raise PageNotFoundError(f"no page {path!r} in the wiki")
+            article = load_page(kb, path, reader).article
         except KaasError as exc:
             notices.append(f"Could not read {path}: {exc.message}")
             continue

@@ -2,7 +2,8 @@
 
 A saved answer is navigation, not evidence: it can be selected and linked, and reading it
 leads to the articles it cites, but an answer may never cite it (see ``read.py`` and
-``citations.py``). It is re-indexed at once so the next question can find it.
+``citations.py``). It is re-indexed at once so the next question can find it. Who may read
+it follows the pages it was made from, now and later (``save_answer``).
 """
 
 from __future__ import annotations
@@ -14,10 +15,11 @@ import secrets
 from kb_ai.compile.lock import CompileLock
 from kb_ai.errors import KaasError, StorageError
 from kb_ai.navigate.records import AskResult
-from kb_ai.store.access import ADMINS_ONLY, OWNER, Reader, derived_access
+from kb_ai.store.access import OWNER, Reader, derived_access
 from kb_ai.store.articles import SUMMARY_LIMIT, write_article
 from kb_ai.store.kb import KnowledgeBase
 from kb_ai.store.markdown_text import clip
+from kb_ai.store.pages import load_page
 from kb_ai.store.paths import slugify
 
 ANSWERS_TOPIC = "answers"
@@ -33,10 +35,16 @@ def save_answer(kb: KnowledgeBase, question: str, result: AskResult, today: dt.d
                 reader: Reader = OWNER) -> str:
     """Write ``result`` as a saved answer and re-index. Returns its catalog path.
 
-    The saved page may be read only by those who may read every page it cites (``access`` is
-    derived from theirs), so saving never widens who sees what. A reader who is not an admin
-    gets a name with a random suffix: whether another answer already took the plain name
-    (perhaps one they may not see) is not theirs to learn."""
+    The saved page records the pages it was made from: every page read for it (``read``:
+    whatever the model or the extractive answer saw, cited or not) and the pages it cites. Only
+    those who may read every one of them, as they are at the time of reading, may read the
+    saved answer (``Catalog.readable_by``, ``store.pages.load_page``): restricting one of them
+    later hides the answer too, and one that is gone hides it from all but admins. ``access``
+    is also written, derived from the pages' rules today, so saving never widens who sees what.
+    ``reader`` (who saves) must be able to read each of those pages.
+
+    A reader who is not an admin gets a name with a random suffix: whether another answer
+    already took the plain name (perhaps one they may not see) is not theirs to learn."""
     if result.error:
         raise KaasError(f"not saved: the answer failed ({result.error['message']})")
     if not result.citations:
@@ -44,12 +52,14 @@ def save_answer(kb: KnowledgeBase, question: str, result: AskResult, today: dt.d
     question = " ".join(question.split())
     today = today or dt.date.today()
     slug = slugify(question)[:60].rstrip("-") or "answer"
-    cited = [c["path"] for c in result.citations]
-    full = kb.catalog()
+    cited = list(dict.fromkeys(c["path"] for c in result.citations))
+    read = list(dict.fromkeys(p["path"] for p in result.pages))
     rules = []
-    for path in cited:
-        entry = full.get(path)
-        rules.append(entry.access if entry is not None else ADMINS_ONLY)  # unknown: fail closed
+    for path in dict.fromkeys(read + cited):
+        try:
+            rules.append(load_page(kb, path, reader).article.access)
+        except KaasError as exc:
+            raise type(exc)(f"not saved: {exc.message}") from None
     access = derived_access(rules)
     meta = {
         "title": clip(question, 120),
@@ -58,6 +68,7 @@ def save_answer(kb: KnowledgeBase, question: str, result: AskResult, today: dt.d
         "kind": "answer",
         "question": question,
         "citations": cited,
+        "read": read,
         "mode": result.mode,
         "updated": today,
         **({"access": list(access)} if access is not None else {}),

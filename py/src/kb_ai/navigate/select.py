@@ -14,7 +14,7 @@ from pathlib import PurePosixPath
 
 from kb_ai.errors import UnsafePathError
 from kb_ai.llm.gateway import LLMGateway
-from kb_ai.llm.prompts import PromptLibrary, delimit_data
+from kb_ai.llm.prompts import PromptLibrary
 from kb_ai.llm.tokens import CHARS_PER_TOKEN, estimate_tokens
 from kb_ai.llm.usage import UsageMeter
 from kb_ai.navigate.records import Selection
@@ -35,6 +35,11 @@ def selection_schema(max_pages: int) -> dict:
         "required": ["paths"],
         "additionalProperties": True,
     }
+
+
+def selection_max_tokens(max_pages: int) -> int:
+    """Reply tokens for a list of paths: ~30 a path (pretty-printed JSON included), plus room."""
+    return 100 + 30 * selection_schema(max_pages)["properties"]["paths"]["maxItems"]
 
 
 def select_budget_for(context_window: int | None, configured: int | None) -> int:
@@ -142,13 +147,14 @@ async def select_pages_llm(
     messages = prompts.render(
         "select",
         question=question,
-        catalog_lines=[delimit_data(e.line()) for e in entries],
+        catalog_lines=[e.line() for e in entries],
         max_pages=max_pages,
         shortlisted=shortlisted,
         total_pages=len(catalog),
     )
     reply = await gateway.complete_json(
-        messages, schema=selection_schema(max_pages), schema_name="page_selection", purpose="select", meter=meter
+        messages, schema=selection_schema(max_pages), schema_name="page_selection", purpose="select", meter=meter,
+        max_tokens=selection_max_tokens(max_pages),
     )
     selection = resolve_paths(list(reply.get("paths", [])) if isinstance(reply, dict) else [], catalog, max_pages)
     if shortlisted:

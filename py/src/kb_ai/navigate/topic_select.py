@@ -13,7 +13,7 @@ from collections import Counter
 from pathlib import Path
 
 from kb_ai.llm.gateway import LLMGateway
-from kb_ai.llm.prompts import PromptLibrary, delimit_data
+from kb_ai.llm.prompts import PromptLibrary
 from kb_ai.llm.tokens import estimate_tokens
 from kb_ai.llm.usage import UsageMeter
 from kb_ai.navigate.records import Selection
@@ -24,6 +24,7 @@ from kb_ai.store.topics import Topic, TopicIndex, build_topic_index, load_model_
 
 MAX_TOPICS = 3
 TOPIC_RANKING_HITS = 200  # keyword hits counted per topic to order topic lines when they must be cut
+TOPIC_MAX_TOKENS = 300  # a few topic names
 TOPIC_SCHEMA = {
     "type": "object",
     "properties": {"topics": {"type": "array", "items": {"type": "string"}, "maxItems": MAX_TOPICS * 2}},
@@ -73,9 +74,9 @@ def topic_lines_within(index: TopicIndex, question: str, lexical: LexicalIndex |
         for topic in ordered:
             if topic.name in chosen:
                 continue
-            lines = [delimit_data(topic.line())]
+            lines = [topic.line()]
             if with_subtopics:
-                lines += ["  " + delimit_data(s.line()) for s in topic.subtopics]
+                lines += ["  " + s.line() for s in topic.subtopics]
             cost = sum(estimate_tokens(line) for line in lines)
             if used + cost <= budget_tokens:
                 chosen[topic.name] = lines
@@ -120,16 +121,19 @@ async def select_pages_by_topic(
     messages = prompts.render("select_topics", question=question, topic_lines=lines, total_pages=len(catalog),
                               max_topics=MAX_TOPICS, cut=cut)
     reply = await gateway.complete_json(messages, schema=TOPIC_SCHEMA, schema_name="topic_selection",
-                                        purpose="select-topics", meter=meter)
+                                        purpose="select-topics", meter=meter, max_tokens=TOPIC_MAX_TOKENS)
     names = [n for n in (reply.get("topics", []) if isinstance(reply, dict) else []) if isinstance(n, str)]
     if not names:
         selection = Selection(paths=[], method="llm")
         selection.notices.append("The model found no topic of the wiki that fits the question.")
         return selection
     chosen: list[Topic] = []
+    unknown: list[str] = []
     for name in names:
         topic = topics.find(name)
-        if topic is not None and topic not in chosen:
+        if topic is None:
+            unknown.append(name)
+        elif topic not in chosen:
             chosen.append(topic)
     chosen = chosen[:MAX_TOPICS]
     if not chosen:
@@ -139,9 +143,12 @@ async def select_pages_by_topic(
         question, within, gateway=gateway, prompts=prompts, max_pages=max_pages,
         budget_tokens=budget_tokens, lexical=lexical_for(within), meter=meter,
     )
-    selection.notices.insert(0, f"Navigated by topic: {', '.join(t.name for t in chosen)} "
-                                f"({len(within)} of {len(catalog)} pages).")
+    head = [f"Navigated by topic: {', '.join(t.name for t in chosen)} ({len(within)} of {len(catalog)} pages)."]
     if cut:
-        selection.notices.insert(1, f"{cut} topic lines did not fit the selection budget of {budget_tokens} tokens; "
-                                    "the topics with the most keyword matches were shown.")
+        head.append(f"{cut} topic lines did not fit the selection budget of {budget_tokens} tokens; "
+                    "the topics with the most keyword matches were shown.")
+    if unknown:
+        head.append("Ignored topic names the model returned that are not topics of the wiki: "
+                    + ", ".join(repr(n[:80]) for n in unknown[:5]))
+    selection.notices[:0] = head
     return selection

@@ -20,13 +20,14 @@ import bm25s
 import numpy as np
 
 from kb_ai.offline.text import tokenize
+from kb_ai.store.access import parse_access
 from kb_ai.store.articles import read_article_text, split_frontmatter
 from kb_ai.store.catalog import Catalog, CatalogEntry
 from kb_ai.store.files import atomic_write_text
 
 log = logging.getLogger(__name__)
 
-INDEX_FORMAT = 2
+INDEX_FORMAT = 3  # 3: access rules are part of the fingerprint
 TITLE_WEIGHT = 3
 SUMMARY_WEIGHT = 2
 BODY_CHAR_LIMIT = 50_000  # per article: enough to rank, bounded for huge pages
@@ -47,17 +48,24 @@ def _entry_terms(entry: CatalogEntry, body: str) -> list[str]:
     )
 
 
-def _read_body(wiki_dir: Path, path: str) -> str:
+def _read_body(wiki_dir: Path, entry: CatalogEntry) -> str:
+    path = entry.path
     try:
         text = read_article_text(wiki_dir / path, path)
-        return split_frontmatter(text, path)[1]
+        meta, body = split_frontmatter(text, path)
     except Exception as exc:  # an unreadable page still ranks by its catalog line
         log.warning("lexical index: %s: %s", path, exc)
         return ""
+    if parse_access(meta)[0] != entry.access:
+        # The file's access changed since the catalog was loaded (a hand edit not yet indexed):
+        # its text may now be for other readers. Rank it by its catalog line until re-indexed.
+        return ""
+    return body
 
 
 def catalog_fingerprint(wiki_dir: Path, catalog: Catalog) -> str:
-    """Changes when any catalog line or any listed article's size or mtime changes."""
+    """Changes when any catalog line (access rule included) or any listed article's size or
+    mtime changes."""
     digest = hashlib.sha256(f"v{INDEX_FORMAT}".encode())
     root = str(wiki_dir)
     parts = []
@@ -69,7 +77,8 @@ def catalog_fingerprint(wiki_dir: Path, catalog: Catalog) -> str:
                 stamp = (st.st_size, st.st_mtime_ns)
             except OSError:
                 stamp = (-1, -1)
-        parts.append(f"{entry.path}\x00{entry.title}\x00{entry.summary}\x00{entry.topic}\x00{stamp[0]}:{stamp[1]}\n")
+        parts.append(f"{entry.path}\x00{entry.title}\x00{entry.summary}\x00{entry.topic}\x00{entry.access}\x00"
+                     f"{stamp[0]}:{stamp[1]}\n")
     digest.update("".join(parts).encode())
     return digest.hexdigest()
 
@@ -85,7 +94,7 @@ class LexicalIndex:
     @classmethod
     def build(cls, wiki_dir: Path, catalog: Catalog, *, with_bodies: bool = True) -> "LexicalIndex":
         corpus = [
-            _entry_terms(e, _read_body(wiki_dir, e.path) if with_bodies else "") for e in catalog.entries
+            _entry_terms(e, _read_body(wiki_dir, e) if with_bodies else "") for e in catalog.entries
         ]
         vocab: dict[str, int] = {}
         ids = [[vocab.setdefault(term, len(vocab)) for term in terms] for terms in corpus]

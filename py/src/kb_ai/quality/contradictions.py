@@ -14,7 +14,6 @@ from dataclasses import dataclass
 
 from kb_ai.config import Settings
 from kb_ai.errors import LLMAuthError, LLMError, MissingApiKeyError, UnknownModelError
-from kb_ai.llm.prompts import delimit_data
 from kb_ai.llm.usage import UsageMeter
 from kb_ai.offline.text import tokenize
 from kb_ai.quality.lint import INFO, WARNING, Finding, LintContext
@@ -94,9 +93,7 @@ def candidate_pairs(ctx: LintContext, max_pairs: int) -> list[ArticlePair]:
 
 def _page(article: Article) -> dict:
     text = article.body
-    truncated = len(text) > PAGE_CHARS
-    text = delimit_data(text[:PAGE_CHARS])
-    return {"path": article.path, "title": article.title, "text": text, "truncated": truncated}
+    return {"path": article.path, "title": article.title, "text": text[:PAGE_CHARS], "truncated": len(text) > PAGE_CHARS}
 
 
 async def find_contradictions(settings: Settings, ctx: LintContext, max_pairs: int = DEFAULT_MAX_PAIRS

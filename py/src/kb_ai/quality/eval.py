@@ -6,6 +6,8 @@ Each line of the file is one JSON object::
      "answer": "short gold answer", "answer_aliases": ["..."], "answerable": true, "id": "..."}
 
 Only ``question`` is required. ``gold_titles`` is accepted for ``gold_pages`` (HotpotQA files).
+Any other key is ignored with a warning that names it and the keys expected (in the table, the
+JSON report and on stderr): a typo such as ``gold`` must not silently leave recall unmeasured.
 Gold pages given as titles are resolved through the catalog (HTML-unescaped, case-insensitive).
 
 Metrics (per question, then averaged; each over the questions it applies to):
@@ -26,6 +28,7 @@ Questions run one after another through one service, so the lexical index is bui
 
 from __future__ import annotations
 
+import difflib
 import html
 import json
 import platform
@@ -54,6 +57,9 @@ _ABSTAIN = re.compile(
 )
 
 
+KNOWN_KEYS = ("question", "gold_pages", "gold_titles", "answer", "answer_aliases", "answerable", "id")
+
+
 @dataclass
 class EvalQuestion:
     question: str
@@ -74,9 +80,11 @@ def _string_list(value: Any, name: str, where: str) -> list[str]:
     raise KaasError(f"{where}: {name} must be a list of strings")
 
 
-def parse_questions(text: str, label: str = "questions") -> list[EvalQuestion]:
-    """Parse JSON lines (blank lines and ``#`` comments skipped); errors name the line."""
+def parse_questions(text: str, label: str = "questions", warnings: list[str] | None = None) -> list[EvalQuestion]:
+    """Parse JSON lines (blank lines and ``#`` comments skipped); errors name the line. Keys
+    that are not ``KNOWN_KEYS`` are ignored, one warning per key appended to ``warnings``."""
     questions: list[EvalQuestion] = []
+    unknown: dict[str, list[int]] = {}
     for number, line in enumerate(text.splitlines(), start=1):
         line = line.strip()
         if not line or line.startswith("#"):
@@ -88,6 +96,9 @@ def parse_questions(text: str, label: str = "questions") -> list[EvalQuestion]:
             raise KaasError(f"{where}: not valid JSON ({exc.msg})") from None
         if not isinstance(data, dict):
             raise KaasError(f"{where}: expected a JSON object")
+        for key in data:
+            if key not in KNOWN_KEYS:
+                unknown.setdefault(str(key), []).append(number)
         question = data.get("question")
         if not isinstance(question, str) or not question.strip():
             raise KaasError(f"{where}: missing \"question\"")
@@ -106,10 +117,21 @@ def parse_questions(text: str, label: str = "questions") -> list[EvalQuestion]:
             answerable=answerable,
             id=str(data.get("id", number)),
         ))
+    if warnings is not None:
+        warnings.extend(_unknown_key_warning(label, key, lines) for key, lines in unknown.items())
     return questions
 
 
-def load_questions(path: Path) -> list[EvalQuestion]:
+def _unknown_key_warning(label: str, key: str, lines: list[int]) -> str:
+    where = ", ".join(str(n) for n in lines[:5]) + (f" and {len(lines) - 5} more" if len(lines) > 5 else "")
+    close = [k for k in KNOWN_KEYS if k.startswith(key.lower()) or key.lower().startswith(k)]
+    close = close or difflib.get_close_matches(key.lower(), KNOWN_KEYS, n=1, cutoff=0.6)
+    hint = f" — did you mean {close[0]!r}?" if close else ""
+    return (f"{label}: unknown key {key!r} ignored (line{'s' if len(lines) > 1 else ''} {where}){hint}; "
+            f"expected keys: {', '.join(KNOWN_KEYS)}")
+
+
+def load_questions(path: Path, warnings: list[str] | None = None) -> list[EvalQuestion]:
     try:
         text = read_regular_bytes(path, MAX_QUESTIONS_FILE_BYTES).decode("utf-8-sig")
     except FileNotFoundError:
@@ -120,7 +142,7 @@ def load_questions(path: Path) -> list[EvalQuestion]:
         raise KaasError(f"{path}: not UTF-8 text") from None
     except OSError as exc:  # a folder, a FIFO (never waited on), permission denied
         raise KaasError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    questions = parse_questions(text, path.name)
+    questions = parse_questions(text, path.name, warnings)
     if not questions:
         raise KaasError(f"{path}: no questions")
     return questions
@@ -242,6 +264,7 @@ def _mean(values: list[float | bool | None]) -> float | None:
 class EvalReport:
     results: list[QuestionResult]
     settings: dict[str, Any]
+    warnings: list[str] = field(default_factory=list)  # about the questions file (unknown keys)
 
     def summary(self) -> dict[str, Any]:
         rs = self.results
@@ -284,7 +307,8 @@ class EvalReport:
         }
 
     def to_json(self) -> dict[str, Any]:
-        return {"summary": self.summary(), "settings": self.settings, "questions": [asdict(r) for r in self.results]}
+        return {"summary": self.summary(), "settings": self.settings, "warnings": self.warnings,
+                "questions": [asdict(r) for r in self.results]}
 
     def write_json(self, path: Path) -> None:
         try:
@@ -329,6 +353,7 @@ class EvalReport:
         mode = self.settings.get("mode", "?")
         model = f", model {self.settings['model']}" if self.settings.get("model") else ""
         lines = [f"kaas eval — {mode} mode{model}, at most {self.settings.get('max_pages')} pages per question"]
+        lines += [f"  warning: {warning}" for warning in self.warnings]
         lines += [f"  {name:<{width}}  {value:>{value_width}}  {note}".rstrip() for name, value, note in rows]
         return "\n".join(lines)
 
@@ -371,8 +396,11 @@ def run_eval_file(settings: Settings, questions_file: Path, *, limit: int | None
     """What ``kaas eval`` does: load the questions, build one service, run them all."""
     import asyncio
 
-    questions = load_questions(Path(questions_file))
+    warnings: list[str] = []
+    questions = load_questions(Path(questions_file), warnings)
     if limit is not None:
         questions = questions[:limit]
     service = build_service(settings)
-    return asyncio.run(run_eval(service, questions, progress=progress))
+    report = asyncio.run(run_eval(service, questions, progress=progress))
+    report.warnings = warnings
+    return report

@@ -209,6 +209,8 @@ def check_index_drift(ctx: LintContext) -> list[Finding]:
                      if " ".join(getattr(entry, name).split()) != " ".join(getattr(want, name).split())]
             if entry.access != want.access:  # who may read the page: the catalog must say it right
                 diffs.append(f"access {_access_text(entry.access)} in the catalog, {_access_text(want.access)} in the article")
+            if entry.depends != want.depends:  # a saved answer's pages, which decide who may read it
+                diffs.append(f"made from {list(entry.depends)} in the catalog, {list(want.depends)} in the article")
             if diffs:
                 findings.append(Finding("index-drift", ERROR, entry.path,
                                         "catalog line differs from the frontmatter: " + "; ".join(diffs), fixable=True))

@@ -14,7 +14,8 @@ security headers on every response.
   groups) is put in the request scope (``reader_of``): every route serves only what that reader
   may read.
 - Headers: a strict Content-Security-Policy (scripts and styles only from this server, no remote
-  images), no sniffing, no framing, no referrer.
+  images), no sniffing, no framing, no referrer; and ``Cache-Control: no-store`` on every
+  response of ``/api``, ``/mcp`` and ``/wiki`` (wiki text, or what one reader may see).
 """
 
 from __future__ import annotations
@@ -32,6 +33,16 @@ LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
 UNSAFE_METHODS = {"POST", "PUT", "PATCH", "DELETE"}
 PROTECTED_PREFIXES = ("/api", "/mcp")  # /mcp: the MCP endpoint, when mounted next to the API
 READER_KEY = "kaas.reader"
+
+
+def _under(path: str, prefixes: tuple[str, ...]) -> bool:
+    return any(path == prefix or path.startswith(prefix + "/") for prefix in prefixes)
+
+
+def carries_wiki_content(path: str) -> bool:
+    """Routes whose responses carry wiki text or a reader's own view (catalog, pages, answers,
+    MCP, and their errors): every one of them is sent with ``Cache-Control: no-store``."""
+    return _under(path, (*PROTECTED_PREFIXES, "/wiki"))
 
 
 def reader_of(scope_or_request) -> Reader:
@@ -107,9 +118,14 @@ class RequestGuard:
                 await _send_json_error(send, status, code, message, bearer=(code == "unauthorized"))
             return
 
+        private = carries_wiki_content(scope.get("path", ""))
+
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
                 headers = list(message.get("headers") or [])
+                if private:  # wiki text or one reader's view: never kept by a browser or a proxy
+                    headers = [(k, v) for k, v in headers if k.lower() != b"cache-control"]
+                    headers.append((b"cache-control", b"no-store"))
                 present = {k.lower() for k, _ in headers}
                 headers += [(k, v) for k, v in SECURITY_HEADERS if k not in present]
                 message = {**message, "headers": headers}
@@ -128,8 +144,8 @@ class RequestGuard:
             host = (_header(scope, b"host") or "").lower()
             if origin is not None and (origin == "null" or _netloc(origin) != host):
                 return 403, "bad_origin", "cross-origin requests may not change anything"
-        api = any(path == prefix or path.startswith(prefix + "/") for prefix in PROTECTED_PREFIXES)
-        wiki = path == "/wiki" or path.startswith("/wiki/")
+        api = _under(path, PROTECTED_PREFIXES)
+        wiki = _under(path, ("/wiki",))
         if not (api or wiki):
             return None
         if not self.users.required():

@@ -17,11 +17,11 @@ from typing import Any
 import frontmatter
 import yaml
 
-from kb_ai.errors import ArticleFormatError
+from kb_ai.errors import ArticleFormatError, UnsafePathError
 from kb_ai.store.access import parse_access
 from kb_ai.store.files import FileTooLargeError, NotRegularFileError, atomic_write_text, read_regular_bytes
 from kb_ai.store.markdown_text import clip, first_heading, first_sentence
-from kb_ai.store.paths import safe_wiki_file
+from kb_ai.store.paths import normalize_wiki_path, safe_wiki_file
 
 MAX_ARTICLE_BYTES = 2_000_000
 MAX_FRONTMATTER_BYTES = 64_000
@@ -32,6 +32,15 @@ SUMMARY_LIMIT = 200
 DEFAULT_TOPIC = "general"
 # Files in wiki/ that are not articles.
 RESERVED_NAMES = {"master-index.md", "log.md", "index.md", "topics.md"}
+TOPIC_INDEX_NAME = "index.md"  # wiki/<topic>/index.md: a topic's index page, generated
+
+
+def is_generated(rel: str) -> bool:
+    """Whether catalog path ``rel`` (normalized) is a file kaas generates rather than an article:
+    ``master-index.md``, ``topics.md``, ``log.md``, a top-level ``index.md`` and topic index
+    pages ``<topic>/index.md``. None of them is a page anyone reads, edits or cites."""
+    parts = rel.split("/")
+    return (len(parts) == 1 and parts[0] in RESERVED_NAMES) or (len(parts) == 2 and parts[1] == TOPIC_INDEX_NAME)
 
 _YAML_HANDLER = frontmatter.YAMLHandler()
 
@@ -134,6 +143,28 @@ class Article:
     def cited_paths(self) -> list[str]:
         """For a saved answer: the catalog paths of the articles it cited."""
         return _string_list(self.meta.get("citations"))
+
+    @property
+    def depends(self) -> tuple[str, ...]:
+        """For a saved answer: every page it was made from — the pages read for it (``read``)
+        and those it cites (``citations``) — as catalog paths. Only readers who may read all of
+        them may read the answer (``Catalog.readable_by``), whenever that is decided. An entry
+        that is not a page path is kept as written: it names no page, so the answer fails closed."""
+        if self.kind != "answer":
+            return ()
+        paths: dict[str, None] = {}
+        for raw in _string_list(self.meta.get("read")) + self.cited_paths:
+            try:
+                paths[normalize_wiki_path(raw)] = None
+            except UnsafePathError:
+                paths[raw] = None
+        return tuple(paths)
+
+    @property
+    def visibility(self) -> tuple:
+        """What decides who may read this page: its ``access`` rule, whether it is a saved answer,
+        and the pages a saved answer was made from. Only admins may change it (server/pages.py)."""
+        return (self.access, self.kind == "answer", self.depends)
 
 
 def _jsonable(value: Any) -> Any:
@@ -287,6 +318,29 @@ def read_article_text(file: Path, label: str) -> str:
         raise ArticleFormatError(f"{label}: not UTF-8 text (byte {exc.start})") from None
 
 
+def validate_article_text(text: str, rel: str) -> Article:
+    """The one check for article text about to be written, by a person (the HTTP save) or by
+    ``kaas compile`` (both writers): what passes here is what ``read_article_text`` and
+    ``parse_article`` read back, so a written page can never be left out of the catalog.
+    Size in UTF-8 bytes, encodable as UTF-8, no NUL, frontmatter that parses (size, YAML,
+    a mapping) and names a title. Raises ``ArticleFormatError`` naming ``rel``."""
+    try:
+        size = len(text.encode("utf-8"))
+    except UnicodeEncodeError as exc:
+        raise ArticleFormatError(f"{rel}: not encodable as UTF-8 (character {exc.start})") from None
+    if size > MAX_ARTICLE_BYTES:
+        raise ArticleFormatError(f"{rel}: larger than {MAX_ARTICLE_BYTES} bytes ({size:,} bytes)")
+    if "\x00" in text:
+        raise ArticleFormatError(f"{rel}: contains a NUL character")
+    meta, _body = split_frontmatter(text, rel)
+    if not meta:
+        raise ArticleFormatError(f"{rel}: the article needs YAML frontmatter (between --- lines) with a title")
+    title = meta.get("title")
+    if not isinstance(title, str) or not title.strip():
+        raise ArticleFormatError(f"{rel}: the frontmatter needs a title")
+    return parse_article(text, rel)
+
+
 def load_article(wiki_dir: Path, path: str) -> Article:
     """Read one article by catalog path. Raises ``PageNotFoundError``-free ``FileNotFoundError``
     when missing, ``UnsafePathError`` for hostile paths, ``ArticleFormatError`` when unreadable."""
@@ -331,10 +385,8 @@ def iter_article_paths(wiki_dir: Path) -> list[str]:
         parts = rel.split("/")
         if any(p.startswith(".") for p in parts):
             continue
-        if len(parts) == 1 and parts[0] in RESERVED_NAMES:
+        if is_generated(rel):
             continue
-        if len(parts) == 2 and parts[1] == "index.md":
-            continue  # topic index pages, generated
         try:
             real = file.resolve()
         except (RuntimeError, OSError):  # a symlink loop: listed, so reading it reports it

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+import hashlib
 import logging
 import os
 import re
@@ -16,6 +17,8 @@ import stat
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
+from urllib.parse import quote, unquote
 
 from kb_ai.errors import ArticleFormatError, UnsafePathError
 from kb_ai.store.access import Reader, format_access
@@ -33,7 +36,13 @@ INDEX_NOTE = (
 SEPARATOR = " — "
 _LINE = re.compile(r"^\s*[-*]\s+\[(?P<title>(?:\\.|[^\]\\])+)\]\((?P<path>[^)\s]+)\)(?:\s*(?:—|–|-{1,2}|:)\s*(?P<summary>.*))?$")
 _TOPIC = re.compile(r"^##\s+(?P<topic>.+?)\s*$")
-_ACCESS = re.compile(r"\s*<!--\s*access:(?P<groups>[^>]*?)-->\s*$")
+# Who may read a page, in an HTML comment at the end of its line (invisible when rendered):
+# ``<!-- access: hr, eng; depends: a/b.md c/d.md -->``. Only the line's LAST comment can be the
+# rule: the title and summary before it are text from articles (and from sources, through a
+# model), and must not be able to write or bend a rule.
+_RULE = re.compile(r"<!--\s*(?P<body>(?:access|depends):[^>]*?)-->\s*$")
+# A saved answer whose chain of pages it was made from is deeper than this is for admins only.
+MAX_DEPENDENCY_DEPTH = 32
 
 
 @dataclass(frozen=True)
@@ -43,6 +52,9 @@ class CatalogEntry:
     summary: str
     topic: str
     access: tuple[str, ...] | None = None  # None: public (store/access.py)
+    # A saved answer's pages it was made from (``Article.depends``): its readers must be able to
+    # read every one of them, as they are now (``Catalog.readable_by``).
+    depends: tuple[str, ...] = ()
 
     def line(self) -> str:
         """The entry as a catalog line, exactly as the model and a reader see it."""
@@ -50,11 +62,27 @@ class CatalogEntry:
         return f"- [{_escape(self.title)}]({self.path}){SEPARATOR}{summary}" if summary else f"- [{_escape(self.title)}]({self.path})"
 
     def index_line(self) -> str:
-        """The line in master-index.md: ``line()`` plus, for a restricted page, its access rule
-        in an HTML comment (invisible when the Markdown is rendered)."""
-        if self.access is None:
-            return self.line()
-        return f"{self.line()} <!-- access: {format_access(self.access)} -->"
+        """The line in master-index.md: ``line()`` plus, for a restricted page or a saved answer,
+        who may read it in an HTML comment (invisible when the Markdown is rendered). The paths
+        are percent-encoded: no character of a path can end the comment or split the list."""
+        rule = []
+        if self.access is not None:
+            rule.append(f"access: {format_access(self.access)}")
+        if self.depends:
+            rule.append("depends: " + " ".join(quote(p, safe="/") for p in self.depends))
+        return f"{self.line()} <!-- {'; '.join(rule)} -->" if rule else self.line()
+
+
+def _parse_rule(body: str) -> tuple[tuple[str, ...] | None, tuple[str, ...]]:
+    access, depends = None, ()
+    for part in body.split(";"):
+        key, _, value = part.partition(":")
+        key = key.strip()
+        if key == "access":
+            access = tuple(g.strip() for g in value.split(",") if g.strip())
+        elif key == "depends":
+            depends = tuple(unquote(p) for p in value.split())
+    return access, depends
 
 
 def _escape(title: str) -> str:
@@ -75,11 +103,16 @@ class Catalog:
     # to notice article edits (the lexical index) does not stat 100,000 files a second time.
     stamps: dict[str, tuple[int, int]] | None = None
 
-    # The full catalog this one was cut from (a topic's pages, what one user may read), so that
-    # indexes built for the full catalog are reused with a mask instead of rebuilt.
+    # The catalog this one is a part of (a topic's pages), so that indexes built for it are
+    # reused with a mask instead of rebuilt. Always a root: a part of a part points to the root.
     parent: "Catalog | None" = None
     # One view per kind of reader (``visible_to``), so caches keyed by catalog object are shared.
     views: dict = field(default_factory=dict, repr=False, compare=False)
+    # A reader's view is a root of its own (nothing computed for it may use statistics of pages
+    # outside it): ``origin`` is the full catalog it was cut from, ``key`` names the kind of
+    # reader (stable across catalog versions, for caches on disk). "" for a full catalog.
+    origin: "Catalog | None" = field(default=None, repr=False, compare=False)
+    key: str = ""
 
     def __post_init__(self) -> None:
         self.by_path = {e.path: e for e in self.entries}
@@ -88,28 +121,61 @@ class Catalog:
 
     @property
     def root(self) -> "Catalog":
+        """The catalog whose statistics (keyword index, ...) this one may use: itself, or the
+        catalog (full, or one reader's view) it is a topic subset of."""
         return self.parent if self.parent is not None else self
 
     def subset(self, entries: list[CatalogEntry]) -> "Catalog":
         """A catalog of some of these entries that remembers where it came from."""
         return Catalog(entries, list(self.warnings), self.stamps, parent=self)
 
+    def readable_by(self, reader: Reader) -> Callable[[str], bool]:
+        """Whether ``reader`` may read the page at a catalog path, as this catalog says now: the
+        page is listed, its ``access`` admits the reader and, for a saved answer, so does every
+        page it was made from (recursively: an answer made from an answer). A page it was made
+        from that is gone, a cycle, or a chain deeper than ``MAX_DEPENDENCY_DEPTH`` fails closed."""
+        if reader.admin:
+            return lambda path: True
+        decided: dict[str, bool] = {}
+
+        def can(path: str, depth: int = 0) -> bool:
+            known = decided.get(path)
+            if known is not None:
+                return known
+            entry = self.by_path.get(path)
+            if entry is None or not reader.can_read(entry.access):
+                return False
+            if not entry.depends:
+                return True
+            decided[path] = False  # while deciding: a cycle back to here fails closed
+            ok = depth < MAX_DEPENDENCY_DEPTH and all(can(dep, depth + 1) for dep in entry.depends)
+            decided[path] = ok
+            return ok
+
+        return can
+
     def visible_to(self, reader: Reader) -> "Catalog":
         """The pages ``reader`` may read, and nothing else: what that reader's questions are
-        navigated over, counted and summarized from. One object per kind of reader (cached),
-        so per-catalog caches (topic index, masks) are shared by readers who see the same."""
+        navigated over, ranked, counted and summarized from. One object per kind of reader
+        (cached), so per-catalog caches (topic index, keyword index) are shared by readers who
+        see the same. A view is a root: its keyword statistics come from its own pages only."""
         if reader.admin or not self.restricted:
             return self
         view = self.views.get(reader.key)
         if view is None:
-            view = self.subset([e for e in self.entries if reader.can_read(e.access)])
-            view.warnings = []  # warnings name files; a reader sees none of them
+            can = self.readable_by(reader)
+            entries = [e for e in self.entries if can(e.path)]
+            if len(entries) == len(self.entries):
+                view = self  # sees everything: the same catalog, the same caches
+            else:
+                # warnings name files; a reader sees none of them
+                view = Catalog(entries, [], self.stamps, origin=self, key=_view_key(reader))
             self.views[reader.key] = view
         return view
 
     @functools.cached_property
     def restricted(self) -> bool:
-        return any(e.access is not None for e in self.entries)
+        return any(e.access is not None or e.depends for e in self.entries)
 
     def __len__(self) -> int:
         return len(self.entries)
@@ -143,9 +209,14 @@ class Catalog:
         return sorted({e.topic for e in self.entries})
 
 
+def _view_key(reader: Reader) -> str:
+    """A stable name for the view of readers with these groups (folder names of caches)."""
+    return "v-" + hashlib.sha256("\n".join(sorted(reader.groups)).encode("utf-8")).hexdigest()[:16]
+
+
 def entry_from_article(article: Article) -> CatalogEntry:
     return CatalogEntry(path=article.path, title=article.title, summary=article.summary, topic=article.topic,
-                        access=article.access)
+                        access=article.access, depends=article.depends)
 
 
 def _sort_key(entry: CatalogEntry) -> tuple[str, str, str]:
@@ -196,11 +267,12 @@ def parse_master_index(text: str) -> Catalog:
         if topic_match:
             topic = topic_match.group("topic").strip()
             continue
-        access = None
-        rule = _ACCESS.search(line) if "<!--" in line else None  # the guard: 100,000 searches cost 0.3 s
+        access, depends = None, ()
+        start = line.rfind("<!--")  # the guard: 100,000 searches cost 0.3 s
+        rule = _RULE.match(line, start) if start >= 0 else None
         if rule:
-            line = line[: rule.start()]
-            access = tuple(g.strip() for g in rule.group("groups").split(",") if g.strip())
+            line = line[:start].rstrip()
+            access, depends = _parse_rule(rule.group("body"))
         match = _LINE.match(line)
         if not match:
             if line.lstrip().startswith(("- [", "* [")):
@@ -223,6 +295,7 @@ def parse_master_index(text: str) -> Catalog:
                 summary=summary,
                 topic=topic,
                 access=access,
+                depends=depends,
             )
         )
     return Catalog(entries, warnings)

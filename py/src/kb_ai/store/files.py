@@ -24,9 +24,10 @@ def _target_mode(path: Path) -> int:
         return 0o666 & ~_UMASK
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` via a temp file in the same folder, fsync, then rename."""
-    atomic_write_bytes(path, text.encode("utf-8"))
+def atomic_write_text(path: Path, text: str, *, durable: bool = True) -> None:
+    """Write ``text`` to ``path`` via a temp file in the same folder, fsync, then rename.
+    ``durable=False`` skips the fsync: for caches whose readers verify what they read."""
+    atomic_write_bytes(path, text.encode("utf-8"), durable=durable)
 
 
 def write_text_if_changed(path: Path, text: str) -> bool:
@@ -42,7 +43,7 @@ def write_text_if_changed(path: Path, text: str) -> bool:
     return True
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
+def atomic_write_bytes(path: Path, data: bytes, *, durable: bool = True) -> None:
     """Errors (disk full, permission denied, ...) are raised as the same ``OSError`` subclass
     naming ``path`` (not the temp file), and no temp file is left behind."""
     try:
@@ -55,7 +56,8 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
             os.fchmod(handle.fileno(), _target_mode(path))
             handle.write(data)
             handle.flush()
-            os.fsync(handle.fileno())
+            if durable:
+                os.fsync(handle.fileno())
         os.replace(tmp_name, path)
     except BaseException as exc:
         try:

@@ -6,8 +6,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from kb_ai.errors import ArticleFormatError, EmptyCatalogError, NoWikiError, PageNotFoundError
-from kb_ai.store.articles import RESERVED_NAMES, Article, load_article
+from kb_ai.errors import EmptyCatalogError, NoWikiError
 from kb_ai.store.catalog import Catalog, CatalogStore, append_log, build_catalog, write_master_index
 from kb_ai.store.files import atomic_write_text
 from kb_ai.store.topics import build_topic_index, load_model_summaries, write_topics
@@ -61,18 +60,6 @@ class KnowledgeBase:
                 f"the catalog of {self.wiki_dir} is empty (add articles, then run `kaas index` or `kaas compile`)"
             )
         return catalog
-
-    def read_article(self, path: str) -> Article:
-        """Load an article by catalog path; a path outside the catalog's files is not found."""
-        self.require_wiki()
-        if "/" not in path.strip("/") and path.strip("/") in RESERVED_NAMES:
-            raise PageNotFoundError(f"no page {path!r} in the wiki")  # generated files are not articles
-        try:
-            return load_article(self.wiki_dir, path)
-        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
-            raise PageNotFoundError(f"no page {path!r} in the wiki") from None
-        except PermissionError:
-            raise ArticleFormatError(f"{path}: permission denied") from None
 
     def reindex(self) -> IndexResult:
         """Regenerate master-index.md and topics.md from the articles and log the operation."""
