@@ -39,6 +39,7 @@ class BadRequestError(KaasError):
     """The request itself is malformed (not JSON, wrong types, too large)."""
 
     code = "bad_request"
+    http_status = 400
 
 
 def parse_chat_request(payload: Any) -> AskRequest:

@@ -44,32 +44,21 @@ class ForbiddenError(KaasError):
     """The reader may see this page but not do this to it."""
 
     code = "forbidden"
+    http_status = 403
 
 
 class VersionConflictError(KaasError):
     """The article changed on disk since the editor loaded it."""
 
     code = "conflict"
+    http_status = 409
 
 
-STATUS_BY_CODE = {
-    "bad_request": 400,
-    "unsafe_path": 400,
-    "page_not_found": 404,
-    "no_wiki": 404,
-    "empty_catalog": 404,
-    "bad_article": 422,
-    "conflict": 409,
-    "forbidden": 403,
-    "locked": 409,
-    "config_error": 500,
-    "storage_error": 507,  # Insufficient Storage (WebDAV): the server cannot store what was sent
-}
 
 
 def error_response(exc: KaasError) -> JSONResponse:
-    status = STATUS_BY_CODE.get(exc.code, 500)
-    return JSONResponse({"error": {"code": exc.code, "message": exc.message}}, status_code=status,
+    """A ``KaasError`` as JSON, with the status its class declares (``errors.py``)."""
+    return JSONResponse({"error": {"code": exc.code, "message": exc.message}}, status_code=exc.http_status,
                         headers={"Cache-Control": "no-store"})
 
 
@@ -246,9 +235,8 @@ def template_env(web_dir: Path) -> jinja2.Environment:
 
 
 def _html_error(request: Request, exc: KaasError) -> HTMLResponse:
-    status = STATUS_BY_CODE.get(exc.code, 500)
     template = request.app.state.kaas.templates.get_template("error.html")
-    return HTMLResponse(template.render(status=status, message=exc.message), status_code=status,
+    return HTMLResponse(template.render(status=exc.http_status, message=exc.message), status_code=exc.http_status,
                         headers={"Cache-Control": "no-store"})
 
 
