@@ -332,6 +332,15 @@ def mcp(ctx: click.Context, user_name: str | None) -> None:
 
     settings = _settings(ctx)
     reader = _reader(settings, user_name)
+    if user_name:
+        import functools
+
+        from kb_ai.users import UserDirectory
+
+        # Resolved on every tool call, as kaas.toml says then: a revoked user (or a users table
+        # that is gone or broken) is refused at once, not at the next restart.
+        reader = functools.partial(UserDirectory(settings.kb).reader_named, user_name)
+        reader()  # an unknown user is a one-line error now, and the table has been seen
     try:
         KnowledgeBase(settings.kb).require_wiki()  # a wrong --kb is a one-line error, not a silent server
     except KaasError as exc:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import time
 from contextlib import asynccontextmanager
-from typing import Annotated
+from typing import Annotated, Callable
 
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
@@ -108,10 +108,14 @@ def _tool_error(exc: KaasError) -> ToolError:
     return ToolError(f"{exc.message} [{exc.code}]")
 
 
+StdioReader = Reader | Callable[[], Reader]
+
+
 def build_mcp_server(settings: Settings, service: AskService | None = None, *,
-                     stdio_reader: Reader = OWNER) -> MCPServer:
+                     stdio_reader: StdioReader = OWNER) -> MCPServer:
     """An MCP server answering from the knowledge base in ``settings``. Over stdio, tools act as
-    ``stdio_reader`` (the owner unless ``kaas mcp --user NAME``); over HTTP, as the token's user."""
+    ``stdio_reader`` (the owner unless ``kaas mcp --user NAME``, which passes a function that
+    resolves that user from the current kaas.toml on every call); over HTTP, as the token's user."""
     service = service or build_service(settings)
     server = MCPServer(name="kaas", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING")
 
@@ -240,12 +244,20 @@ def _ask_output(result: AskResult) -> CallToolResult:
                           structured_content=structured.model_dump(mode="json"))
 
 
-def _reader(ctx: Context, stdio_reader: Reader) -> Reader:
+def _reader(ctx: Context, stdio_reader: StdioReader) -> Reader:
     """Who calls: over HTTP, the reader the server's guard authenticated; over stdio, the reader
-    `kaas mcp` was started as. An HTTP call the guard did not mark is refused."""
+    `kaas mcp` was started as, resolved again for this call (a user revoked in kaas.toml, or a
+    users table that is gone or broken, is refused now, not at the next restart). An HTTP call
+    the guard did not mark is refused."""
     request = getattr(ctx.request_context, "request", None)
     if request is None:
-        return stdio_reader
+        if isinstance(stdio_reader, Reader):
+            return stdio_reader
+        try:
+            return stdio_reader()
+        except KaasError as exc:
+            log.error("refused an MCP call: %s", exc.message)
+            raise ToolError(f"{exc.message} [unauthorized]") from None
     reader = getattr(request, "scope", {}).get(READER_KEY)
     if reader is None:
         raise ToolError("this request was not authenticated [unauthorized]")
@@ -296,7 +308,7 @@ class MCPHttpEndpoint:
         await self._app(scope, receive, send)
 
 
-def run_stdio(settings: Settings, reader: Reader = OWNER) -> None:
+def run_stdio(settings: Settings, reader: StdioReader = OWNER) -> None:
     """Serve MCP over stdin/stdout. Nothing but protocol may reach stdout; a message the SDK
     could not parse gets a JSON-RPC error instead of no answer (``mcp_stdio.py``)."""
     from kb_ai.mcp_stdio import run_screened_stdio
