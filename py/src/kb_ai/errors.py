@@ -25,6 +25,13 @@ class KaasError(Exception):
         self.message = message
 
 
+class BadRequestError(KaasError):
+    """The request itself is malformed (not JSON, wrong types, too large, too many pages)."""
+
+    code = "bad_request"
+    http_status = 400
+
+
 class ConfigError(KaasError):
     code = "config_error"
     exit_code = 2

@@ -27,7 +27,7 @@ from starlette.responses import JSONResponse
 from kb_ai import __version__
 from kb_ai.config import Settings
 from kb_ai.errors import KaasError
-from kb_ai.navigate.ask import AskService, ask_events, build_service
+from kb_ai.navigate.ask import MAX_PAGES_PER_QUESTION, AskService, ask_events, build_service
 from kb_ai.navigate.records import AskRequest, AskResult
 from kb_ai.navigate.save import save_answer
 from kb_ai.server.guard import READER_KEY
@@ -86,7 +86,9 @@ class PageList(BaseModel):
 
 # The arguments `ask` and `ask_and_save` share.
 Question = Annotated[str, Field(description="The question, in natural language.")]
-Paths = Annotated[list[str] | None, Field(description="Read exactly these pages (paths from list_pages) instead of selecting.")]
+Paths = Annotated[list[str] | None, Field(
+    description=f"Read exactly these pages (paths from list_pages, at most {MAX_PAGES_PER_QUESTION}) instead of selecting.",
+    max_length=MAX_PAGES_PER_QUESTION)]
 Rewrite = Annotated[bool, Field(description="Rewrite the question into a standalone query first.")]
 Suggest = Annotated[bool, Field(description="Also return three follow-up questions.")]
 
@@ -191,10 +193,13 @@ def build_mcp_server(settings: Settings, service: AskService | None = None, *,
         ctx: Context,
     ) -> Annotated[CallToolResult, PageOutput]:
         reader = _reader(ctx, stdio_reader)
-        try:
+
+        def read():  # file reads: in a worker thread, never on the event loop
             # The one page reader of every interface: a hidden page is exactly a missing one.
-            loaded = load_page(service.kb, path, reader)
-            catalog = service.kb.catalog().visible_to(reader)
+            return load_page(service.kb, path, reader), service.kb.catalog().visible_to(reader)
+
+        try:
+            loaded, catalog = await anyio.to_thread.run_sync(read)
         except KaasError as exc:
             raise ToolError(f"{exc.message}; call list_pages to see the page paths [{exc.code}]") from None
         article = loaded.article
@@ -214,8 +219,9 @@ def build_mcp_server(settings: Settings, service: AskService | None = None, *,
         ctx: Context,
         topic: Annotated[str | None, Field(description="Only pages of this topic.")] = None,
     ) -> Annotated[CallToolResult, PageList]:
+        reader = _reader(ctx, stdio_reader)
         try:
-            catalog = service.kb.catalog().visible_to(_reader(ctx, stdio_reader))
+            catalog = await anyio.to_thread.run_sync(lambda: service.kb.catalog().visible_to(reader))
         except KaasError as exc:
             raise _tool_error(exc) from None
         entries = catalog.entries
