@@ -268,11 +268,13 @@ def _ask_running_server(settings: Settings, question: str, rewrite: bool, sugges
             **({"max_pages": max_pages} if max_pages else {})}
     ended = False
     try:
-        for name, data in ask_events_remote(server["url"], body, settings.api_token):
-            show(AskEvent(name, data))
+        for name, data in ask_events_remote(server, body, settings.api_token, deadline=_remote_deadline(settings)):
+            show(AskEvent(name, data if isinstance(data, dict) else {}))
             ended = ended or name in ("done", "error")
     except ServerUnavailable as exc:
         log.info("kaas serve at %s did not answer (%s); answering here", server["url"], exc)
+        if exc.notice:
+            show(AskEvent("notice", {"message": f"Answered here, not by kaas serve: {exc}."}))
         return False
     except (OSError, ValueError) as exc:
         show(AskEvent("error", {"code": "llm_unreachable",
@@ -283,6 +285,13 @@ def _ask_running_server(settings: Settings, question: str, rewrite: bool, sugges
                                 "message": f"kaas serve at {server['url']} closed the answer before it ended"}))
     log.info("answered by kaas serve at %s", server["url"])
     return True
+
+
+def _remote_deadline(settings: Settings) -> float:
+    """How long an answer from `kaas serve` may take in all: its model calls (rewrite, topics,
+    selection, answer, suggestions), each bounded by the call deadline, and a minute more."""
+    per_call = settings.call_deadline or 3 * settings.timeout
+    return 5 * per_call + 60
 
 
 @cli.command(name="compile")
