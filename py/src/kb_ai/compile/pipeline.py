@@ -52,7 +52,7 @@ from kb_ai.config import Settings
 from kb_ai.errors import ArticleFormatError, LLMError, NoWikiError, UnsafePathError
 from kb_ai.llm.tokens import estimate_tokens
 from kb_ai.llm.usage import UsageMeter
-from kb_ai.store.articles import load_article
+from kb_ai.store.articles import load_article, read_article_text
 from kb_ai.store.catalog import append_log, build_catalog
 from kb_ai.store.files import TEMP_PREFIX
 from kb_ai.store.kb import KnowledgeBase
@@ -87,6 +87,8 @@ async def compile_async(settings: Settings, *, full: bool = False, dry_run: bool
     try:
         if lock.took_over:
             compiler.report.notes.append(lock.took_over)
+        if lock.replaced:
+            compiler.report.warnings.append(lock.replaced)
         return await compiler.run()
     finally:
         lock.release()
@@ -603,8 +605,8 @@ class Compiler:
                 article_tokens = 0
                 if target:
                     try:
-                        article_tokens = estimate_tokens((self.kb.wiki_dir / target).read_text(encoding="utf-8"))
-                    except OSError:
+                        article_tokens = estimate_tokens(read_article_text(self.kb.wiki_dir / target, target))
+                    except (OSError, ArticleFormatError):  # missing, a FIFO, not UTF-8: estimated without it
                         article_tokens = 0
                 write_calls += 1
                 prompt_tokens += overhead + source_tokens + article_tokens
