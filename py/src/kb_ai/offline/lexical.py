@@ -118,9 +118,9 @@ def _check_loaded(retriever: bm25s.BM25, vocab, num_docs: int) -> None:
         ok = False
     if not ok:
         raise DamagedFileError("its arrays do not fit the catalog")
-    terms = len(indptr) - 1
+    terms = len(indptr) - 1  # (bm25s leaves the empty token, which no query holds, out of its arrays)
     if not isinstance(vocab, dict) or not all(
-            isinstance(k, str) and type(v) is int and 0 <= v < terms for k, v in vocab.items()):
+            isinstance(k, str) and type(v) is int and 0 <= v < (terms if k else terms + 1) for k, v in vocab.items()):
         raise DamagedFileError("kaas-vocab.json does not fit the index")
 
 
