@@ -104,9 +104,13 @@ def assert_clean(out, *names: str) -> str:
     text = out.stdout + out.stderr
     assert "Traceback" not in text, text[-3000:]
     assert out.returncode == 0, text[-3000:]
+    assert_warned(text, *names)
+    return text
+
+
+def assert_warned(text: str, *names: str) -> None:
     for name in names:
         assert any(name in line for line in warning_lines(text)), f"no warning naming {name}:\n{text[-3000:]}"
-    return text
 
 
 def warning_lines(text: str) -> list[str]:
@@ -200,25 +204,36 @@ def change_a_source(root: Path) -> None:
         SOURCES["raw/ops/deploy.md"] + "\nSince March the switch runs from the release pipeline.\n", encoding="utf-8")
 
 
-VARIANTS = ["fifo", "folder", "zero", "huge", "garbage", "deep"]
-
-
 # -- compile: manifest, journal, fingerprints, lock ---------------------------------------------
 
-@pytest.mark.parametrize("kind", VARIANTS + ['json:[1, 2]', 'json:{"format": 1, "sources": {"raw/x.md": 5}}'])
-@pytest.mark.parametrize("name", ["manifest.json", "journal.jsonl", "fingerprints.json"])
+# Each case hangs, runs out of memory, fails with a traceback or an error, or duplicates every
+# article on main; the damage counts as missing state here.
+STATE_CASES = [
+    ("manifest.json", "fifo"), ("manifest.json", "zero"), ("manifest.json", "folder"), ("manifest.json", "huge"),
+    ("manifest.json", "garbage"), ("manifest.json", "deep"), ("manifest.json", "json:[1, 2]"),
+    ("manifest.json", 'json:{"format": 1, "sources": {"raw/x.md": 5}}'),
+    ("manifest.json", 'json:{"format": 1, "articles": {"../../x.md": {"path": "../../x.md"}}}'),
+    ("journal.jsonl", "fifo"), ("journal.jsonl", "folder"), ("journal.jsonl", "huge"), ("journal.jsonl", "garbage"),
+    ("journal.jsonl", "json:[1, 2]"),
+    ("fingerprints.json", "folder"), ("fingerprints.json", "huge"), ("fingerprints.json", "json:[1, 2]"),
+    ("fingerprints.json", 'json:{"raw/ops/deploy.md": 5}'),
+]
+
+
+@pytest.mark.parametrize("name, kind", STATE_CASES)
 def test_compile_offline_redoes_the_work_of_a_damaged_state_file(templates, tmp_path, name, kind):
-    # A journal whose bytes end without a newline is a killed run's torn last line: ignored
-    # quietly (a damaged line before it is a warning: see the next test).
-    quiet = name == "journal.jsonl" and kind in ("garbage", "deep") or kind.startswith("json:") and name == "journal.jsonl"
+    # Journal bytes that end without a newline are a killed run's torn last line: ignored
+    # quietly (a damaged line before the last is a warning: see the next test).
+    quiet = name == "journal.jsonl" and (kind == "garbage" or kind.startswith("json:"))
     reference = copy_of(templates, "offline", tmp_path / "ref")
     change_a_source(reference)
     assert kaas(reference, "compile").returncode == 0
     root = copy_of(templates, "offline", tmp_path)
     change_a_source(root)
     plant(root / ".kaas" / name, kind, tmp_path)
-    assert_clean(kaas(root, "compile"), *([] if quiet else [f".kaas/{name}"]))
+    text = assert_clean(kaas(root, "compile"))
     assert articles(root) == articles(reference)  # nothing lost, nothing duplicated
+    assert_warned(text, *([] if quiet else [f".kaas/{name}"]))
     assert (root / ".kaas" / "manifest.json").is_file()
     assert not (root / ".kaas" / name).is_symlink()
     # and the next run is a quiet no-op on the state it wrote afresh
@@ -227,8 +242,7 @@ def test_compile_offline_redoes_the_work_of_a_damaged_state_file(templates, tmp_
     assert articles(root) == articles(reference)
 
 
-@pytest.mark.parametrize("line", [b"\xff\xfe garbage\n", b"[1, 2]\n", b'{"op": "source", "record": {"path": 5}}\n',
-                                  b"[" * 100_000 + b"]" * 100_000 + b"\n"])
+@pytest.mark.parametrize("line", [b"\xff\xfe garbage\n", b"[1, 2]\n", b'{"op": "source", "record": {"path": 5}}\n'])
 def test_a_damaged_line_in_the_journal_is_skipped_with_a_warning(templates, tmp_path, line):
     root = copy_of(templates, "offline", tmp_path)
     change_a_source(root)
@@ -272,7 +286,7 @@ def test_a_dot_kaas_that_is_a_file_or_fifo_is_replaced(templates, tmp_path):
 
 # -- compile: the texts kaas keeps of what it wrote ------------------------------------------------
 
-@pytest.mark.parametrize("kind", ["fifo", "zero", "folder", "garbage"])
+@pytest.mark.parametrize("kind", ["fifo", "zero"])
 def test_a_damaged_kept_text_counts_its_article_as_hand_written(templates, tmp_path, kind):
     root = copy_of(templates, "offline", tmp_path)
     manifest = json.loads((root / ".kaas/manifest.json").read_text())
@@ -282,12 +296,13 @@ def test_a_damaged_kept_text_counts_its_article_as_hand_written(templates, tmp_p
     plant(kept, kind, tmp_path)
     change_a_source(root)
     before = articles(root)
-    text = assert_clean(kaas(root, "compile"), f".kaas/written/{digest[:2]}/{digest}")
+    text = assert_clean(kaas(root, "compile"))
     after = articles(root)
     assert set(after) == set(before)
     # Without a trustworthy kept text every line counts as hand-written: nothing of it is lost.
     for line in before["ops/deploying.md"].split("---", 2)[2].splitlines():
         assert line in after["ops/deploying.md"], (line, text)
+    assert_warned(text, f".kaas/written/{digest[:2]}/{digest}")
 
 
 def test_a_kept_texts_folder_that_is_a_link_is_never_followed(templates, tmp_path):
@@ -349,8 +364,8 @@ LEXICAL_FILES = ["kaas-fingerprint", "kaas-paths.json", "kaas-vocab.json", "para
                  "vocab.index.json", "data.csc.index.npy", "indices.csc.index.npy", "indptr.csc.index.npy"]
 
 
-@pytest.mark.parametrize("kind", ["fifo", "zero", "huge", "folder"])
-@pytest.mark.parametrize("name", LEXICAL_FILES)
+@pytest.mark.parametrize("name, kind", [(name, kind) for name in LEXICAL_FILES
+                                        for kind in (["fifo"] if name.endswith(".npy") else ["fifo", "zero", "huge"])])
 def test_ask_rebuilds_a_lexical_index_with_a_file_that_is_not_a_file(templates, tmp_path, name, kind):
     root = copy_of(templates, "offline", tmp_path)
     plant(root / ".kaas" / "lexical-index" / name, kind, tmp_path)
@@ -364,13 +379,8 @@ def test_ask_rebuilds_a_lexical_index_with_a_file_that_is_not_a_file(templates, 
     ("kaas-paths.json", '{"a": 1}'),
     ("kaas-paths.json", '["ops/nope.md"]'),
     ("kaas-vocab.json", '{"deploy": 99999, "releases": 99999}'),
-    ("kaas-vocab.json", '{"deploy": "x"}'),
     ("params.index.json", '{"nope": 1}'),
     ("params.index.json", '{"k1": "x"}'),
-    ("params.index.json", '{"method": "bm25l"}'),
-    ("params.index.json", "[" * 100_000),
-    ("vocab.index.json", "\xff garbage"),
-    ("indptr.csc.index.npy", "garbage"),
 ])
 def test_ask_rebuilds_a_lexical_index_whose_content_does_not_fit(templates, tmp_path, name, content):
     root = copy_of(templates, "offline", tmp_path)
@@ -379,7 +389,7 @@ def test_ask_rebuilds_a_lexical_index_whose_content_does_not_fit(templates, tmp_
     assert "ops/deploying.md" in text
 
 
-@pytest.mark.parametrize("kind", ["fifo", "zero", "garbage"])
+@pytest.mark.parametrize("kind", ["fifo"])
 def test_ask_replaces_a_lexical_index_folder_that_is_not_a_folder(templates, tmp_path, kind):
     root = copy_of(templates, "offline", tmp_path)
     plant(root / ".kaas" / "lexical-index", kind, tmp_path)
@@ -390,22 +400,42 @@ def test_ask_replaces_a_lexical_index_folder_that_is_not_a_folder(templates, tmp
     assert leftovers == []
 
 
+def test_a_saved_views_folder_that_is_a_link_is_never_pruned_through(templates, tmp_path):
+    """Old view indexes are pruned (at most 32 kept): never in a folder a planted link points to."""
+    root = copy_of(templates, "offline", tmp_path)
+    page = root / "wiki" / "team" / "on-call.md"
+    page.write_text(page.read_text().replace("title: On call", "title: On call\naccess: [hr]", 1))
+    assert "access: [hr]" in page.read_text()  # so bob's view is not the whole catalog: it gets a saved index of its own
+    (root / "kaas.toml").write_text('[users.bob]\ntoken = "a-long-random-token-for-bob"\ngroups = ["eng"]\n')
+    assert kaas(root, "index").returncode == 0
+    elsewhere = tmp_path / "elsewhere"
+    for n in range(40):
+        (elsewhere / f"keep{n:02d}").mkdir(parents=True)
+    (root / ".kaas" / "lexical-index-views").symlink_to(elsewhere)
+    out = kaas(root, "ask", QUESTION, "--user", "bob")
+    assert len(list(elsewhere.iterdir())) == 40  # nothing deleted through the link
+    text = assert_clean(out, "lexical-index-views")
+    assert "ops/deploying.md" in text
+    assert not (root / ".kaas" / "lexical-index-views").is_symlink()
+
+
 # -- with a model: LLM cache entries, llm-capabilities.json, the trace, topic summaries -----------
 
-@pytest.mark.parametrize("kind", ["fifo", "zero", "huge", "folder", "garbage", "deep", 'json:{"text": 5}'])
+@pytest.mark.parametrize("kind", ["fifo", "zero", "huge", "folder"])
 def test_compile_with_a_model_treats_damaged_cache_entries_as_misses(templates, tmp_path, kind):
     root = copy_of(templates, "raw", tmp_path)
     entries = sorted(p.relative_to(templates["model_cache"]) for p in templates["model_cache"].rglob("*.json"))
     assert entries
     for entry in entries:  # exactly the entries this compile will look up
         plant(root / ".kaas" / "cache" / "llm" / entry, kind, tmp_path)
-    assert_clean(kaas(root, "compile", model=True), "LLM cache entry")
+    text = assert_clean(kaas(root, "compile", model=True))
     assert articles(root) == articles(templates["model"])
+    assert_warned(text, "LLM cache entry")
     for entry in entries:
         assert (root / ".kaas" / "cache" / "llm" / entry).is_file()  # replaced by the fresh reply
 
 
-@pytest.mark.parametrize("kind", ["fifo", "zero", "folder", "garbage", "deep", "json:[1]"])
+@pytest.mark.parametrize("kind", ["fifo", "zero"])
 def test_ask_with_a_model_treats_damaged_cache_entries_as_misses(templates, tmp_path, kind):
     root = copy_of(templates, "model", tmp_path)
     cache = root / ".kaas" / "cache" / "llm"
@@ -420,7 +450,7 @@ def test_ask_with_a_model_treats_damaged_cache_entries_as_misses(templates, tmp_
     assert answer["mode"] == "llm" and [c["path"] for c in answer["citations"]] == ["ops/deploying.md"]
 
 
-@pytest.mark.parametrize("kind", ["fifo", "zero", "folder", "garbage", "deep"])
+@pytest.mark.parametrize("kind", ["fifo", "zero", "folder"])
 def test_a_damaged_capabilities_file_is_ignored_and_written_afresh(templates, tmp_path, kind):
     root = copy_of(templates, "model", tmp_path)
     capabilities = root / ".kaas" / "cache" / "llm-capabilities.json"
@@ -447,7 +477,7 @@ def test_a_trace_log_that_is_not_a_file_is_started_afresh(templates, tmp_path, k
     assert json.loads(trace.read_text().splitlines()[0])["purpose"]
 
 
-@pytest.mark.parametrize("kind", ["fifo", "folder", "garbage", "deep"])
+@pytest.mark.parametrize("kind", ["folder"])
 def test_damaged_topic_summaries_are_a_warning_and_written_afresh(templates, tmp_path, kind):
     root = copy_of(templates, "model", tmp_path)
     summaries = root / ".kaas" / "topic-summaries.json"
@@ -505,7 +535,7 @@ SERVE = textwrap.dedent('''
 @pytest.mark.parametrize("target, kind", [
     ("lexical-index/params.index.json", "fifo"),
     ("lexical-index/kaas-vocab.json", "zero"),
-    ("lexical-index/indptr.csc.index.npy", "folder"),
+    ("lexical-index/kaas-fingerprint", "fifo"),
     ("compile.lock", "fifo"),
     ("compile.lock", "folder"),
     ("compile.lock", "zero"),
