@@ -19,7 +19,6 @@ import io
 import json
 import logging
 import os
-import re
 from contextlib import contextmanager
 from typing import Any, AsyncIterator, Iterator
 
@@ -29,12 +28,13 @@ from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
 from mcp_types import PARSE_ERROR, RequestParams
 
+from kb_ai.untrusted_text import json_problem
+
 log = logging.getLogger(__name__)
 
 INVALID_METHOD = "kaas/invalid-message"
 MAX_LINE_CHARS = 4_000_000  # a message this long is not a tool call (the HTTP endpoint caps bodies too)
 MAX_DEPTH = 64  # tool arguments are flat; the envelope adds a few levels
-_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class _InvalidParams(RequestParams):
@@ -54,25 +54,10 @@ def screen_line(line: str) -> str | None:
         return _invalid(_id_from_text(line), f"the message is nested more than {MAX_DEPTH} levels deep")
     except ValueError:
         return line  # not JSON at all: the SDK's own handling (the message cannot name an id)
-    reason = _problem(message)
+    reason = json_problem(message, MAX_DEPTH)
     if reason is None:
         return line
     return _invalid(message.get("id") if isinstance(message, dict) else None, reason)
-
-
-def _problem(message: Any) -> str | None:
-    pending: list[tuple[Any, int]] = [(message, 0)]
-    while pending:
-        item, depth = pending.pop()
-        if isinstance(item, str):
-            found = _SURROGATE.search(item)
-            if found:
-                return f"a string holds a lone surrogate (\\u{ord(found.group()):04x}), which is not text"
-        elif isinstance(item, (dict, list)):
-            if depth >= MAX_DEPTH:
-                return f"the message is nested more than {MAX_DEPTH} levels deep"
-            pending.extend((child, depth + 1) for child in ([*item.keys(), *item.values()] if isinstance(item, dict) else item))
-    return None
 
 
 def _invalid(request_id: Any, reason: str) -> str | None:

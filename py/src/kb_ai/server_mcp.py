@@ -84,6 +84,13 @@ class PageList(BaseModel):
     total: int
 
 
+# The arguments `ask` and `ask_and_save` share.
+Question = Annotated[str, Field(description="The question, in natural language.")]
+Paths = Annotated[list[str] | None, Field(description="Read exactly these pages (paths from list_pages) instead of selecting.")]
+Rewrite = Annotated[bool, Field(description="Rewrite the question into a standalone query first.")]
+Suggest = Annotated[bool, Field(description="Also return three follow-up questions.")]
+
+
 def _text_form(result: AskResult) -> str:
     lines = [result.answer.rstrip()]
     if result.citations:
@@ -140,11 +147,11 @@ def build_mcp_server(settings: Settings, service: AskService | None = None, *,
         annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False),
     )
     async def ask(
-        question: Annotated[str, Field(description="The question, in natural language.")],
+        question: Question,
         ctx: Context,
-        paths: Annotated[list[str] | None, Field(description="Read exactly these pages (paths from list_pages) instead of selecting.")] = None,
-        rewrite: Annotated[bool, Field(description="Rewrite the question into a standalone query first.")] = False,
-        suggest: Annotated[bool, Field(description="Also return three follow-up questions.")] = False,
+        paths: Paths = None,
+        rewrite: Rewrite = False,
+        suggest: Suggest = False,
     ) -> Annotated[CallToolResult, AskOutput]:
         result, _ = await answer(ctx, question, paths, rewrite, suggest)
         return _ask_output(result)
@@ -157,11 +164,11 @@ def build_mcp_server(settings: Settings, service: AskService | None = None, *,
                                     open_world_hint=False),
     )
     async def ask_and_save(
-        question: Annotated[str, Field(description="The question, in natural language.")],
+        question: Question,
         ctx: Context,
-        paths: Annotated[list[str] | None, Field(description="Read exactly these pages (paths from list_pages) instead of selecting.")] = None,
-        rewrite: Annotated[bool, Field(description="Rewrite the question into a standalone query first.")] = False,
-        suggest: Annotated[bool, Field(description="Also return three follow-up questions.")] = False,
+        paths: Paths = None,
+        rewrite: Rewrite = False,
+        suggest: Suggest = False,
     ) -> Annotated[CallToolResult, AskOutput]:
         result, reader = await answer(ctx, question, paths, rewrite, suggest)
         try:

@@ -9,7 +9,6 @@ stream ends) when a ``KaasError`` stops the answer.
 from __future__ import annotations
 
 import logging
-import re
 from contextlib import aclosing
 from dataclasses import dataclass
 from typing import AsyncIterator
@@ -25,11 +24,11 @@ from kb_ai.navigate.topic_select import TopicIndexCache
 from kb_ai.store.access import Reader
 from kb_ai.store.kb import KnowledgeBase
 from kb_ai.store.pages import load_page
+from kb_ai.untrusted_text import lone_surrogate
 
 log = logging.getLogger(__name__)
 
 MAX_QUESTION_CHARS = 4_000
-_NOT_TEXT = re.compile("[\ud800-\udfff]")
 
 
 @dataclass
@@ -83,7 +82,7 @@ async def ask_events(service: AskService, request: AskRequest) -> AsyncIterator[
             raise KaasError("the question is empty")
         if len(question) > MAX_QUESTION_CHARS:
             raise KaasError(f"the question is longer than {MAX_QUESTION_CHARS} characters")
-        if _NOT_TEXT.search(question):
+        if lone_surrogate(question):
             # Bytes that are not UTF-8 in a command line (Python keeps them as lone surrogates),
             # or an escaped lone surrogate: no model request, saved page or log line can hold it.
             raise KaasError("the question is not valid text (it holds bytes that are not UTF-8)")

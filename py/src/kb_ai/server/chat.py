@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import time
 from contextlib import aclosing
 from typing import Any, AsyncIterator
@@ -24,6 +23,7 @@ from kb_ai.errors import KaasError
 from kb_ai.navigate.ask import MAX_QUESTION_CHARS, AskService, ask_events
 from kb_ai.navigate.records import AskRequest, Turn
 from kb_ai.server.guard import reader_of
+from kb_ai.untrusted_text import json_problem
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +33,6 @@ MAX_TURN_CHARS = 20_000
 MAX_PAGES_LIMIT = 20
 PING_SECONDS = 15
 MAX_JSON_DEPTH = 32  # request bodies are shallow (chat: 3 levels); deeper is a mistake or an attack
-_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class BadRequestError(KaasError):
@@ -139,20 +138,10 @@ def _no_constant(name: str) -> Any:
 
 def check_json_text(value: Any, what: str) -> None:
     """Refuse (BadRequestError) a parsed JSON value nested deeper than ``MAX_JSON_DEPTH`` or
-    holding a lone surrogate in any key or string. Iterative: depth cannot exhaust the stack."""
-    pending: list[tuple[Any, int]] = [(value, 0)]
-    while pending:
-        item, depth = pending.pop()
-        if isinstance(item, str):
-            found = _SURROGATE.search(item)
-            if found:
-                raise BadRequestError(f"{what} holds a lone surrogate (\\u{ord(found.group()):04x}), which is not text")
-            continue
-        if isinstance(item, (dict, list)):
-            if depth >= MAX_JSON_DEPTH:
-                raise BadRequestError(f"{what} is nested more than {MAX_JSON_DEPTH} levels deep")
-            children = [*item.keys(), *item.values()] if isinstance(item, dict) else item
-            pending.extend((child, depth + 1) for child in children)
+    holding a lone surrogate in any key or string (``untrusted_text.json_problem``)."""
+    problem = json_problem(value, MAX_JSON_DEPTH)
+    if problem:
+        raise BadRequestError(f"{what}: {problem}")
 
 
 class AnswerStreamResponse(EventSourceResponse):
