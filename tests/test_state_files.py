@@ -450,6 +450,20 @@ def test_ask_with_a_model_treats_damaged_cache_entries_as_misses(templates, tmp_
     assert answer["mode"] == "llm" and [c["path"] for c in answer["citations"]] == ["ops/deploying.md"]
 
 
+def test_a_cached_reply_that_is_not_text_is_a_miss(templates, tmp_path):
+    """A cache entry holding a lone surrogate (valid JSON) would reach the terminal or a file."""
+    root = copy_of(templates, "model", tmp_path)
+    cache = root / ".kaas" / "cache" / "llm"
+    compile_entries = {p.relative_to(templates["model_cache"]) for p in templates["model_cache"].rglob("*.json")}
+    for entry in cache.rglob("*.json"):
+        if entry.relative_to(cache) not in compile_entries:
+            entry.write_text('{"text": "We deploy \\ud800 [Deploying](ops/deploying.md).", "prompt_tokens": 1}')
+    out = kaas(root, "ask", QUESTION, model=True)
+    text = assert_clean(out)
+    assert "ops/deploying.md" in out.stdout
+    assert_warned(text, "LLM cache entry")
+
+
 @pytest.mark.parametrize("kind", ["fifo", "zero", "folder"])
 def test_a_damaged_capabilities_file_is_ignored_and_written_afresh(templates, tmp_path, kind):
     root = copy_of(templates, "model", tmp_path)

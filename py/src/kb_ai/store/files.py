@@ -19,7 +19,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from kb_ai.untrusted_text import json_problem
+
 TEMP_PREFIX = ".kaas-tmp-"
+MAX_STATE_JSON_DEPTH = 32  # the manifest, the deepest state file, nests 6 levels
 # Read once at import: os.umask can only be read by setting it, which races with other threads.
 _UMASK = os.umask(0)
 os.umask(_UMASK)
@@ -221,14 +224,19 @@ def read_state_bytes(path: Path, max_bytes: int) -> bytes | None:
 def read_state_json(path: Path, max_bytes: int) -> Any:
     """The JSON value of the state file at ``path``; None when there is none. Raises
     ``DamagedFileError`` as ``read_state_bytes`` does, and for bytes that are not UTF-8 JSON
-    (NaN and Infinity included) or JSON nested past Python's stack."""
+    (NaN and Infinity included), JSON nested deeper than any state file kaas writes, or a string
+    holding a lone surrogate (which no later step could print or write)."""
     data = read_state_bytes(path, max_bytes)
     if data is None:
         return None
     try:
-        return json.loads(data.decode("utf-8"), parse_constant=_no_constant)
+        value = json.loads(data.decode("utf-8"), parse_constant=_no_constant)
     except (ValueError, RecursionError) as exc:
         raise DamagedFileError(_damage(exc)) from None
+    problem = json_problem(value, MAX_STATE_JSON_DEPTH)
+    if problem:
+        raise DamagedFileError(problem)
+    return value
 
 
 def _no_constant(name: str) -> None:
