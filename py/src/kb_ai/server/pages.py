@@ -182,7 +182,7 @@ async def _save(request: Request, raw_path: str) -> Response:
     if expected is not None and not isinstance(expected, str):
         raise BadRequestError("'version' must be a string")
     text = payload["markdown"].replace("\r\n", "\n").rstrip("\n") + "\n"
-    edited = validate_article_text(text, rel)
+    edited = await anyio.to_thread.run_sync(validate_article_text, text, rel)  # parsing is CPU: off the event loop
 
     def write_and_index() -> bool:
         with CompileLock(kb.state_dir):
