@@ -41,27 +41,25 @@ def article_body(title: str, text: str) -> str:
     out: list[str] = []
     dropped_title = False
     has_h1 = False
+    has_text = False  # a non-blank line is in ``out`` already
     for line, in_fence in iter_lines_outside_fences("\n".join(lines)):
         heading = None if in_fence else atx_heading(line)
         if heading and heading[0] == 1:
-            if not dropped_title and not out_has_text(out) and plain_text(heading[1]).casefold() == title.casefold():
+            if not dropped_title and not has_text and plain_text(heading[1]).casefold() == title.casefold():
                 dropped_title = True
                 continue
             has_h1 = True
-        elif not dropped_title and not in_fence and not out_has_text(out) and line.strip() \
+        elif not dropped_title and not in_fence and not has_text and line.strip() \
                 and plain_text(line).casefold() == title.casefold():
             dropped_title = True  # a plain first line repeating the title (text and PDF sources)
             continue
         out.append(line)
+        has_text = has_text or bool(line.strip())
     body = "\n".join(out).strip("\n")
     if has_h1:
         body = demote_headings(body)
     body = re.sub(r"\n{3,}", "\n\n", body)
     return f"# {title}\n\n{body}".rstrip() + "\n"
-
-
-def out_has_text(lines: list[str]) -> bool:
-    return any(line.strip() for line in lines)
 
 
 def demote_headings(body: str, levels: int = 1) -> str:
