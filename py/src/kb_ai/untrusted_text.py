@@ -8,6 +8,7 @@ JSON-RPC parse error, a one-line CLI error) with the reason these functions give
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -38,3 +39,20 @@ def json_problem(value: Any, max_depth: int) -> str | None:
             children = [*item.keys(), *item.values()] if isinstance(item, dict) else item
             pending.extend((child, depth + 1) for child in children)
     return None
+
+
+def parse_json(text: str, max_depth: int) -> Any:
+    """The JSON value of ``text`` from outside, or ``ValueError`` with a one-line reason: not
+    JSON, nested so deep that the parser itself runs out of stack (``RecursionError``, which
+    callers catching ``ValueError`` used to miss), nested more than ``max_depth`` levels, or
+    holding a lone surrogate (``json_problem``)."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"not valid JSON ({exc.msg})") from None
+    except RecursionError:
+        raise ValueError(f"not valid JSON (nested more than {max_depth} levels deep)") from None
+    problem = json_problem(value, max_depth)
+    if problem:
+        raise ValueError(f"not valid JSON ({problem})")
+    return value
