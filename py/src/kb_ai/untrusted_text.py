@@ -9,6 +9,7 @@ JSON-RPC parse error, a one-line CLI error) with the reason these functions give
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -70,3 +71,20 @@ def terminal_safe_json(text: str) -> str:
     which JSON leaves raw, written as ``\\u`` escapes: the same JSON value, inert on a terminal.
     (These characters can only occur inside JSON strings, where the escape means the same.)"""
     return _JSON_UNESCAPED_CONTROL.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+def parse_json(text: str, max_depth: int) -> Any:
+    """The JSON value of ``text`` from outside, or ``ValueError`` with a one-line reason: not
+    JSON, nested so deep that the parser itself runs out of stack (``RecursionError``, which
+    callers catching ``ValueError`` used to miss), nested more than ``max_depth`` levels, or
+    holding a lone surrogate (``json_problem``)."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"not valid JSON ({exc.msg})") from None
+    except RecursionError:
+        raise ValueError(f"not valid JSON (nested more than {max_depth} levels deep)") from None
+    problem = json_problem(value, max_depth)
+    if problem:
+        raise ValueError(f"not valid JSON ({problem})")
+    return value
