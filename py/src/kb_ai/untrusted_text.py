@@ -38,3 +38,12 @@ def json_problem(value: Any, max_depth: int) -> str | None:
             children = [*item.keys(), *item.values()] if isinstance(item, dict) else item
             pending.extend((child, depth + 1) for child in children)
     return None
+
+
+def as_text(text: str) -> str:
+    """``text`` with every lone surrogate replaced by U+FFFD (and a surrogate pair held as two
+    code points joined into its character): what can be written, sent and printed. For text
+    kaas must keep rather than refuse (a model's reply, an event about to be sent)."""
+    if _LONE_SURROGATE.search(text) is None:
+        return text
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
