@@ -17,13 +17,21 @@ Design, briefly:
   to a plain instruction when a server rejects a shape, remembers what worked per
   (model, api_base), validates the reply with ``jsonschema`` and allows one repair round.
 * **Every call is bounded.** ``max_tokens`` is a required argument of every call, sized by the
-  caller for its purpose, and every attempt has a wall-clock deadline (``call_deadline``, default
-  3 x ``timeout``) that covers a whole streamed reply too: httpx's ``timeout`` is per read, so a
-  model that keeps generating (a repeating answer, whitespace inside grammar-constrained JSON)
-  would otherwise never be cut off. A reply stopped by either is a cut-off reply: JSON that did
-  not complete is bad output (one repair round, then ``LLMOutputError``); a streamed answer keeps
-  what came and ends with ``LLMReplyCutOff``, which the ask turns into a notice. A call that ran
-  out its deadline is not retried (``LLMDeadlineError``): a retry would wait as long again.
+  caller for its purpose, and bounds the size of the reply too (``replies.py``: a server that
+  ignores it is cut off there). Every call has one wall-clock deadline (``call_deadline``, default
+  3 x ``timeout``) that covers all its attempts, the waits between them, response-format probes,
+  the repair round and a whole streamed reply: httpx's ``timeout`` is per read, so a model that
+  keeps generating (a repeating answer, whitespace inside grammar-constrained JSON) or a server
+  that never answers would otherwise never be cut off. A reply stopped by either is a cut-off
+  reply: JSON that did not complete is bad output (one repair round, then ``LLMOutputError``); a
+  streamed answer keeps what came and ends with ``LLMReplyCutOff``, which the ask turns into a
+  notice. A call that ran out its deadline ends with ``LLMDeadlineError``; a retry is only made
+  while its wait ends before the deadline.
+* **A circuit breaker** (``breaker.py``): after ``breaker_failures`` calls in a row that the model
+  did not answer at all (timeout, deadline, unreachable), calls fail at once with
+  ``LLMModelDownError`` (code ``llm_unreachable``: a compile stops, keeping its work) until
+  ``breaker_cooldown`` seconds pass and one call probes the model again. Such a call also marks
+  the request's ``UsageMeter.model_down``, so an ask answers the rest without the model.
 * **Accounting, caching, tracing.** Every call attempt, failed ones included (and every cache hit)
   adds a ``CallUsage`` to the meter;
   temperature-0 calls are cached on disk (``cache.py``); with ``trace_file`` set every request and
@@ -1049,7 +1057,8 @@ def _model_map_entry(model: str) -> dict[str, Any] | None:
 
 
 def call_deadline(config: GatewayConfig) -> float:
-    """Seconds one call attempt may take in all, a whole streamed reply included."""
+    """Seconds one call may take in all: every attempt, the waits between them and a whole
+    streamed reply included."""
     if config.call_deadline:
         return float(config.call_deadline)
     return 3.0 * float(config.timeout)

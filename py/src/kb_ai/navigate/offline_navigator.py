@@ -29,8 +29,9 @@ def lexical_selection(index, question: str, max_pages: int, method: str) -> Sele
 class OfflineNavigator:
     mode = "offline"
 
-    def __init__(self, lexical: LexicalIndexCache):
+    def __init__(self, lexical: LexicalIndexCache, label: str = OFFLINE_LABEL):
         self.lexical = lexical
+        self.label = label  # the answer's first line: says what the answer is, and why
 
     async def rewrite(self, question: str, history: list[Turn], meter: UsageMeter) -> tuple[str, list[str]]:
         previous = [t.content for t in history if t.role == "user"]
@@ -44,7 +45,7 @@ class OfflineNavigator:
     async def answer(self, question: str, history: list[Turn], pages: list[ReadPage], catalog: Catalog,
                      meter: UsageMeter) -> AsyncIterator[str]:
         evidence = best_sentences(question, [PageText(p.path, p.title, p.text) for p in pages if p.is_evidence])
-        lines = [OFFLINE_LABEL, ""]
+        lines = [self.label, ""]
         if evidence:
             lines += [f"- {e.sentence} [{e.title}]({e.path})" for e in evidence]
         else:
