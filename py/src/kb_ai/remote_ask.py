@@ -12,12 +12,15 @@ from __future__ import annotations
 
 import http.client
 import json
+import logging
 import os
 from pathlib import Path
 from typing import Any, Iterator
 from urllib.parse import urlsplit
 
-from kb_ai.store.files import read_regular_bytes
+from kb_ai.store.files import DamagedFileError, read_state_json
+
+log = logging.getLogger(__name__)
 
 SERVER_FILE = "server.json"
 CONNECT_TIMEOUT = 2.0
@@ -38,9 +41,17 @@ def running_server(state_dir: Path, model: str | None) -> dict[str, Any] | None:
     try:
         if hasattr(os, "getuid") and file.stat().st_uid != os.getuid():
             return None  # written by someone else: do not send them our question and token
-        info = json.loads(read_regular_bytes(file, 64_000))  # a FIFO in its place is refused, not waited on
+        info = read_state_json(file, 64_000)  # a FIFO in its place is refused, not waited on
+        if info is None:
+            return None
         pid, url = int(info["pid"]), str(info["url"])
-    except (OSError, ValueError, KeyError, TypeError, RecursionError):
+        if not 0 < pid < 1 << 31:
+            raise ValueError(f"pid {pid}")
+    except FileNotFoundError:
+        return None
+    except (DamagedFileError, OSError, ValueError, KeyError, TypeError, AttributeError, OverflowError) as exc:
+        # kaas ask answers in-process; the next `kaas serve` writes the announcement afresh
+        log.warning(".kaas/%s is damaged (%s); not used", SERVER_FILE, exc)
         return None
     if info.get("model") != (model or None) or urlsplit(url).hostname not in ("127.0.0.1", "::1", "localhost"):
         return None

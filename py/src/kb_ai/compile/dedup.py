@@ -58,8 +58,15 @@ class Fingerprint:
 
     @classmethod
     def from_json(cls, data: dict) -> "Fingerprint":
+        """Raises ValueError / TypeError / KeyError for anything ``to_json`` cannot have written
+        (a damaged .kaas/fingerprints.json)."""
         raw = data.get("minhash")
-        return cls(str(data["text_hash"]), base64.b64decode(raw) if raw else None, list(data.get("paragraphs") or []))
+        minhash = base64.b64decode(raw, validate=True) if raw else None
+        paragraphs = data.get("paragraphs") or []
+        if (not isinstance(data["text_hash"], str) or (minhash is not None and len(minhash) != NUM_PERM * 4)
+                or not isinstance(paragraphs, list) or not all(isinstance(p, str) for p in paragraphs)):
+            raise ValueError("not a fingerprint")
+        return cls(data["text_hash"], minhash, list(paragraphs))
 
 
 @dataclass(frozen=True)

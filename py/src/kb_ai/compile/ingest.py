@@ -20,6 +20,7 @@ from pathlib import Path, PurePosixPath
 
 from kb_ai.errors import ArticleFormatError
 from kb_ai.store.articles import split_frontmatter
+from kb_ai.store.files import FileTooLargeError, NotRegularFileError, read_regular_bytes
 from kb_ai.store.markdown_text import first_heading
 from kb_ai.store.paths import slugify, topic_folder
 
@@ -178,7 +179,14 @@ def read_source(raw: RawFile) -> Source | SkippedSource:
         return SkippedSource(raw.path, f"larger than {MAX_SOURCE_BYTES // 1_000_000} MB ({raw.size:,} bytes)",
                              size=raw.size, mtime_ns=raw.mtime_ns)
     try:
-        data = raw.file.read_bytes()
+        # What is opened is checked, not what the walk saw: a file replaced since by a FIFO, a
+        # folder or a huge file is skipped with its reason, never waited on or read whole.
+        data = read_regular_bytes(raw.file, MAX_SOURCE_BYTES)
+    except (NotRegularFileError, IsADirectoryError):
+        return SkippedSource(raw.path, "not a regular file", size=raw.size, mtime_ns=raw.mtime_ns)
+    except FileTooLargeError:
+        return SkippedSource(raw.path, f"larger than {MAX_SOURCE_BYTES // 1_000_000} MB",
+                             size=raw.size, mtime_ns=raw.mtime_ns)
     except OSError as exc:
         return SkippedSource(raw.path, f"cannot read: {exc.strerror or exc}", size=raw.size, mtime_ns=raw.mtime_ns)
     checksum = checksum_bytes(data)

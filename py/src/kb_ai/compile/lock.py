@@ -4,21 +4,26 @@ The kernel releases a ``flock`` when its process dies, however it dies, so a com
 ``kill -9`` never leaves a lock that blocks the next one: the next compile takes it over and
 says so (the file still names the dead pid). The file records the holder's pid, host and start
 time for the message a second compile prints. It is never deleted: unlinking a locked file
-would let two processes lock two different files of the same name.
+would let two processes lock two different files of the same name. The one exception is a lock
+"file" that is not a regular file (a folder, a FIFO, a link): no kaas can hold a lock on one,
+so it is replaced by a real lock file, and ``replaced`` says so.
 """
 
 from __future__ import annotations
 
 import fcntl
 import json
+import logging
 import os
 import socket
 import time
 from pathlib import Path
 
 from kb_ai.errors import LockedError, StorageError
+from kb_ai.store.files import open_state_file
 
 LOCK_NAME = "compile.lock"
+log = logging.getLogger(__name__)
 
 
 def _pid_alive(pid: int) -> bool:
@@ -45,6 +50,7 @@ class CompileLock:
     def __init__(self, state_dir: Path):
         self.path = Path(state_dir) / LOCK_NAME
         self.took_over: str | None = None
+        self.replaced: str | None = None  # a warning when the lock file was not a regular file
         self._fd: int | None = None
 
     def acquire(self) -> "CompileLock":
@@ -52,10 +58,11 @@ class CompileLock:
         ``StorageError`` when the lock file cannot be created or written (disk full, read-only
         folder). Whatever fails, nothing stays locked or open."""
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+            fd, replaced = open_state_file(self.path)
         except OSError as exc:
             raise StorageError.from_os_error(exc, "create the lock file") from None
+        if replaced:
+            self.replaced = f".kaas/{LOCK_NAME} was {replaced}; replaced by a new lock file"
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except (BlockingIOError, PermissionError):
@@ -100,7 +107,10 @@ class CompileLock:
         _unlock_and_close(fd)
 
     def __enter__(self) -> "CompileLock":
-        return self.acquire()
+        self.acquire()
+        if self.replaced:  # (a compile reports it in its report instead)
+            log.warning("%s", self.replaced)
+        return self
 
     def __exit__(self, *exc) -> None:
         self.release()
@@ -125,5 +135,5 @@ def _read_info(fd: int) -> dict:
         data = os.pread(fd, 4096, 0)
         info = json.loads(data.decode("utf-8")) if data.strip() else {}
         return info if isinstance(info, dict) else {}
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # damaged: nothing is known of the holder
         return {}

@@ -34,9 +34,11 @@ from kb_ai.compile.state import (
     FINAL_STATUSES,
     PLANNED,
     SKIPPED,
+    ArticleRecord,
     CompileState,
     PlanTarget,
     SourceRecord,
+    file_hash,
 )
 from kb_ai.compile.write import (
     WRITE_PROMPT,
@@ -52,7 +54,7 @@ from kb_ai.config import Settings
 from kb_ai.errors import ArticleFormatError, LLMError, NoWikiError, UnsafePathError
 from kb_ai.llm.tokens import estimate_tokens
 from kb_ai.llm.usage import UsageMeter
-from kb_ai.store.articles import load_article
+from kb_ai.store.articles import iter_article_paths, load_article, read_article_text
 from kb_ai.store.catalog import append_log, build_catalog
 from kb_ai.store.files import TEMP_PREFIX
 from kb_ai.store.kb import KnowledgeBase
@@ -87,6 +89,8 @@ async def compile_async(settings: Settings, *, full: bool = False, dry_run: bool
     try:
         if lock.took_over:
             compiler.report.notes.append(lock.took_over)
+        if lock.replaced:
+            compiler.report.warnings.append(lock.replaced)
         return await compiler.run()
     finally:
         lock.release()
@@ -162,7 +166,6 @@ class Compiler:
             kb.wiki_dir.mkdir(parents=True, exist_ok=True)
             self._remove_temp_files()
         self.state = CompileState.load(kb.state_dir, kb.wiki_dir, read_only=self.dry_run)
-        self.report.warnings.extend(self.state.warnings)
         if self.state.resumed_units:
             self.report.notes.append(
                 f"resumed an interrupted compile: {self.state.resumed_units} finished units of work kept"
@@ -184,6 +187,8 @@ class Compiler:
         finally:
             self.progress.done()
             self.state.close()
+            # Damaged state met while loading or later (fingerprints at dedup, kept texts at write).
+            self.report.warnings[:0] = [w for w in self.state.warnings if w not in self.report.warnings]
         self.report.seconds = round(time.perf_counter() - started, 3)
         if not self.dry_run:
             versions = self._prompt_versions()
@@ -244,9 +249,14 @@ class Compiler:
         raws = walk_raw(self.kb.root)
         self.present = {r.path: r for r in raws}
         counts = {"found": len(raws), "read": 0, "new": 0, "changed": 0, "unchanged": 0, "skipped": 0}
+        # No state at all (a first compile, or .kaas/ deleted or damaged): a source that an article
+        # names in its `sources:` feeds that article again instead of a duplicate of it.
+        named = self._articles_naming_sources() if not state.sources and raws else {}
         self.progress.start("ingest", len(raws))
         for raw in raws:
             record = state.sources.get(raw.path)
+            if record is None and raw.path in named:
+                record = SourceRecord(raw.path, FAILED, articles=named[raw.path])  # no checksum: "changed"
             self.progress.advance(raw.path)
             fast = (not self.full and record is not None and record.status in FINAL_STATUSES
                     and record.size == raw.size and record.mtime_ns == raw.mtime_ns and not raw.skip_reason)
@@ -295,6 +305,31 @@ class Compiler:
             "unchanged": counts["unchanged"], "deleted": len(self.deleted), "skipped": counts["skipped"],
             "duplicates": 0, "revisions": 0,
         }
+
+    def _articles_naming_sources(self) -> dict[str, list[str]]:
+        """raw/ path -> the articles whose frontmatter lists it in ``sources`` (saved answers and
+        unreadable pages aside). An article whose exact text is still kept in .kaas/written/ was
+        written by kaas, not by hand: its record is rebuilt too (only the manifest was lost)."""
+        named: dict[str, list[str]] = {}
+        if not self.kb.wiki_dir.is_dir():
+            return named
+        for path in iter_article_paths(self.kb.wiki_dir):
+            try:
+                article = load_article(self.kb.wiki_dir, path)
+            except (ArticleFormatError, UnsafePathError, OSError):
+                continue
+            if article.kind != "article":
+                continue
+            for source in dict.fromkeys(article.sources):
+                if source.startswith("raw/"):
+                    named.setdefault(source, []).append(path)
+            digest = file_hash(self.kb.wiki_dir / path)
+            if path not in self.state.articles and self.state.written_text(digest, quiet=True) is not None:
+                self.state.articles[path] = ArticleRecord(path, written_hash=digest)
+        if named:
+            self.report.notes.append(
+                f"no compile state: {len(named)} sources found again in the `sources:` of the articles they feed")
+        return named
 
     # -- 2. dedup -----------------------------------------------------------------------------
 
@@ -603,8 +638,8 @@ class Compiler:
                 article_tokens = 0
                 if target:
                     try:
-                        article_tokens = estimate_tokens((self.kb.wiki_dir / target).read_text(encoding="utf-8"))
-                    except OSError:
+                        article_tokens = estimate_tokens(read_article_text(self.kb.wiki_dir / target, target))
+                    except (OSError, ArticleFormatError):  # missing, a FIFO, not UTF-8: estimated without it
                         article_tokens = 0
                 write_calls += 1
                 prompt_tokens += overhead + source_tokens + article_tokens

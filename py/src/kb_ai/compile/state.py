@@ -14,7 +14,10 @@
   edit can be told apart line by line from what kaas wrote (``write.hand_written_lines``).
   Without it every line of a hand-edited article counts as hand-written.
 
-Everything here is safe to delete: kaas then treats existing articles as hand-written.
+Everything here is safe to delete: kaas then treats existing articles as hand-written. A state
+file that is damaged or is not a file at all (a folder, a FIFO, a link to a device or to a huge
+file, bytes that are not UTF-8 JSON) counts as missing: the run says so in one warning line naming
+it, redoes the work and writes the file afresh (``store.files`` reads and writes it).
 """
 
 from __future__ import annotations
@@ -29,7 +32,19 @@ from pathlib import Path
 from typing import Any
 
 from kb_ai.compile.dedup import Fingerprint
-from kb_ai.store.files import atomic_write_text
+from kb_ai.errors import UnsafePathError
+from kb_ai.store.paths import normalize_wiki_path
+from kb_ai.store.files import (
+    DamagedFileError,
+    FileTooLargeError,
+    NotRegularFileError,
+    read_regular_bytes,
+    read_state_bytes,
+    read_state_json,
+    remove_state_entry,
+    open_state_file,
+    write_state_bytes,
+)
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +53,8 @@ MANIFEST = "manifest.json"
 JOURNAL = "journal.jsonl"
 FINGERPRINTS = "fingerprints.json"
 WRITTEN = "written"  # .kaas/written/<sha256[:2]>/<sha256>: the exact text kaas last wrote, per article
+MAX_STATE_BYTES = 1 << 30  # manifest, journal, fingerprints: far past any real knowledge base
+MAX_WRITTEN_BYTES = 64 << 20  # a kept text: an article's size limit, with room
 
 # Source statuses. "compiled", "duplicate" and "skipped" are final for an unchanged file.
 COMPILED = "compiled"
@@ -104,10 +121,17 @@ class SourceRecord:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "SourceRecord":
-        known = {f for f in cls.__dataclass_fields__}
-        values = {k: v for k, v in data.items() if k in known}
+        values = _fields(cls, data)
+        if not values["path"].startswith("raw/") or ".." in values["path"].split("/"):
+            raise ValueError(f"not a source path: {values['path']!r}")
+        if values.get("status") not in (COMPILED, DUPLICATE, SKIPPED, PLANNED, FAILED):
+            raise ValueError(f"unknown source status {values.get('status')!r}")
+        for path in values.get("articles") or []:
+            _article_path(path)
         if values.get("plan") is not None:
-            values["plan"] = [PlanTarget(**t) for t in values["plan"]]
+            values["plan"] = [PlanTarget(**_fields(PlanTarget, t)) for t in values["plan"]]
+            for target in values["plan"]:
+                _article_path(target.path)
         return cls(**values)
 
 
@@ -131,8 +155,61 @@ class ArticleRecord:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "ArticleRecord":
-        known = {f for f in cls.__dataclass_fields__}
-        return cls(**{k: v for k, v in data.items() if k in known})
+        values = _fields(cls, data)
+        _article_path(values["path"])
+        for path in values.get("merged") or {}:
+            if not path.startswith("raw/"):
+                raise ValueError(f"not a source path: {path!r}")
+        return cls(**values)
+
+
+# -- checking what the manifest and journal say (a damaged file may hold anything) ---------------
+
+_TYPES = {"str": str, "int": int, "float": (int, float), "bool": bool}
+
+
+def _fields(cls: type, data: Any) -> dict[str, Any]:
+    """The known fields of ``data`` for dataclass ``cls``, each checked against its annotation
+    (``str``, ``int``, ``float``, ``bool``, ``list[str]``, ``dict[str, str]``, ``| None``; a
+    ``list[PlanTarget]`` is checked as a list of tables). Raises TypeError / ValueError."""
+    if not isinstance(data, dict):
+        raise TypeError(f"a {cls.__name__} must be a table, not {type(data).__name__}")
+    values = {}
+    for name, spec in cls.__dataclass_fields__.items():
+        if name not in data:
+            continue
+        value = data[name]
+        hint = str(spec.type).replace(" ", "")
+        if hint.endswith("|None"):
+            if value is None:
+                values[name] = value
+                continue
+            hint = hint[: -len("|None")]
+        if hint in _TYPES:
+            ok = isinstance(value, _TYPES[hint]) and (hint == "bool" or not isinstance(value, bool))
+        elif hint == "list[str]":
+            ok = isinstance(value, list) and all(isinstance(v, str) for v in value)
+        elif hint == "dict[str,str]":
+            ok = isinstance(value, dict) and all(isinstance(v, str) for v in value.values())
+        elif hint.startswith("list["):
+            ok = isinstance(value, list) and all(isinstance(v, dict) for v in value)
+        else:
+            raise AssertionError(f"no check for {cls.__name__}.{name}: {hint}")
+        if not ok:
+            raise TypeError(f"{cls.__name__}.{name} is a {type(value).__name__}")
+        values[name] = value
+    if not isinstance(values.get("path"), str):
+        raise KeyError("path")
+    return values
+
+
+def _article_path(path: str) -> None:
+    try:
+        ok = normalize_wiki_path(path) == path
+    except UnsafePathError:
+        ok = False
+    if not ok:
+        raise ValueError(f"not an article path: {path!r}")
 
 
 class CompileState:
@@ -152,60 +229,91 @@ class CompileState:
         self.dirty = False  # anything recorded this run (else the manifest need not be rewritten)
         self._fingerprints: dict[str, Fingerprint] | None = None
         self._fingerprints_dirty = False
+        self._manifest_damaged = False  # rewrite it even on a run with nothing to do
+
+    def _warn(self, warning: str) -> None:
+        if warning not in self.warnings:
+            self.warnings.append(warning)
 
     # -- loading ----------------------------------------------------------------------------
 
     @classmethod
     def load(cls, state_dir: Path, wiki_dir: Path, *, read_only: bool = False) -> "CompileState":
         state = cls(state_dir, read_only=read_only)
-        manifest = state.dir / MANIFEST
-        if manifest.is_file():
-            try:
-                data = json.loads(manifest.read_text(encoding="utf-8"))
+        try:
+            data = read_state_json(state.dir / MANIFEST, MAX_STATE_BYTES)
+            if data is not None:
+                if not isinstance(data, dict):
+                    raise DamagedFileError(f"not a manifest: a JSON {type(data).__name__}")
                 if data.get("format") != STATE_FORMAT:
-                    raise ValueError(f"format {data.get('format')!r}")
-                state.sources = {p: SourceRecord.from_json(r) for p, r in data.get("sources", {}).items()}
-                state.articles = {p: ArticleRecord.from_json(r) for p, r in data.get("articles", {}).items()}
-                state.prompts = dict(data.get("prompts") or {})
-                state.rejections = dict(data.get("rejections") or {})
+                    raise DamagedFileError(f"format {data.get('format')!r}")
+                state.sources = _records(data.get("sources"), SourceRecord)
+                state.articles = _records(data.get("articles"), ArticleRecord)
+                state.prompts = _strings(data.get("prompts"))
+                state.rejections = _strings(data.get("rejections"))
                 state.meta = {k: data.get(k) for k in ("mode", "model", "compiled_at")}
-            except (OSError, ValueError, TypeError, KeyError, RecursionError) as exc:
-                state.warnings.append(f".kaas/{MANIFEST} unreadable ({exc}); starting from an empty state")
-                state.sources, state.articles = {}, {}
+        except (DamagedFileError, ValueError, TypeError, KeyError, AttributeError, RecursionError) as exc:
+            state._warn(f".kaas/{MANIFEST} is damaged ({_one_line(exc)}); starting from an empty state")
+            state.sources, state.articles, state.prompts, state.rejections = {}, {}, {}, {}
+            state._manifest_damaged = True
         state._replay_journal(wiki_dir)
         return state
 
     def _replay_journal(self, wiki_dir: Path) -> None:
-        journal = self.dir / JOURNAL
-        if not journal.is_file():
+        try:
+            data = read_state_bytes(self.dir / JOURNAL, MAX_STATE_BYTES)
+        except DamagedFileError as exc:
+            self._warn(f".kaas/{JOURNAL} is damaged ({exc}); the interrupted run's work, if any, is redone")
+            return
+        if not data:
             return
         touched: dict[str, dict | None] = {}  # article path -> the record before the journal's last entry
-        with open(journal, encoding="utf-8") as handle:
-            for line in handle:
-                try:
-                    entry = json.loads(line)
-                except (ValueError, RecursionError):
-                    continue  # torn last line of a killed run (or a line nested past the stack)
-                op = entry.get("op")
-                if op == "source":
-                    record = SourceRecord.from_json(entry["record"])
-                    self.sources[record.path] = record
-                elif op == "drop_source":
-                    self.sources.pop(entry["path"], None)
-                elif op == "article":
-                    record = ArticleRecord.from_json(entry["record"])
-                    touched[record.path] = entry.get("prev")
-                    self.articles[record.path] = record
-                elif op == "drop_article":
-                    self.articles.pop(entry["path"], None)
-                elif op == "rejection":
-                    if entry.get("reason"):
-                        self.rejections[entry["path"]] = entry["reason"]
-                    else:
-                        self.rejections.pop(entry["path"], None)
-                elif op == "prompts":
-                    self.prompts.update(entry.get("prompts") or {})
-                self.resumed_units += 1
+        lines = data.split(b"\n")
+        if lines[-1]:
+            lines.pop()  # torn last line of a killed run: ignored quietly
+        bad = 0
+        for line in lines:
+            if not line.strip():
+                continue
+            try:
+                self._replay_entry(json.loads(line.decode("utf-8")), touched)
+            except (ValueError, TypeError, KeyError, AttributeError, RecursionError):
+                bad += 1  # garbage, or a line nested past the stack: that unit is redone
+                continue
+            self.resumed_units += 1
+        if bad:
+            self._warn(f".kaas/{JOURNAL} is damaged ({bad} unreadable line{'s' if bad > 1 else ''} ignored); "
+                       "their work is redone")
+        self._check_touched(wiki_dir, touched)
+
+    def _replay_entry(self, entry: dict[str, Any], touched: dict[str, dict | None]) -> None:
+        op = entry.get("op")
+        if op == "source":
+            record = SourceRecord.from_json(entry["record"])
+            self.sources[record.path] = record
+        elif op == "drop_source":
+            self.sources.pop(_string(entry["path"]), None)
+        elif op == "article":
+            record = ArticleRecord.from_json(entry["record"])
+            prev = entry.get("prev")
+            if prev is not None:
+                ArticleRecord.from_json(prev)  # checked here, used below
+            touched[record.path] = prev
+            self.articles[record.path] = record
+        elif op == "drop_article":
+            self.articles.pop(_string(entry["path"]), None)
+        elif op == "rejection":
+            path = _string(entry["path"])
+            if entry.get("reason"):
+                self.rejections[path] = _string(entry["reason"])
+            else:
+                self.rejections.pop(path, None)
+        elif op == "prompts":
+            self.prompts.update(_strings(entry.get("prompts")))
+        else:
+            raise ValueError(f"unknown journal entry {op!r}")
+
+    def _check_touched(self, wiki_dir: Path, touched: dict[str, dict | None]) -> None:
         # An article entry is journaled before its file is replaced: check the file got there.
         for path, prev in touched.items():
             record = self.articles.get(path)
@@ -229,8 +337,12 @@ class CompileState:
             return
         self.dirty = True
         if self._journal is None:
-            self.dir.mkdir(parents=True, exist_ok=True)
-            self._journal = open(self.dir / JOURNAL, "a", encoding="utf-8")
+            # Never through a link, never waiting on a FIFO: anything but a file is replaced.
+            fd, _replaced = open_state_file(self.dir / JOURNAL, append=True)  # damage was reported on load
+            size = os.fstat(fd).st_size
+            self._journal = os.fdopen(fd, "a", encoding="utf-8")
+            if size and os.pread(fd, 1, size - 1) != b"\n":
+                self._journal.write("\n")  # end a killed run's torn line: the next entry starts its own
         # One write() per entry; flushed so a killed process (not a lost machine) keeps it.
         self._journal.write(json.dumps(entry, ensure_ascii=False, separators=(",", ":")) + "\n")
         self._journal.flush()
@@ -278,46 +390,65 @@ class CompileState:
         article's record is journaled, so a record never names a text that was not kept."""
         if self.read_only:
             return
-        file = self._written_file(text_hash(text))
-        if not file.is_file():
+        digest = text_hash(text)
+        if self.written_text(digest, quiet=True) is None:
             # No fsync: a kept text is checked against its hash when read, and a lost one only
-            # makes kaas count more lines as hand-written.
-            atomic_write_text(file, text, durable=False)
+            # makes kaas count more lines as hand-written. Whatever was in its place is replaced.
+            write_state_bytes(self._written_file(digest), text.encode("utf-8"), durable=False)
 
-    def written_text(self, digest: str | None) -> str | None:
-        """The text kaas wrote with this hash, or None when it is not (or no longer) kept."""
-        if not digest or not re.fullmatch(r"[0-9a-f]{64}", digest):
+    def written_text(self, digest: str | None, *, quiet: bool = False) -> str | None:
+        """The text kaas wrote with this hash, or None when it is not (or no longer) kept. A kept
+        text that is damaged (not a file, not that text) is a warning, unless ``quiet``."""
+        if not isinstance(digest, str) or not re.fullmatch(r"[0-9a-f]{64}", digest):
             return None
         try:
-            text = self._written_file(digest).read_bytes().decode("utf-8")
-        except (OSError, UnicodeDecodeError):
+            data = read_state_bytes(self._written_file(digest), MAX_WRITTEN_BYTES)
+            if data is None:
+                return None
+            text = data.decode("utf-8")
+            if text_hash(text) != digest:
+                raise DamagedFileError("not the text it is named after")
+        except (DamagedFileError, UnicodeDecodeError) as exc:
+            if not quiet:
+                self._warn(f".kaas/{WRITTEN}/{digest[:2]}/{digest} is damaged ({_one_line(exc)}); "
+                           "the lines of its article count as hand-written")
             return None
-        return text if text_hash(text) == digest else None
+        return text
 
     def _drop_unused_written(self) -> None:
+        """Remove kept texts no record names. Only what kaas puts there is touched: a folder of
+        .kaas/written/ that is a link is removed as a link, never followed."""
         folder = self.dir / WRITTEN
+        if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
+            remove_state_entry(folder)
+            return
         if not folder.is_dir():
             return
         used = {r.written_hash for r in self.articles.values() if r.written_hash}
-        for file in folder.glob("*/*"):
-            if file.name not in used:
-                try:
-                    file.unlink()
-                except OSError:
-                    pass
+        for fan in os.scandir(folder):
+            if not fan.is_dir(follow_symlinks=False):
+                remove_state_entry(Path(fan.path))
+                continue
+            for entry in os.scandir(fan.path):
+                if entry.name not in used or not entry.is_file(follow_symlinks=False):
+                    try:
+                        remove_state_entry(Path(entry.path))
+                    except OSError:
+                        pass
 
     # -- fingerprints -----------------------------------------------------------------------
 
     def fingerprints(self) -> dict[str, Fingerprint]:
         if self._fingerprints is None:
             self._fingerprints = {}
-            file = self.dir / FINGERPRINTS
-            if file.is_file():
-                try:
-                    data = json.loads(file.read_text(encoding="utf-8"))
-                    self._fingerprints = {p: Fingerprint.from_json(v) for p, v in data.items()}
-                except (OSError, ValueError, TypeError, KeyError, RecursionError) as exc:
-                    self.warnings.append(f".kaas/{FINGERPRINTS} unreadable ({exc}); dedup state rebuilt")
+            try:
+                data = read_state_json(self.dir / FINGERPRINTS, MAX_STATE_BYTES)
+                if data is not None:
+                    self._fingerprints = {_string(p): Fingerprint.from_json(v) for p, v in data.items()}
+            except (DamagedFileError, ValueError, TypeError, KeyError, AttributeError, RecursionError) as exc:
+                self._warn(f".kaas/{FINGERPRINTS} is damaged ({_one_line(exc)}); dedup state rebuilt")
+                self._fingerprints = {}
+                self._fingerprints_dirty = True  # written afresh at the end of the run
         return self._fingerprints
 
     def set_fingerprint(self, path: str, fp: Fingerprint | None) -> None:
@@ -334,7 +465,7 @@ class CompileState:
         if self.read_only or not self._fingerprints_dirty or self._fingerprints is None:
             return
         data = {p: self._fingerprints[p].to_json() for p in sorted(self._fingerprints)}
-        atomic_write_text(self.dir / FINGERPRINTS, json.dumps(data, separators=(",", ":")))
+        write_state_bytes(self.dir / FINGERPRINTS, json.dumps(data, separators=(",", ":")).encode("utf-8"))
         self._fingerprints_dirty = False
 
     # -- saving -----------------------------------------------------------------------------
@@ -344,7 +475,8 @@ class CompileState:
         if self.read_only:
             return
         self.save_fingerprints()
-        if not self.dirty and self.resumed_units == 0 and (self.dir / MANIFEST).is_file():
+        if (not self.dirty and self.resumed_units == 0 and not self._manifest_damaged
+                and (self.dir / MANIFEST).is_file()):
             self.close()  # a no-op run: the manifest on disk is already exact (10,000 sources: ~3 s saved)
             return
         self.meta.update(meta)
@@ -356,13 +488,10 @@ class CompileState:
             "sources": {p: self.sources[p].to_json() for p in sorted(self.sources)},
             "articles": {p: self.articles[p].to_json() for p in sorted(self.articles)},
         }
-        atomic_write_text(self.dir / MANIFEST, json.dumps(data, ensure_ascii=False, indent=1))
+        write_state_bytes(self.dir / MANIFEST, json.dumps(data, ensure_ascii=False, indent=1).encode("utf-8"))
         self._drop_unused_written()
         self.close()
-        try:
-            os.unlink(self.dir / JOURNAL)
-        except FileNotFoundError:
-            pass
+        remove_state_entry(self.dir / JOURNAL)
 
     def close(self) -> None:
         if self._journal is not None:
@@ -371,8 +500,42 @@ class CompileState:
 
 
 def file_hash(file: Path) -> str | None:
-    """sha256 of a file's bytes (what ``text_hash`` gives for the text kaas wrote), None if missing."""
+    """sha256 of an article file's bytes (what ``text_hash`` gives for the text kaas wrote), None
+    if it is missing or is not a file kaas could have written (a folder, a FIFO, a huge file)."""
     try:
-        return hashlib.sha256(file.read_bytes()).hexdigest()
-    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+        return hashlib.sha256(read_regular_bytes(file, MAX_WRITTEN_BYTES)).hexdigest()
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError, NotRegularFileError, FileTooLargeError):
         return None
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())[:200] or type(exc).__name__
+
+
+def _string(value: Any) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"expected a string, not {type(value).__name__}")
+    return value
+
+
+def _strings(value: Any) -> dict[str, str]:
+    """A {str: str} table of the manifest or journal (missing: empty)."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise TypeError(f"expected a table, not {type(value).__name__}")
+    return {_string(k): _string(v) for k, v in value.items()}
+
+
+def _records(value: Any, kind: type) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise TypeError(f"expected a table, not {type(value).__name__}")
+    records = {}
+    for path, data in value.items():
+        record = kind.from_json(data)
+        if record.path != path:
+            raise ValueError(f"record {path!r} names {record.path!r}")
+        records[path] = record
+    return records

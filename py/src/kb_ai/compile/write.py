@@ -276,9 +276,6 @@ class OfflineWriter:
         self.today = today
 
     async def write(self, article: CurrentArticle, chunk: list[Contribution]) -> Draft:
-        if article.body is not None and article.hand_edited:
-            raise WriteRefused("edited by hand since kaas last wrote it; offline compile cannot merge "
-                               "into hand edits, so it was left unchanged")
         body = article.body
         trails = 0
         warnings: list[str] = []
@@ -298,6 +295,11 @@ class OfflineWriter:
             if source.date and (latest is None or source.date > latest):
                 latest = source.date
         assert body is not None
+        if article.body is not None and article.hand_edited and body != article.body:
+            # (A hand-edited article that already says what its sources say needs no merge: an
+            # article kaas wrote whose record was lost with .kaas/ is kept as it is.)
+            raise WriteRefused("edited by hand since kaas last wrote it; offline compile cannot merge "
+                               "into hand edits, so it was left unchanged")
         tags = [str(t) for t in article.meta.get("tags") or []] if isinstance(article.meta.get("tags"), list) else []
         for contribution in chunk:
             tags += [t for t in clean_tags(contribution.source.tags) if t not in tags]

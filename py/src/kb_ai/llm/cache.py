@@ -6,8 +6,9 @@ max_tokens, the JSON schema asked for (not the ``response_format`` shape used to
 depends on what the server accepts) and the kind of call (``text``, ``json``, ``stream``).
 
 One small JSON file per entry, ``<dir>/ab/<hash>.json``, written atomically, so concurrent
-writers (two CLI processes, the HTTP server) never leave a half-written file. A file that cannot
-be read or parsed is a miss; the next successful call overwrites it. litellm's own ``Cache`` is not
+writers (two CLI processes, the HTTP server) never leave a half-written file. An entry that is
+not a regular file of cached JSON (a folder, a FIFO, a link to a device or a huge file, garbage)
+is a miss with a one-line warning, never waited on; the next successful call replaces it. litellm's own ``Cache`` is not
 used: it crashes on a hit without its proxy extras (see DESIGN.md, "Known traps").
 """
 
@@ -21,11 +22,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kb_ai.store.files import atomic_write_text
+from kb_ai.store.files import DamagedFileError, read_state_json, write_state_bytes
 
 log = logging.getLogger(__name__)
 
 CACHE_FORMAT = 1  # bump to invalidate every entry when the key or value layout changes
+MAX_ENTRY_BYTES = 64 << 20  # a reply is bounded by max_tokens: far below this
 
 
 @dataclass(frozen=True)
@@ -68,18 +70,20 @@ class ResponseCache:
         """The cached reply for ``key``, or None on a miss (including an unreadable or corrupt file)."""
         path = self.path_for(key)
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = read_state_json(path, MAX_ENTRY_BYTES)
+            if data is None:
+                return None
+            if not isinstance(data, dict) or not isinstance(data.get("text"), str):
+                raise DamagedFileError("not a cached reply")
             return CachedReply(
-                text=str(data["text"]),
+                text=data["text"],
                 prompt_tokens=int(data.get("prompt_tokens") or 0),
                 completion_tokens=int(data.get("completion_tokens") or 0),
                 model=str(data.get("model") or ""),
                 created=float(data.get("created") or 0.0),
             )
-        except FileNotFoundError:
-            return None
-        except (OSError, ValueError, TypeError, KeyError, RecursionError) as exc:  # Recursion: nested too deep
-            log.warning("ignoring unreadable LLM cache entry %s (%s)", path, exc)
+        except (DamagedFileError, ValueError, TypeError, OverflowError) as exc:
+            log.warning("ignoring damaged LLM cache entry %s (%s)", path, exc)
             return None
 
     def put(self, key: str, *, text: str, prompt_tokens: int, completion_tokens: int, model: str) -> None:
@@ -92,6 +96,6 @@ class ResponseCache:
             "created": time.time(),
         }
         try:
-            atomic_write_text(self.path_for(key), json.dumps(record, ensure_ascii=False))
+            write_state_bytes(self.path_for(key), json.dumps(record, ensure_ascii=False).encode("utf-8"))
         except OSError as exc:
             log.warning("could not write LLM cache entry in %s (%s)", self.directory, exc)

@@ -87,7 +87,7 @@ from kb_ai.llm.replies import (
     usage_numbers,
 )
 from kb_ai.llm.usage import CallUsage, UsageMeter
-from kb_ai.store.files import append_text, atomic_write_text
+from kb_ai.store.files import DamagedFileError, append_state_text, read_state_json, write_state_bytes
 from kb_ai.untrusted_text import as_text
 
 Message = dict[str, str]
@@ -108,6 +108,7 @@ SHAPE_INSTRUCTION = "instruction"  # no response_format: the schema goes into th
 SHAPES = (SHAPE_JSON_SCHEMA, SHAPE_JSON_OBJECT, SHAPE_INSTRUCTION)
 
 CAPABILITIES_FILE = "llm-capabilities.json"
+MAX_CAPABILITIES_BYTES = 1 << 20
 
 # Providers that run locally (or take credentials from their own chain) and need no API key.
 _KEYLESS_PROVIDERS = {
@@ -941,14 +942,24 @@ class LLMGateway:
         if not self._shape_memory_loaded:
             self._shape_memory_loaded = True
             if self._capabilities_path is not None:
-                try:
-                    data = json.loads(self._capabilities_path.read_text(encoding="utf-8"))
-                    shapes = data.get("response_format", {}) if isinstance(data, dict) else {}
+                shapes = self._read_capabilities(warn=True).get("response_format")
+                if isinstance(shapes, dict):
                     self._shape_memory.update(
                         {k: v for k, v in shapes.items() if isinstance(v, str) and v in SHAPES})
-                except (OSError, ValueError, AttributeError, RecursionError):
-                    pass  # no file yet, or unreadable (damaged, nested too deep): start from the best shape
         return self._shape_memory.get(self._shape_key(), SHAPE_JSON_SCHEMA)
+
+    def _read_capabilities(self, *, warn: bool) -> dict:
+        """What ``llm-capabilities.json`` remembers; {} when there is none, or when it is damaged
+        (then, with ``warn``, one warning line naming it: each shape is found again by trying)."""
+        try:
+            data = read_state_json(self._capabilities_path, MAX_CAPABILITIES_BYTES)
+            if data is not None and not isinstance(data, dict):
+                raise DamagedFileError(f"a JSON {type(data).__name__}, not a table")
+        except DamagedFileError as exc:
+            if warn:
+                log.warning("%s is damaged (%s); ignored", self._capabilities_path, exc)
+            return {}
+        return data or {}
 
     def _remember_shape(self, shape: str) -> None:
         key = self._shape_key()
@@ -958,16 +969,11 @@ class LLMGateway:
         if self._capabilities_path is None:
             return
         try:
-            try:
-                data = json.loads(self._capabilities_path.read_text(encoding="utf-8"))
-                if not isinstance(data, dict):
-                    data = {}
-            except (OSError, ValueError, RecursionError):
-                data = {}
+            data = self._read_capabilities(warn=False)
             if not isinstance(data.get("response_format"), dict):
                 data["response_format"] = {}
             data["response_format"][key] = shape
-            atomic_write_text(self._capabilities_path, json.dumps(data, indent=2, sort_keys=True) + "\n")
+            write_state_bytes(self._capabilities_path, (json.dumps(data, indent=2, sort_keys=True) + "\n").encode("utf-8"))
         except OSError as exc:
             log.warning("could not save %s (%s)", self._capabilities_path, exc)
 
@@ -1004,7 +1010,9 @@ class LLMGateway:
             record["note"] = note
         try:
             with self._trace_lock:
-                append_text(Path(path), json.dumps(record, ensure_ascii=False) + "\n")
+                replaced = append_state_text(Path(path), json.dumps(record, ensure_ascii=False) + "\n")
+            if replaced:
+                log.warning("LLM trace %s was %s; started afresh", path, replaced)
         except OSError as exc:
             log.warning("could not write LLM trace %s (%s)", path, exc)
 

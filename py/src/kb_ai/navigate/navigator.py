@@ -8,6 +8,7 @@ interfaces never branch on the mode: they get a navigator and call it.
 
 from __future__ import annotations
 
+import logging
 import shutil
 from pathlib import Path
 from typing import AsyncIterator, Protocol
@@ -16,6 +17,9 @@ from kb_ai.llm.usage import UsageMeter
 from kb_ai.navigate.records import ReadPage, Selection, Turn
 from kb_ai.offline.lexical import LexicalIndex
 from kb_ai.store.catalog import Catalog
+from kb_ai.store.files import remove_state_entry
+
+log = logging.getLogger(__name__)
 
 
 class Navigator(Protocol):
@@ -101,8 +105,14 @@ class LexicalIndexCache:
 def _prune(folder: Path, keep_at_most: int, keep: str) -> None:
     """Remove the least recently written saved view indexes beyond ``keep_at_most`` (readers'
     kinds come and go; their indexes should not pile up)."""
+    if folder.is_symlink():
+        # kaas never makes this folder a link: pruning through one would delete folders elsewhere.
+        log.warning("%s is a link, not kaas's folder of saved indexes; removed (the link only)", folder)
+        remove_state_entry(folder)
+        return
     try:
-        saved = [p for p in folder.iterdir() if p.is_dir() and "." not in p.name and p.name != keep]
+        saved = [p for p in folder.iterdir()
+                 if p.is_dir() and not p.is_symlink() and "." not in p.name and p.name != keep]
     except OSError:
         return
     if len(saved) <= keep_at_most:

@@ -4,6 +4,10 @@ Fields are weighted by repetition: a title term counts three times, a summary te
 terms once, so a page *about* a term outranks one that merely mentions it. The index is saved in
 ``.kaas/lexical-index/`` with a fingerprint of the catalog and of every article's size and mtime;
 a later process loads it instead of re-reading every article, and rebuilds it when anything changed.
+The saved index is kaas's own state: a folder or file in it that is damaged or is not a regular
+file (a FIFO, a link to a device or a huge file, garbage, arrays that do not fit the catalog) is
+reported in one warning line and the index rebuilt; nothing is handed to bm25s's loader before
+every file in the folder has been checked to be a regular file of bounded size.
 """
 
 from __future__ import annotations
@@ -23,7 +27,15 @@ from kb_ai.offline.text import tokenize
 from kb_ai.store.access import parse_access
 from kb_ai.store.articles import read_article_text, split_frontmatter
 from kb_ai.store.catalog import Catalog, CatalogEntry
-from kb_ai.store.files import atomic_write_text
+from kb_ai.store.files import (
+    DamagedFileError,
+    atomic_write_text,
+    check_regular_file,
+    read_state_bytes,
+    read_state_json,
+    remove_state_entry,
+    state_folder,
+)
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +43,8 @@ INDEX_FORMAT = 3  # 3: access rules are part of the fingerprint
 TITLE_WEIGHT = 3
 SUMMARY_WEIGHT = 2
 BODY_CHAR_LIMIT = 50_000  # per article: enough to rank, bounded for huge pages
+MAX_INDEX_FILE_BYTES = 1 << 30  # any one file of a saved index
+_BM25_SETTINGS = ("k1", "b", "delta", "method", "idf_method", "dtype", "int_dtype", "backend", "csc_backend")
 
 
 @dataclass(frozen=True)
@@ -83,6 +97,33 @@ def catalog_fingerprint(wiki_dir: Path, catalog: Catalog) -> str:
     return digest.hexdigest()
 
 
+def _check_loaded(retriever: bm25s.BM25, vocab, num_docs: int) -> None:
+    """Raise DamagedFileError unless a loaded index is one ``LexicalIndex.build`` could have saved
+    for ``num_docs`` pages: scoring it can then never fail (no term id or page past the arrays)."""
+    reference = bm25s.BM25()
+    if any(getattr(retriever, name, None) != getattr(reference, name) for name in _BM25_SETTINGS):
+        raise DamagedFileError("params.index.json holds settings kaas does not use")
+    if getattr(retriever, "nonoccurrence_array", None) is not None:
+        raise DamagedFileError("unexpected non-occurrence array")
+    scores = getattr(retriever, "scores", None)
+    try:
+        data, indices, indptr = scores["data"], scores["indices"], scores["indptr"]
+        ok = (scores["num_docs"] == num_docs
+              and all(isinstance(a, np.ndarray) and a.ndim == 1 for a in (data, indices, indptr))
+              and data.dtype.kind == "f" and indices.dtype.kind in "iu" and indptr.dtype.kind in "iu"
+              and len(data) == len(indices) and len(indptr) >= 1 and indptr[0] == 0 and indptr[-1] == len(data)
+              and bool(np.all(np.diff(indptr) >= 0))
+              and (len(indices) == 0 or (int(indices.min()) >= 0 and int(indices.max()) < num_docs)))
+    except (TypeError, KeyError, IndexError, ValueError):
+        ok = False
+    if not ok:
+        raise DamagedFileError("its arrays do not fit the catalog")
+    terms = len(indptr) - 1  # (bm25s leaves the empty token, which no query holds, out of its arrays)
+    if not isinstance(vocab, dict) or not all(
+            isinstance(k, str) and type(v) is int and 0 <= v < (terms if k else terms + 1) for k, v in vocab.items()):
+        raise DamagedFileError("kaas-vocab.json does not fit the index")
+
+
 class LexicalIndex:
     """BM25 over a catalog's pages. ``search`` returns pages by descending score (> 0 only)."""
 
@@ -109,7 +150,7 @@ class LexicalIndex:
         if cache_dir is None or not catalog.entries:
             return cls.build(wiki_dir, catalog)
         fingerprint = catalog_fingerprint(wiki_dir, catalog)
-        loaded = cls._load(cache_dir, fingerprint)
+        loaded = cls._load(cache_dir, fingerprint, [e.path for e in catalog.entries])
         if loaded is not None:
             return loaded
         index = cls.build(wiki_dir, catalog)
@@ -122,34 +163,55 @@ class LexicalIndex:
     def _save(self, cache_dir: Path, fingerprint: str) -> None:
         tmp = cache_dir.with_name(cache_dir.name + f".tmp-{os.getpid()}")
         old = cache_dir.with_name(cache_dir.name + f".old-{os.getpid()}")
-        shutil.rmtree(tmp, ignore_errors=True)
+        state_folder(cache_dir.parent)  # a file or FIFO in place of the folder it goes in is replaced
+        remove_state_entry(tmp)
         try:
-            tmp.mkdir(parents=True)
+            tmp.mkdir()
             self._retriever.save(str(tmp), show_progress=False)
             (tmp / "kaas-paths.json").write_text(json.dumps(self.paths), encoding="utf-8")
             (tmp / "kaas-vocab.json").write_text(json.dumps(self._vocab), encoding="utf-8")
             atomic_write_text(tmp / "kaas-fingerprint", fingerprint)
-            if cache_dir.exists():
-                os.replace(cache_dir, old)
+            if cache_dir.is_symlink() or cache_dir.exists():
+                os.replace(cache_dir, old)  # whatever it is (a FIFO, a link): moved, never followed
             os.replace(tmp, cache_dir)
         except BaseException:
             # Disk full half-way: no half-written folder left behind, the previous index kept.
             shutil.rmtree(tmp, ignore_errors=True)
-            if old.exists() and not cache_dir.exists():
+            if (old.is_symlink() or old.exists()) and not (cache_dir.is_symlink() or cache_dir.exists()):
                 os.replace(old, cache_dir)
             raise
-        shutil.rmtree(old, ignore_errors=True)
+        try:
+            remove_state_entry(old)
+        except OSError:
+            pass
 
     @classmethod
-    def _load(cls, cache_dir: Path, fingerprint: str) -> "LexicalIndex | None":
+    def _load(cls, cache_dir: Path, fingerprint: str, paths: list[str]) -> "LexicalIndex | None":
+        """The saved index when it is the index of ``paths`` with this fingerprint; None when
+        there is none or it is stale (quietly) or damaged (with a warning)."""
         try:
-            if (cache_dir / "kaas-fingerprint").read_text(encoding="utf-8") != fingerprint:
-                return None
-            paths = json.loads((cache_dir / "kaas-paths.json").read_text(encoding="utf-8"))
-            vocab = json.loads((cache_dir / "kaas-vocab.json").read_text(encoding="utf-8"))
-            retriever = bm25s.BM25.load(str(cache_dir), mmap=False)
-        except (OSError, ValueError, KeyError, RecursionError) as exc:
-            log.info("lexical index cache unusable (%s); rebuilding", exc)
+            stored = read_state_bytes(cache_dir / "kaas-fingerprint", 1000)
+            if stored is None or stored != fingerprint.encode():
+                return None  # not saved yet, or stale: rebuilt
+            if read_state_json(cache_dir / "kaas-paths.json", MAX_INDEX_FILE_BYTES) != paths:
+                raise DamagedFileError("kaas-paths.json does not list the catalog's pages")
+            vocab = read_state_json(cache_dir / "kaas-vocab.json", MAX_INDEX_FILE_BYTES)
+            with os.scandir(cache_dir) as entries:  # bm25s opens its files itself: check each first
+                for entry in entries:
+                    if entry.is_symlink():
+                        raise DamagedFileError(f"{entry.name} is a link")
+                    try:
+                        check_regular_file(Path(entry.path), MAX_INDEX_FILE_BYTES)
+                    except OSError as exc:
+                        raise DamagedFileError(f"{entry.name}: {exc.strerror or exc}") from None
+            try:
+                retriever = bm25s.BM25.load(str(cache_dir), mmap=False, load_corpus=False)
+            except Exception as exc:  # noqa: BLE001 - a third-party loader meets a damaged file
+                raise DamagedFileError(f"bm25s could not load it: {type(exc).__name__}: {exc}") from None
+            _check_loaded(retriever, vocab, len(paths))
+        except (DamagedFileError, OSError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+            log.warning("lexical index %s is damaged (%s); rebuilt", cache_dir, " ".join(str(reason).split())[:300])
             return None
         return cls(paths, retriever, vocab)
 

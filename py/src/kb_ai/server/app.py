@@ -43,7 +43,7 @@ from kb_ai.server.guard import LOOPBACK_HOSTS, RequestGuard
 from kb_ai.users import UserDirectory
 from kb_ai.server.pages import index_endpoint, page_endpoint, template_env, wiki_page_endpoint
 from kb_ai.server.watch import WikiWatcher
-from kb_ai.store.files import atomic_write_text
+from kb_ai.store.files import DamagedFileError, read_state_json, write_state_bytes
 from kb_ai.store.kb import KnowledgeBase
 
 log = logging.getLogger(__name__)
@@ -181,8 +181,7 @@ def _announce(state_dir: Path, url: str, model: str | None) -> None:
     from kb_ai.remote_ask import SERVER_FILE, announcement
 
     try:
-        state_dir.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(state_dir / SERVER_FILE, json.dumps(announcement(url, model)) + "\n")
+        write_state_bytes(state_dir / SERVER_FILE, (json.dumps(announcement(url, model)) + "\n").encode("utf-8"))
     except OSError as exc:  # a read-only KB still serves; `kaas ask` just answers in-process
         log.warning("could not write %s: %s", state_dir / SERVER_FILE, exc)
 
@@ -193,9 +192,10 @@ def _withdraw(state_dir: Path) -> None:
 
     target = state_dir / SERVER_FILE
     try:
-        if json.loads(target.read_text(encoding="utf-8")).get("pid") == os.getpid():
+        info = read_state_json(target, 64_000)  # a FIFO in its place must not hold up the shutdown
+        if isinstance(info, dict) and info.get("pid") == os.getpid():
             target.unlink()
-    except (OSError, ValueError, AttributeError, RecursionError):
+    except (OSError, DamagedFileError):
         pass
 
 

@@ -30,7 +30,7 @@ from kb_ai.server.guard import reader_of
 from kb_ai.store.access import OWNER, Reader
 from kb_ai.store.articles import MAX_ARTICLE_BYTES, is_generated, validate_article_text
 from kb_ai.store.catalog import Catalog
-from kb_ai.store.files import atomic_write_text
+from kb_ai.store.files import FileTooLargeError, NotRegularFileError, atomic_write_text, read_regular_bytes
 from kb_ai.store.kb import KnowledgeBase
 from kb_ai.store.pages import LoadedPage, load_page
 from kb_ai.store.paths import normalize_wiki_path, resolve_in
@@ -196,7 +196,13 @@ async def _save(request: Request, raw_path: str) -> Response:
             if not created and not file.is_file():  # became a folder or FIFO since the check above
                 raise BadRequestError(f"{rel} is a folder or special file, not an article")
             if expected is not None:
-                current_text = file.read_text(encoding="utf-8", errors="replace") if not created else ""
+                try:  # what is opened is checked: a FIFO swapped in since the check above is never waited on
+                    current = read_regular_bytes(file, MAX_ARTICLE_BYTES + 1) if not created else b""
+                except (NotRegularFileError, IsADirectoryError):
+                    raise BadRequestError(f"{rel} is a folder or special file, not an article") from None
+                except FileTooLargeError:
+                    current = b""  # cannot be the version the client opened
+                current_text = current.decode("utf-8", errors="replace")
                 if text_version(current_text) != expected:
                     raise VersionConflictError(
                         f"{rel} changed on disk since it was opened; reload it and apply your edit again"

@@ -1,15 +1,28 @@
 """Atomic file writes: a reader sees the old file or the new one, never half of either. And
-bounded reads of files a person may have replaced by anything (a folder, a FIFO, a huge file)."""
+bounded reads of files a person may have replaced by anything (a folder, a FIFO, a huge file).
+
+kaas's own state (``.kaas/``) is read and written through ``read_state_bytes`` /
+``read_state_json`` / ``write_state_bytes`` / ``open_state_file`` / ``state_folder``: a state
+file that is missing reads as None; anything else that is not a regular file of kaas's own
+making (a folder, a FIFO, a device, a link to one, a huge or unreadable file, bytes that are not
+UTF-8 JSON) raises ``DamagedFileError`` saying what is wrong, and the writers replace whatever is
+in the way, since ``.kaas/`` is documented as kaas's own and safe to delete."""
 
 from __future__ import annotations
 
 import errno
+import json
 import os
+import shutil
 import stat
 import tempfile
 from pathlib import Path
+from typing import Any
+
+from kb_ai.untrusted_text import json_problem
 
 TEMP_PREFIX = ".kaas-tmp-"
+MAX_STATE_JSON_DEPTH = 32  # the manifest, the deepest state file, nests 6 levels
 # Read once at import: os.umask can only be read by setting it, which races with other threads.
 _UMASK = os.umask(0)
 os.umask(_UMASK)
@@ -90,23 +103,28 @@ def append_text(path: Path, text: str) -> None:
             raise NotRegularFileError(errno.EINVAL, "not a regular file", str(path)) from None
         raise
     try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise NotRegularFileError(errno.EINVAL, "not a regular file", str(path))
-        size = info.st_size
-        try:
-            written = 0
-            while written < len(data):
-                written += os.write(fd, data[written:])
-            os.fsync(fd)
-        except BaseException:
-            try:
-                os.ftruncate(fd, size)
-            except OSError:
-                pass
-            raise
+        _append_whole(fd, data)
     finally:
         os.close(fd)
+
+
+def _append_whole(fd: int, data: bytes) -> None:
+    """Append ``data`` to the regular file open on ``fd`` (O_APPEND), durably, or cut the file
+    back to its previous size and raise (no torn line for the next append to continue)."""
+    size = os.fstat(fd).st_size
+    try:
+        written = 0
+        while written < len(data):
+            written += os.write(fd, data[written:])
+        os.fsync(fd)
+    except BaseException:
+        try:
+            os.ftruncate(fd, size)
+        except OSError:
+            pass
+        raise
 
 
 class NotRegularFileError(OSError):
@@ -117,18 +135,34 @@ class FileTooLargeError(OSError):
     """The file is larger than the caller's limit."""
 
 
-def read_regular_bytes(path: Path, max_bytes: int) -> bytes:
-    """The bytes of the regular file at ``path``, at most ``max_bytes``. Opens without blocking
-    (a FIFO must not wait for a writer) and checks what was opened, not what a name pointed to a
-    moment before. Raises FileNotFoundError / IsADirectoryError / NotADirectoryError /
-    PermissionError as ``open`` would, ``NotRegularFileError``, ``FileTooLargeError``."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+
+
+def _open_regular(path: Path, max_bytes: int, flags: int = os.O_RDONLY) -> tuple[int, os.stat_result]:
+    """An fd on the regular file at ``path`` and its stat, checked on what was opened (not on what
+    the name pointed to a moment before). O_NONBLOCK: a FIFO must not wait for a writer."""
+    fd = os.open(path, flags | os.O_NONBLOCK | _CLOEXEC)
     try:
         info = os.fstat(fd)
         if stat.S_ISDIR(info.st_mode):
             raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
         if not stat.S_ISREG(info.st_mode):
             raise NotRegularFileError(errno.EINVAL, "not a regular file", str(path))
+        if info.st_size > max_bytes:
+            raise FileTooLargeError(errno.EFBIG, f"larger than {max_bytes} bytes", str(path))
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, info
+
+
+def read_regular_bytes(path: Path, max_bytes: int) -> bytes:
+    """The bytes of the regular file at ``path``, at most ``max_bytes``. Opens without blocking
+    (a FIFO must not wait for a writer) and checks what was opened, not what a name pointed to a
+    moment before. Raises FileNotFoundError / IsADirectoryError / NotADirectoryError /
+    PermissionError as ``open`` would, ``NotRegularFileError``, ``FileTooLargeError``."""
+    fd, _info = _open_regular(path, max_bytes)
+    try:
         chunks, size = [], 0
         while size <= max_bytes:  # the file may grow after fstat: read at most one byte past the limit
             chunk = os.read(fd, max_bytes + 1 - size)
@@ -136,8 +170,163 @@ def read_regular_bytes(path: Path, max_bytes: int) -> bytes:
                 break
             chunks.append(chunk)
             size += len(chunk)
-        if info.st_size > max_bytes or size > max_bytes:
+        if size > max_bytes:
             raise FileTooLargeError(errno.EFBIG, f"larger than {max_bytes} bytes", str(path))
         return b"".join(chunks)
     finally:
         os.close(fd)
+
+
+def check_regular_file(path: Path, max_bytes: int) -> None:
+    """Raise what ``read_regular_bytes`` would for ``path``, without reading it: for a library
+    that opens the file itself (it must not be handed a FIFO, a device or a huge file)."""
+    fd, _info = _open_regular(path, max_bytes)
+    os.close(fd)
+
+
+# -- kaas's own state (.kaas/) ----------------------------------------------------------------------
+
+
+class DamagedFileError(ValueError):
+    """A file of kaas's own state cannot be used; the message says what is wrong, in a few words
+    (``not a regular file``, ``a folder``, ``not JSON (...)``)."""
+
+
+def _damage(exc: BaseException) -> str:
+    if isinstance(exc, IsADirectoryError):
+        return "a folder"
+    if isinstance(exc, NotADirectoryError):
+        return "a folder on its path is not a folder"
+    if isinstance(exc, (NotRegularFileError, FileTooLargeError)):
+        return exc.strerror or str(exc)
+    if isinstance(exc, OSError) and exc.errno == errno.ELOOP:
+        return "a symlink loop"
+    if isinstance(exc, OSError):
+        return f"cannot read ({exc.strerror or exc})"
+    if isinstance(exc, UnicodeDecodeError):
+        return "not UTF-8 text"
+    if isinstance(exc, RecursionError):
+        return "JSON nested too deeply"
+    return f"not JSON ({exc})"
+
+
+def read_state_bytes(path: Path, max_bytes: int) -> bytes | None:
+    """The bytes of the state file at ``path``; None when there is none. Anything else in its
+    place, or a file larger than ``max_bytes``, raises ``DamagedFileError``."""
+    try:
+        return read_regular_bytes(path, max_bytes)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise DamagedFileError(_damage(exc)) from None
+
+
+def read_state_json(path: Path, max_bytes: int) -> Any:
+    """The JSON value of the state file at ``path``; None when there is none. Raises
+    ``DamagedFileError`` as ``read_state_bytes`` does, and for bytes that are not UTF-8 JSON
+    (NaN and Infinity included), JSON nested deeper than any state file kaas writes, or a string
+    holding a lone surrogate (which no later step could print or write)."""
+    data = read_state_bytes(path, max_bytes)
+    if data is None:
+        return None
+    try:
+        value = json.loads(data.decode("utf-8"), parse_constant=_no_constant)
+    except (ValueError, RecursionError) as exc:
+        raise DamagedFileError(_damage(exc)) from None
+    problem = json_problem(value, MAX_STATE_JSON_DEPTH)
+    if problem:
+        raise DamagedFileError(problem)
+    return value
+
+
+def _no_constant(name: str) -> None:
+    raise ValueError(f"{name} is not JSON")
+
+
+def remove_state_entry(path: Path) -> None:
+    """Remove whatever is at ``path`` without following it: a folder with everything in it, a
+    file, a FIFO, a link (never what the link points to). Missing is fine."""
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if stat.S_ISDIR(info.st_mode):
+        shutil.rmtree(path)
+    else:
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+
+
+STATE_DIR_NAME = ".kaas"  # KnowledgeBase.state_dir; nothing outside a folder of this name is ever removed here
+
+
+def state_folder(folder: Path) -> bool:
+    """Make ``folder`` (and its parents) exist as a folder. A file, FIFO, device or dangling link
+    in place of it or of a parent inside ``.kaas/`` (``.kaas`` included) is removed first; a link
+    to a folder is kept (a person may keep state elsewhere that way). Returns True when
+    something was removed."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        return False
+    except (FileExistsError, NotADirectoryError):
+        parts = [folder, *folder.parents]
+        if not any(p.name == STATE_DIR_NAME for p in parts):
+            raise
+    for part in reversed(parts):
+        if part.is_dir() or not (part.is_symlink() or part.exists()):
+            continue
+        if not any(p.name == STATE_DIR_NAME for p in (part, *part.parents)):
+            raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(part))
+        remove_state_entry(part)
+        break
+    folder.mkdir(parents=True, exist_ok=True)
+    return True
+
+
+def write_state_bytes(path: Path, data: bytes, *, durable: bool = True) -> None:
+    """``atomic_write_bytes`` for a state file: a folder in the file's place, or anything but a
+    folder in place of the folder it goes in, is removed first."""
+    state_folder(path.parent)
+    if path.is_dir() and not path.is_symlink():
+        remove_state_entry(path)
+    atomic_write_bytes(path, data, durable=durable)
+
+
+def open_state_file(path: Path, *, append: bool = False) -> tuple[int, str | None]:
+    """A read-write descriptor on the state file at ``path`` (created when missing; with
+    ``append``, every write goes to its end). Never follows a link and never waits on a FIFO: a
+    link, FIFO, device or folder in its place is removed and the file started afresh. Returns
+    the fd (the caller closes it) and, when something was replaced, what it was."""
+    state_folder(path.parent)
+    flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | _CLOEXEC | (os.O_APPEND if append else 0)
+    replaced = None
+    for attempt in (1, 2):
+        try:
+            fd = os.open(path, flags, 0o644)
+        except OSError as exc:
+            if attempt == 2 or exc.errno not in (errno.ELOOP, errno.ENXIO, errno.EISDIR):
+                raise
+            replaced = "a link" if exc.errno == errno.ELOOP else "a folder" if exc.errno == errno.EISDIR else "not a file"
+            remove_state_entry(path)
+            continue
+        if stat.S_ISREG(os.fstat(fd).st_mode):
+            return fd, replaced
+        os.close(fd)
+        if attempt == 2:
+            raise NotRegularFileError(errno.EINVAL, "not a regular file", str(path))
+        replaced = "not a regular file"
+        remove_state_entry(path)
+    raise AssertionError("unreachable")
+
+
+def append_state_text(path: Path, text: str) -> str | None:
+    """``append_text`` for a state log (``.kaas/logs/``): anything but a regular file in its place
+    is replaced (see ``open_state_file``), and what it was is returned for a warning."""
+    fd, replaced = open_state_file(path, append=True)
+    try:
+        _append_whole(fd, text.encode("utf-8"))
+    finally:
+        os.close(fd)
+    return replaced

@@ -16,14 +16,17 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import math
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from kb_ai.store.catalog import Catalog, CatalogEntry
-from kb_ai.store.files import atomic_write_text, read_regular_bytes, write_text_if_changed
+from kb_ai.store.files import DamagedFileError, read_state_json, write_state_bytes, write_text_if_changed
 from kb_ai.store.words import label_words
+
+log = logging.getLogger(__name__)
 
 TOPICS_FILE = "topics.md"
 MODEL_SUMMARIES_FILE = "topic-summaries.json"  # in .kaas/
@@ -190,14 +193,17 @@ def load_model_summaries(state_dir: Path) -> dict[str, dict]:
     """Topic summaries a compile with a model wrote: {topic: {"summary", "members"}}. A missing
     or damaged file means none (the deterministic summaries stand in)."""
     try:
-        data = json.loads(read_regular_bytes(state_dir / MODEL_SUMMARIES_FILE, 50_000_000))
-    except (OSError, ValueError, RecursionError):  # missing, a FIFO, damaged, nested past the stack
+        data = read_state_json(state_dir / MODEL_SUMMARIES_FILE, 50_000_000)
+        if data is not None and not isinstance(data, dict):
+            raise DamagedFileError(f"a JSON {type(data).__name__}, not a table")
+    except DamagedFileError as exc:  # a folder, a FIFO, garbage, nested past the stack
+        log.warning(".kaas/%s is damaged (%s); deterministic topic summaries used", MODEL_SUMMARIES_FILE, exc)
         return {}
-    if not isinstance(data, dict):
+    if data is None:
         return {}
     return {str(k): v for k, v in data.items() if isinstance(v, dict) and isinstance(v.get("summary"), str)}
 
 
 def save_model_summaries(state_dir: Path, summaries: dict[str, dict]) -> None:
-    state_dir.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(state_dir / MODEL_SUMMARIES_FILE, json.dumps(summaries, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
+    text = json.dumps(summaries, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
+    write_state_bytes(state_dir / MODEL_SUMMARIES_FILE, text.encode("utf-8"))
