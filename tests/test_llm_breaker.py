@@ -98,7 +98,7 @@ async def test_the_call_deadline_covers_every_attempt_of_a_json_call(hanging):
         await asyncio.wait_for(gateway.complete_json(MESSAGES, schema=SCHEMA, schema_name="s", purpose="select",
                                                      max_tokens=50, meter=meter), 30)
     elapsed = time.monotonic() - started
-    assert 0.9 < elapsed < 2.0, elapsed  # main: about 10 s
+    assert 0.55 < elapsed < 2.0, elapsed  # two or more attempts of 0.3 s (a wait past the deadline is not waited); main: ~10 s
     assert "call deadline of 1 s" in caught.value.message
     assert len(hanging.connections) >= 2  # it did retry the timeouts, within the deadline
     assert meter.failed_calls == len(hanging.connections) and meter.model_down
@@ -281,7 +281,7 @@ async def test_an_ask_against_a_model_that_never_answers_takes_one_deadline_and_
         if number < 2:
             # Only the rewrite asked the model (its attempts, within its deadline); selection,
             # answer and suggestions did not ask it again.
-            assert 0.9 < elapsed < 2.5, (number, elapsed)
+            assert 0.55 < elapsed < 2.5, (number, elapsed)  # the rewrite: two or more attempts of 0.3 s, within 1 s
             assert any("Query rewrite failed" in n for n in result.notices), result.notices
             assert any(n.startswith("The model did not answer (") and "keyword selection" in n
                        for n in result.notices), result.notices
