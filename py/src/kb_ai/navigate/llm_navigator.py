@@ -86,7 +86,7 @@ class LLMNavigator:
 
     async def select(self, question: str, catalog: Catalog, max_pages: int, meter: UsageMeter) -> Selection:
         if meter.model_down:
-            return self._fallback(question, catalog, max_pages, f"The model did not answer ({meter.model_down})")
+            return await self._fallback(question, catalog, max_pages, f"The model did not answer ({meter.model_down})")
         budget = select_budget_for(self.gateway.context_window(), self.select_budget)
         notices: list[str] = []  # degradations on the way, for the reader (not only the log)
         # The keyword index (loaded or built from every page) is what the shortlist and the
