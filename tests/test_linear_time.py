@@ -33,8 +33,8 @@ from kb_ai.llm import gateway, plausible, prompts, tokens
 from kb_ai.navigate import citations, read, save
 from kb_ai.navigate.records import ReadPage
 from kb_ai.offline import extractive, text
-from kb_ai.quality import eval as quality_eval, links, scoring
-from kb_ai.store import articles, catalog, markdown_text as md, words
+from kb_ai.quality import eval as quality_eval, scoring
+from kb_ai.store import articles, catalog, links, markdown_text as md, words
 
 SMALL = 1_500
 FACTOR = 8
@@ -90,9 +90,10 @@ FUNCTIONS = {
     "split_sentences": lambda t: md.split_sentences(t),
     "split_sections": lambda t: md.split_sections(t),
     "lines_outside_fences": lambda t: list(md.iter_lines_outside_fences(t)),
-    "find_links": lambda t: links.find_links(t),
-    "remove_links": lambda t: links.remove_links(t, links.find_links(t)),
-    "resolve_links": lambda t: [links.resolve_target("t/a.md", link.target) for link in links.find_links(t)],
+    "find_links": lambda t: md.find_links(t),
+    "remove_links": lambda t: md.replace_links(t, md.find_links(t)),
+    "resolve_links": lambda t: [links.resolve_link("t/a.md", link.target, lambda _p: False)
+                                for link in md.find_links(t)],
     "parse_article": lambda t: articles.parse_article("---\ntitle: x\n---\n" + t, "t/a.md"),
     "parse_master_index": lambda t: catalog.parse_master_index(t),
     "catalog_line": lambda t: catalog.parse_master_index(_catalog_line(t)),

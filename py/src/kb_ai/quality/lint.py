@@ -33,7 +33,6 @@ from kb_ai.config import Settings
 from kb_ai.errors import ArticleFormatError, ConfigError, UnsafePathError
 from kb_ai.llm.tokens import estimate_tokens
 from kb_ai.offline.text import tokenize
-from kb_ai.quality.links import Link, LinkTarget, find_links, resolve_target
 from kb_ai.store.articles import (
     SUMMARY_LIMIT,
     Article,
@@ -44,6 +43,8 @@ from kb_ai.store.articles import (
 )
 from kb_ai.store.catalog import Catalog, entry_from_article, parse_master_index, read_master_index, render_master_index
 from kb_ai.store.kb import KnowledgeBase
+from kb_ai.store.links import LinkTarget, resolve_link
+from kb_ai.store.markdown_text import Link, find_links
 from kb_ai.store.paths import safe_wiki_file
 from kb_ai.users import configured_groups
 
@@ -121,7 +122,9 @@ class LintContext:
 
     @cached_property
     def links(self) -> dict[str, list[tuple[Link, LinkTarget]]]:
-        return {path: [(link, resolve_target(path, link.target)) for link in find_links(article.body)]
+        """Each article's links, resolved as the renderer resolves them (``store.links``)."""
+        in_wiki = lambda rel: self.exists(f"wiki/{rel}")  # noqa: E731
+        return {path: [(link, resolve_link(path, link.target, in_wiki)) for link in find_links(article.body)]
                 for path, article in self.articles.items()}
 
     @cached_property
@@ -151,9 +154,10 @@ def _read_file(kb: KnowledgeBase, path: str) -> ArticleFile:
         return ArticleFile(path, text, None, exc.message)
 
 
-def dead_links(ctx: LintContext, path: str) -> list[Link]:
-    """The links of article ``path`` that point inside the KB at nothing (what ``--fix`` removes)."""
-    return [link for link, target in ctx.links.get(path, [])
+def dead_links(ctx: LintContext, path: str) -> list[tuple[Link, LinkTarget]]:
+    """The links of article ``path`` that point inside the KB at nothing (what ``--fix`` removes),
+    each with where it points."""
+    return [(link, target) for link, target in ctx.links.get(path, [])
             if target.kind in ("wiki", "kb") and not ctx.exists(target.kb_path or "")]
 
 
@@ -234,10 +238,9 @@ def check_links(ctx: LintContext) -> list[Finding]:
     """Relative links (to articles, or to files such as sources in raw/) that resolve to nothing."""
     findings: list[Finding] = []
     for path in ctx.articles:
-        for link in dead_links(ctx, path):
+        for link, target in dead_links(ctx, path):
             if link.kind == "reference":
                 continue  # reported once, at its definition (``--fix`` removes the uses with it)
-            target = resolve_target(path, link.target)
             what = "no such article" if target.kind == "wiki" and (target.wiki_path or "").endswith(".md") else "no such file"
             shown = target.kb_path if target.kind == "kb" else f"wiki/{target.wiki_path}"
             kind = "image" if link.image else "link"
