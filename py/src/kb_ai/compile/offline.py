@@ -13,7 +13,8 @@ from __future__ import annotations
 import re
 from difflib import SequenceMatcher
 
-from kb_ai.compile.dedup import blocks, words
+from kb_ai.compile.dedup import blocks
+from kb_ai.store.words import words
 from kb_ai.store.markdown_text import (
     atx_heading,
     clip,

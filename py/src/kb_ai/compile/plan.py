@@ -27,6 +27,7 @@ from kb_ai.compile.state import PlanTarget
 from kb_ai.errors import UnsafePathError
 from kb_ai.llm.plausible import implausible, one_line
 from kb_ai.llm.tokens import chars_for_tokens
+from kb_ai.store import words as store_words
 from kb_ai.store.access import derived_access
 from kb_ai.store.articles import RESERVED_NAMES, SUMMARY_LIMIT
 from kb_ai.store.markdown_text import clip, first_sentence
@@ -82,7 +83,7 @@ PLAN_SCHEMA = {
 def title_key(title: str) -> str:
     """Normalized title for twin detection: case, stop words, punctuation, word order and
     inflection (Snowball stems: "processes" = "process") ignored."""
-    tokens = _terms(" ".join(w for w in re.findall(r"\w+", title.casefold()) if w not in _TITLE_STOP))
+    tokens = _terms(" ".join(w for w in store_words.title_key(title).split() if w not in _TITLE_STOP))
     return " ".join(sorted(set(tokens)))
 
 
@@ -145,10 +146,10 @@ class PlanCatalog:
             return None
         if key in self._by_key:
             return self._by_key[key]
-        folded = " ".join(re.findall(r"\w+", title.casefold()))
+        folded = store_words.title_key(title)
         numbers = re.findall(r"\d+", folded)
         for item in self.related(title, limit=8):
-            other = " ".join(re.findall(r"\w+", item.title.casefold()))
+            other = store_words.title_key(item.title)
             if re.findall(r"\d+", other) != numbers:
                 continue  # "Q1 planning" and "Q2 planning" are one character apart and not twins
             if abs(len(other) - len(folded)) <= 4 and SequenceMatcher(None, folded, other).ratio() >= TITLE_MERGE_RATIO:

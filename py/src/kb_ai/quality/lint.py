@@ -20,10 +20,8 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import difflib
-import html
 import json
 import re
-import unicodedata
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -46,6 +44,7 @@ from kb_ai.store.kb import KnowledgeBase
 from kb_ai.store.links import LinkTarget, resolve_link
 from kb_ai.store.markdown_text import Link, find_links
 from kb_ai.store.paths import safe_wiki_file
+from kb_ai.store.words import title_key
 from kb_ai.users import configured_groups
 
 ERROR, WARNING, INFO = "error", "warning", "info"
@@ -327,16 +326,10 @@ def check_summaries(ctx: LintContext) -> list[Finding]:
     return findings
 
 
-def normalize_title(title: str) -> str:
-    """Title as compared for duplicates: unescaped, NFKC, case-folded, punctuation to spaces."""
-    text = unicodedata.normalize("NFKC", html.unescape(title)).casefold()
-    return " ".join(re.sub(r"[^\w]+", " ", text).split())
-
-
 def check_titles(ctx: LintContext) -> list[Finding]:
     """Two pages with the same (or almost the same) title confuse the navigator and the reader.
 
-    Same = equal after ``normalize_title``. Almost the same = the same word stems, articles
+    Same = equal after ``store.words.title_key``. Almost the same = the same word stems, articles
     aside ("Configuring a model" / "Configure the model"), or one word spelt differently
     ("Colour profiles" / "Color profiles"). Titles that differ by a number or by a disambiguating
     word ("Kiss and Tell (1945 film)", "Gasherbrum II", "National League North") are not flagged.
@@ -344,7 +337,7 @@ def check_titles(ctx: LintContext) -> list[Finding]:
     findings: list[Finding] = []
     groups: dict[str, list[str]] = {}
     for path in sorted(ctx.articles):
-        groups.setdefault(normalize_title(ctx.articles[path].title), []).append(path)
+        groups.setdefault(title_key(ctx.articles[path].title), []).append(path)
     for paths in groups.values():
         first = ctx.articles[paths[0]].title
         for other in paths[1:]:
