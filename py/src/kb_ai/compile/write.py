@@ -37,12 +37,14 @@ from kb_ai.store.articles import (
     RESERVED_NAMES,
     SUMMARY_LIMIT,
     parse_article,
+    link_on_path,
+    link_refusal,
     read_article_text,
     render_article,
     split_frontmatter,
     validate_article_text,
+    write_article_text,
 )
-from kb_ai.store.files import atomic_write_text
 from kb_ai.store.markdown_text import clip, first_sentence, iter_lines_outside_fences, plain_text
 from kb_ai.store.paths import safe_wiki_file, slugify
 
@@ -147,6 +149,12 @@ class WriteRefused(Exception):
     ``tell_model``: the next attempt's prompt says why (a refused model output)."""
 
     tell_model = True
+
+
+class LinkRefused(WriteRefused):
+    """The article's path is (or goes through) a symbolic link: kaas never writes through one."""
+
+    tell_model = False
 
 
 class ArticleChanged(WriteRefused):
@@ -564,6 +572,10 @@ class ArticleWriter:
         rel, file = safe_wiki_file(self.wiki_dir, job.path)
         if Path(rel).name in RESERVED_NAMES:
             raise UnsafePathError(f"{rel} is a reserved file name")
+        if link_on_path(self.wiki_dir, rel):
+            # An alias of another file: reading or writing through it would merge this article's
+            # sources into the page it points to. Left alone, and said (exit 1) until resolved.
+            raise LinkRefused(link_refusal(self.wiki_dir, rel))
         record = self.state.articles.get(rel)
         text = _read(file, rel)
         merged_dates = [self.state.sources[s].date for s in (record.merged if record else {})
@@ -619,7 +631,14 @@ class ArticleWriter:
         self.state.keep_written(text)
         self.state.record_article(new_record)
         if not same:
-            atomic_write_text(file, text)
+            try:
+                write_article_text(self.wiki_dir, article.path, text)
+            except UnsafePathError as exc:  # a link put in its place since it was read
+                if record is not None:
+                    self.state.record_article(record)
+                else:
+                    self.state.drop_article(article.path)
+                raise LinkRefused(exc.message) from None
         return not same, text
 
     async def run(self, job: ArticleJob) -> ArticleOutcome:

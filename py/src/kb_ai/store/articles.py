@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,14 @@ import yaml
 
 from kb_ai.errors import ArticleFormatError, UnsafePathError
 from kb_ai.store.access import parse_access
-from kb_ai.store.files import FileTooLargeError, NotRegularFileError, atomic_write_text, read_regular_bytes
+from kb_ai.store.files import (
+    FileTooLargeError,
+    LinkInPathError,
+    NotRegularFileError,
+    link_below,
+    read_regular_bytes,
+    write_below,
+)
 from kb_ai.store.markdown_text import clip, first_heading, first_sentence
 from kb_ai.store.paths import normalize_wiki_path, safe_wiki_file
 
@@ -368,11 +376,41 @@ def _yaml_ready(value: Any) -> Any:
 
 def write_article(wiki_dir: Path, path: str, meta: dict[str, Any], body: str) -> Path:
     """Atomically write an article at catalog path ``path`` (validated to stay inside ``wiki_dir``)."""
-    rel, file = safe_wiki_file(wiki_dir, path)
+    rel, _file = safe_wiki_file(wiki_dir, path)
     if Path(rel).name in RESERVED_NAMES:
         raise ArticleFormatError(f"{rel}: reserved file name")
-    atomic_write_text(file, render_article(meta, body))
-    return file
+    return write_article_text(wiki_dir, rel, render_article(meta, body))
+
+
+def write_article_text(wiki_dir: Path, path: str, text: str) -> Path:
+    """The one writer of article files (compile, lint --fix, the HTTP save, saved answers):
+    atomic, and never through a symbolic link. A page that is a link (or lies in a linked folder)
+    is an alias of another file; writing through it would put one page's text into another page,
+    so it raises ``UnsafePathError`` instead (``link_refusal`` says why)."""
+    rel = normalize_wiki_path(path)
+    try:
+        return write_below(wiki_dir, rel, text.encode("utf-8"))
+    except LinkInPathError:
+        raise UnsafePathError(link_refusal(wiki_dir, rel)) from None
+
+
+def link_refusal(wiki_dir: Path, rel: str) -> str:
+    """Why ``rel`` cannot be written: the link on its path, and where it points."""
+    link = link_below(wiki_dir, rel)
+    if link is None:
+        return f"{rel}: a symbolic link is on its path; kaas never writes through a link"
+    where = link.relative_to(wiki_dir).as_posix()
+    try:
+        target = os.readlink(link)
+    except OSError:
+        target = "?"
+    return (f"{rel}: {where} is a symbolic link (to {target}); kaas never writes through a link: "
+            "edit the file it points to, or replace the link with a file")
+
+
+def link_on_path(wiki_dir: Path, rel: str) -> bool:
+    """Whether a symbolic link lies on ``rel`` below ``wiki_dir`` (see ``write_article_text``)."""
+    return link_below(wiki_dir, rel) is not None
 
 
 def iter_article_paths(wiki_dir: Path) -> list[str]:

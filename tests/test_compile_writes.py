@@ -1,0 +1,91 @@
+"""Where compile writes, and what it keeps: hand-written frontmatter (comments, extra keys, hand
+values) survives a rewrite and every value round-trips; an article that is a symbolic link is
+never written through; section edits kaas cannot apply are reported, not dropped; a lost
+source<->article link does not fork the wiki into ``-2`` copies; a kill between journaling and
+replacing a file, then a hand edit, does not drop the new source version."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from kb_ai.compile.pipeline import run_compile
+from kb_ai.config import Settings
+from kb_ai.store.articles import render_article, split_frontmatter
+
+from compile_checks import manifest
+from fixtures.compile.fake_model import WRITE_MARKER, compile_responder
+from llm_fakes import API_BASE, MODEL, FakeOpenAI, all_text, chat_json
+
+PRICING = "# Pricing plans\n\nThe basic plan costs $10 a month. The team plan costs $40 a month.\n"
+SETUP = "# Setup guide\n\nInstall the agent, then run the setup wizard and sign in.\n"
+
+
+def model_settings(root: Path) -> Settings:
+    return Settings(kb=root, model=MODEL, api_base=API_BASE, api_key="sk-test", max_retries=0)
+
+
+def compile_model(root: Path, responder=compile_responder):
+    with FakeOpenAI() as fake:
+        fake.add(responder, repeat=True)
+        return run_compile(model_settings(root), progress=False)
+
+
+def compile_offline(root: Path):
+    return run_compile(Settings(kb=root), progress=False)
+
+
+def kb(root: Path) -> Path:
+    (root / "raw" / "notes").mkdir(parents=True)
+    (root / "raw" / "notes" / "pricing.md").write_text(PRICING)
+    (root / "raw" / "notes" / "setup.md").write_text(SETUP)
+    return root
+
+
+def raw(root: Path, name: str) -> Path:
+    return root / "raw" / "notes" / name
+
+
+def article(root: Path, name: str) -> Path:
+    return root / "wiki" / "notes" / name
+
+
+# -- B5: an article that is a symbolic link ---------------------------------------------------------
+
+
+def test_an_article_that_is_a_link_to_another_article_is_never_written_through(tmp_path):
+    root = kb(tmp_path)
+    assert sorted(compile_model(root).created) == ["notes/pricing-plans.md", "notes/setup-guide.md"]
+    setup_before = article(root, "setup-guide.md").read_text()
+    link = article(root, "pricing-plans.md")
+    link.unlink()
+    link.symlink_to("setup-guide.md")
+    raw(root, "pricing.md").write_text(PRICING.replace("$10", "$12"))
+    report = compile_model(root)
+    assert article(root, "setup-guide.md").read_text() == setup_before  # not merged into the other page
+    assert link.is_symlink()
+    assert [h["path"] for h in report.held] == ["notes/pricing-plans.md"]
+    assert "symbolic link" in report.held[0]["reason"] and report.exit_code == 1
+    assert manifest(root)["sources"]["raw/notes/pricing.md"]["status"] != "compiled"  # retried next run
+
+
+def test_the_one_article_writer_replaces_nothing_through_a_link(tmp_path):
+    from kb_ai.errors import UnsafePathError
+    from kb_ai.store.articles import write_article_text
+
+    wiki = tmp_path / "wiki"
+    (wiki / "real").mkdir(parents=True)
+    (wiki / "real" / "b.md").write_text("---\ntitle: B\n---\nB\n")
+    (wiki / "a.md").symlink_to("real/b.md")
+    (wiki / "linked").symlink_to("real", target_is_directory=True)
+    for path in ("a.md", "linked/b.md", "linked/new.md"):
+        with pytest.raises(UnsafePathError, match="symbolic link"):
+            write_article_text(wiki, path, "---\ntitle: X\n---\nX\n")
+    assert (wiki / "real" / "b.md").read_text() == "---\ntitle: B\n---\nB\n"
+    assert sorted(p.name for p in (wiki / "real").iterdir()) == ["b.md"]
+    write_article_text(wiki, "real/c.md", "---\ntitle: C\n---\nC\n")
+    assert (wiki / "real" / "c.md").read_text() == "---\ntitle: C\n---\nC\n"
