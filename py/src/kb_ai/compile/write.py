@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import json
 import re
 from collections import Counter
 from dataclasses import dataclass, field
@@ -36,6 +37,7 @@ from kb_ai.llm.tokens import chars_for_tokens, estimate_tokens
 from kb_ai.store.articles import (
     RESERVED_NAMES,
     SUMMARY_LIMIT,
+    jsonable,
     parse_article,
     link_on_path,
     link_refusal,
@@ -187,15 +189,41 @@ def _text_lines(meta: dict[str, Any], body: str) -> tuple[Counter, Counter, dict
             shown.setdefault(key, line.strip())
     fields: Counter = Counter()
     summary = meta.get("summary")
-    if isinstance(summary, str) and summary.strip():
-        key = _line_key(_SUMMARY_MARK + one_line(summary))
+    if _present(summary):
+        key = _summary_key(summary)
         fields[key] = 1
-        shown[key] = f"summary: {one_line(summary)}"
-    for tag in _string_list(meta.get("tags")) if isinstance(meta.get("tags"), list) else []:
-        key = _line_key(_TAG_MARK + tag)
+        shown[key] = f"summary: {clip(_value_text(summary), 200)}"
+    tags = meta.get("tags")
+    if isinstance(tags, list):
+        for tag in _string_list(tags):
+            key = _line_key(_TAG_MARK + tag)
+            fields[key] = 1
+            shown[key] = f"tag: {tag}"
+    elif _present(tags):  # ``tags: release`` (one string, as Jekyll and Hugo take it), or any other value
+        key = _tags_value_key(tags)
         fields[key] = 1
-        shown[key] = f"tag: {tag}"
+        shown[key] = f"tags: {clip(_value_text(tags), 200)}"
     return lines, fields, shown
+
+
+def _present(value: Any) -> bool:
+    return value is not None and not (isinstance(value, str) and not value.strip()) and value != [] and value != {}
+
+
+def _value_text(value: Any) -> str:
+    """A frontmatter value as one comparable line: a string as shown (one line), anything else
+    (a number, a list, a date) as its JSON, so ``1984`` and ``"1984"`` are different values."""
+    if isinstance(value, str):
+        return one_line(value)
+    return json.dumps(jsonable(value), sort_keys=True, ensure_ascii=False)
+
+
+def _summary_key(value: Any) -> str:
+    return _line_key(_SUMMARY_MARK + _value_text(value))
+
+
+def _tags_value_key(value: Any) -> str:
+    return _line_key(_TAG_MARK + "\x00value\x00" + _value_text(value))
 
 
 @dataclass
@@ -233,8 +261,12 @@ class HandText:
     def keys(self) -> list[str]:
         return sorted((self.lines + self.fields).elements())
 
-    def summary_kept(self, summary: str) -> bool:
-        return _line_key(_SUMMARY_MARK + one_line(summary)) in self.fields
+    def summary_kept(self, summary: Any) -> bool:
+        return _present(summary) and _summary_key(summary) in self.fields
+
+    def tags_value_kept(self, tags: Any) -> bool:
+        """Whether ``tags`` is a value a person wrote that is not a list (kept as it is)."""
+        return not isinstance(tags, list) and _present(tags) and _tags_value_key(tags) in self.fields
 
     def tags_kept(self, tags: list[str]) -> list[str]:
         return [t for t in tags if _line_key(_TAG_MARK + t) in self.fields]
@@ -533,11 +565,16 @@ def apply_edits(body: str, edits: list[Any], title: str) -> str:
     return "\n\n".join(t.strip("\n") for _, t in sections).strip() + "\n"
 
 
-def compose_meta(existing: dict[str, Any], *, title: str, summary: str, topic: str, tags: list[str],
+def compose_meta(existing: dict[str, Any], *, title: str, summary: Any, topic: str, tags: Any,
                  sources: list[str], updated: str, access: list[str] | None = None) -> dict[str, Any]:
     """The article's frontmatter: kaas's keys in the documented order, then any other keys a
-    person added, in their order. ``access``: the rule a *new* article is created with (an
-    existing article keeps whatever its frontmatter says)."""
+    person added, in their order. An existing title and topic are never changed, whatever their
+    form (``title: 1984`` stays the number a person wrote). ``access``: the rule a *new* article
+    is created with (an existing article keeps whatever its frontmatter says)."""
+    if _present(existing.get("title")):
+        title = existing["title"]
+    if _present(existing.get("topic")):
+        topic = existing["topic"]
     meta: dict[str, Any] = {
         "title": title,
         "summary": summary,
@@ -595,8 +632,8 @@ class ArticleWriter:
         written = self.state.written_text(record.written_hash) if record is not None else None
         hand = HandText.of(article.meta, article.body, written, record.hand_lines if record else [],
                            record is None or text_hash(text) != record.written_hash, rel)
-        title = article.meta.get("title") if isinstance(article.meta.get("title"), str) and article.meta["title"].strip() else job.target.title
-        topic = article.meta.get("topic") if isinstance(article.meta.get("topic"), str) and article.meta["topic"].strip() else job.target.topic
+        title = article.title if _present(article.meta.get("title")) else job.target.title
+        topic = article.topic if _present(article.meta.get("topic")) else job.target.topic
         return CurrentArticle(rel, one_line(title), one_line(topic), article.summary, dict(article.meta),
                               article.body, hand_edited, latest, rejected, hand), text
 
@@ -606,7 +643,7 @@ class ArticleWriter:
 
         Refused (``WriteRefused``) when the text would not read back as an article (the reader's
         own checks) or the file is no longer what was read (a person is editing it)."""
-        text = render_article(meta, body)
+        text = render_article(meta, body, like=old_text)  # a person's frontmatter stays as written
         try:
             validate_article_text(text, article.path)
         except ArticleFormatError as exc:
@@ -670,12 +707,16 @@ class ArticleWriter:
             draft = await self.writer.write(article, chunk)
             guard_body(article, draft.body, model=model)
             summary, tags = draft.summary, draft.tags
-            if article.hand:  # a summary or tag a person wrote is theirs
+            if article.hand:  # a summary or tag a person wrote is theirs, whatever its form
                 written_summary = article.meta.get("summary")
-                if isinstance(written_summary, str) and article.hand.summary_kept(written_summary):
+                if article.hand.summary_kept(written_summary):
                     summary = written_summary
-                kept = article.hand.tags_kept(_string_list(article.meta.get("tags")))
-                tags = kept + [t for t in tags if t not in kept]
+                written_tags = article.meta.get("tags")
+                if article.hand.tags_value_kept(written_tags):
+                    tags = written_tags
+                else:
+                    kept = article.hand.tags_kept(_string_list(written_tags) if isinstance(written_tags, list) else [])
+                    tags = kept + [t for t in tags if t not in kept]
             sources = _string_list(article.meta.get("sources"))
             for contribution in chunk:
                 if contribution.path not in sources:

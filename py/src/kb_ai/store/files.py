@@ -99,6 +99,7 @@ def write_below(root: Path, rel: str, data: bytes, *, durable: bool = True) -> P
         raise ValueError(f"not a relative path: {rel!r}")
     flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | _CLOEXEC
     try:
+        root.mkdir(parents=True, exist_ok=True)
         dfd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | _CLOEXEC)
     except OSError as exc:
         raise _naming(exc, path) from None
