@@ -162,3 +162,41 @@ def test_every_frontmatter_string_reads_back_as_written():
                 if back != meta or type(back["topic"]) is not str or type(back["summary"]) is not str:
                     bad.append((value, text))
     assert bad == []
+
+
+# -- B9: section edits kaas cannot apply -----------------------------------------------------------
+
+
+def _edits_reply(edits):
+    def responder(request):
+        if WRITE_MARKER in all_text(request) and "Return `edits`" in request["messages"][0]["content"]:
+            return chat_json(json.dumps({"summary": "Prices of the plans.", "tags": [], "edits": edits}))
+        return compile_responder(request)
+    return responder
+
+
+NEW_PRICE = "The basic plan now costs $12 a month."
+
+
+@pytest.mark.parametrize("edits", [
+    [{"heading": "", "action": "replace", "text": NEW_PRICE}],
+    [{"heading": "##", "action": "add", "text": NEW_PRICE}],
+    [{"heading": "Prices", "action": "add", "text": "   "}],
+    [{"heading": "Prices", "action": "add", "text": NEW_PRICE}, {"heading": " ", "action": "add", "text": "More."}],
+], ids=["empty-heading", "hashes-only", "blank-text", "one-of-two"])
+def test_section_edits_that_cannot_be_applied_are_reported_and_retried(tmp_path, edits):
+    root = kb(tmp_path)
+    compile_model(root)
+    file = article(root, "pricing-plans.md")
+    file.write_text(file.read_text() + "\nDana: prices are reviewed every quarter.\n")  # sections mode
+    before = file.read_text()
+    raw(root, "pricing.md").write_text(PRICING.replace("$10", "$12"))
+    report = compile_model(root, _edits_reply(edits))
+    assert file.read_text() == before
+    assert [h["path"] for h in report.held] == ["notes/pricing-plans.md"] and report.exit_code == 1
+    assert "cannot all be applied" in report.held[0]["reason"]
+    assert manifest(root)["sources"]["raw/notes/pricing.md"]["status"] != "compiled"
+    # Retried on the next run, and a usable answer goes in.
+    report = compile_model(root, _edits_reply([{"heading": "Prices", "action": "add", "text": NEW_PRICE}]))
+    assert report.updated == ["notes/pricing-plans.md"] and NEW_PRICE in file.read_text()
+    assert manifest(root)["sources"]["raw/notes/pricing.md"]["status"] == "compiled"

@@ -539,17 +539,29 @@ def relevant_sections(body: str, query: str) -> tuple[str, list[str]]:
 
 
 def apply_edits(body: str, edits: list[Any], title: str) -> str:
-    """Apply section edits to ``body``; sections not named stay byte-for-byte as they were."""
+    """Apply section edits to ``body``; sections not named stay byte-for-byte as they were.
+
+    All or nothing: an edit that cannot be applied (not a table, no heading, no text) raises
+    ``WriteRefused`` naming it, so the article is held and its sources are retried (the next
+    prompt says why), never counted as merged with part of the answer dropped."""
+    unusable: list[str] = []
+    for number, edit in enumerate(edits, 1):
+        if not isinstance(edit, dict):
+            unusable.append(f"edit {number} is not an object")
+            continue
+        if not _edit_heading(edit):
+            unusable.append(f"edit {number} has no heading")
+        if not str(edit.get("text") or "").strip():
+            unusable.append(f"edit {number} has no text")
+    if unusable:
+        raise WriteRefused(f"the model's section edits cannot all be applied ({'; '.join(unusable[:3])}"
+                           f"{'; ...' if len(unusable) > 3 else ''}); every edit needs a heading and text")
     sections = [[h, t] for h, t in split_top_sections(body)]
     if not sections or sections[0][0]:
         sections.insert(0, ["", f"# {title}"])
     for edit in edits:
-        if not isinstance(edit, dict):
-            continue
-        heading = " ".join(plain_text(str(edit.get("heading") or "")).split()).lstrip("#").strip()
+        heading = _edit_heading(edit)
         text = str(edit.get("text") or "").strip()
-        if not heading or not text:
-            continue
         lines = text.splitlines()
         if lines and re.match(r"^#{1,6}\s", lines[0]) and plain_text(lines[0].lstrip("#")).casefold() == heading.casefold():
             text = "\n".join(lines[1:]).strip()
@@ -563,6 +575,10 @@ def apply_edits(body: str, edits: list[Any], title: str) -> str:
         else:
             sections[index][1] = sections[index][1].rstrip() + "\n\n" + text
     return "\n\n".join(t.strip("\n") for _, t in sections).strip() + "\n"
+
+
+def _edit_heading(edit: dict[str, Any]) -> str:
+    return " ".join(plain_text(str(edit.get("heading") or "")).split()).lstrip("#").strip()
 
 
 def compose_meta(existing: dict[str, Any], *, title: str, summary: Any, topic: str, tags: Any,
