@@ -200,3 +200,45 @@ def test_section_edits_that_cannot_be_applied_are_reported_and_retried(tmp_path,
     report = compile_model(root, _edits_reply([{"heading": "Prices", "action": "add", "text": NEW_PRICE}]))
     assert report.updated == ["notes/pricing-plans.md"] and NEW_PRICE in file.read_text()
     assert manifest(root)["sources"]["raw/notes/pricing.md"]["status"] == "compiled"
+
+
+# -- B10: killed between journaling an article and replacing its file, then a hand edit --------------
+
+_DIE_BEFORE_REPLACING = """
+import os, sys
+real = os.replace
+def dying(src, dst, *args, **kwargs):
+    if str(dst).endswith("pricing-plans.md"):
+        os._exit(137)  # where a SIGKILL in that window lands
+    return real(src, dst, *args, **kwargs)
+os.replace = dying
+from kb_ai.compile.pipeline import run_compile
+from kb_ai.config import Settings
+run_compile(Settings(kb=sys.argv[1]), progress=False)
+"""
+
+
+def test_a_hand_edit_after_a_kill_before_the_file_was_replaced_does_not_drop_the_new_version(tmp_path):
+    import subprocess
+    import sys
+
+    root = kb(tmp_path)
+    compile_offline(root)
+    file = article(root, "pricing-plans.md")
+    raw(root, "pricing.md").write_text(PRICING.replace("$10", "$12"))
+    killed = subprocess.run([sys.executable, "-c", _DIE_BEFORE_REPLACING, str(root)], capture_output=True,
+                            text=True, timeout=60, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert killed.returncode == 137, killed.stderr
+    assert "$12" not in file.read_text()
+    file.write_text(file.read_text() + "\nDana: prices are reviewed every quarter.\n")  # the person edits
+    report = compile_offline(root)
+    # Offline cannot merge into a hand edit: said, and retried (not counted as compiled).
+    assert [h["path"] for h in report.held] == ["notes/pricing-plans.md"] and report.exit_code == 1
+    assert manifest(root)["sources"]["raw/notes/pricing.md"]["status"] != "compiled"
+    assert manifest(root)["articles"]["notes/pricing-plans.md"]["merged"]["raw/notes/pricing.md"] != \
+        manifest(root)["sources"]["raw/notes/pricing.md"]["checksum"]
+    # With a model, the new version is merged into the hand-edited article.
+    report = compile_model(root)
+    assert report.updated == ["notes/pricing-plans.md"], report.to_dict()
+    assert "$12" in file.read_text() and "Dana: prices are reviewed every quarter." in file.read_text()
+    assert manifest(root)["sources"]["raw/notes/pricing.md"]["status"] == "compiled"
