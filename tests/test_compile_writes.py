@@ -242,3 +242,62 @@ def test_a_hand_edit_after_a_kill_before_the_file_was_replaced_does_not_drop_the
     assert report.updated == ["notes/pricing-plans.md"], report.to_dict()
     assert "$12" in file.read_text() and "Dana: prices are reviewed every quarter." in file.read_text()
     assert manifest(root)["sources"]["raw/notes/pricing.md"]["status"] == "compiled"
+
+
+# -- B3: the source<->article link lost --------------------------------------------------------------
+
+
+def _articles(root: Path) -> list[str]:
+    return sorted(p.relative_to(root / "wiki").as_posix() for p in (root / "wiki" / "notes").rglob("*.md")
+                  if p.name != "index.md") + sorted(
+        p.relative_to(root / "wiki").as_posix() for p in (root / "wiki").glob("other/*.md"))
+
+
+HAND_LINE = "Dana: ask support before you change the plan."
+
+
+def test_a_renamed_source_keeps_its_article(tmp_path):
+    root = kb(tmp_path)
+    compile_offline(root)
+    file = article(root, "setup-guide.md")
+    file.write_text(file.read_text() + f"\n{HAND_LINE}\n")
+    raw(root, "setup.md").rename(raw(root, "install-setup.md"))
+    report = compile_offline(root)
+    assert report.created == [] and _articles(root) == ["notes/pricing-plans.md", "notes/setup-guide.md"]
+    assert split_frontmatter(file.read_text(), "x")[0]["sources"] == ["raw/notes/install-setup.md"]
+    assert report.orphaned == [] and HAND_LINE in file.read_text()
+    assert manifest(root)["sources"]["raw/notes/install-setup.md"]["articles"] == ["notes/setup-guide.md"]
+    assert compile_offline(root).exit_code == 0 and _articles(root) == ["notes/pricing-plans.md", "notes/setup-guide.md"]
+
+
+@pytest.mark.parametrize("unreadable", [b"", "# Setup guide\n\nInstall it.\n".encode("utf-16")], ids=["empty", "utf-16"])
+def test_a_source_unreadable_for_one_run_keeps_its_article(tmp_path, unreadable):
+    root = kb(tmp_path)
+    compile_offline(root)
+    file = article(root, "setup-guide.md")
+    good = raw(root, "setup.md").read_bytes()
+    raw(root, "setup.md").write_bytes(unreadable)
+    report = compile_offline(root)
+    assert [s["path"] for s in report.skipped] == ["raw/notes/setup.md"]
+    assert split_frontmatter(file.read_text(), "x")[0]["sources"] == ["raw/notes/setup.md"]  # not detached
+    raw(root, "setup.md").write_bytes(good.replace(b"sign in", b"sign in with SSO"))
+    report = compile_offline(root)
+    assert report.created == [] and report.updated == ["notes/setup-guide.md"], report.to_dict()
+    assert _articles(root) == ["notes/pricing-plans.md", "notes/setup-guide.md"]
+    assert "sign in with SSO" in file.read_text()
+
+
+def test_an_article_moved_by_hand_is_followed_not_recreated(tmp_path):
+    from kb_ai.store.kb import KnowledgeBase
+
+    root = kb(tmp_path)
+    compile_offline(root)
+    (root / "wiki" / "other").mkdir()
+    moved = root / "wiki" / "other" / "prices.md"
+    article(root, "pricing-plans.md").rename(moved)
+    KnowledgeBase(root).reindex()
+    raw(root, "pricing.md").write_text(PRICING.replace("$10", "$12"))
+    report = compile_offline(root)
+    assert report.created == [] and report.updated == ["other/prices.md"], report.to_dict()
+    assert _articles(root) == ["notes/setup-guide.md", "other/prices.md"]
+    assert "$12" in moved.read_text()

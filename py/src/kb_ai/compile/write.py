@@ -108,6 +108,9 @@ class ArticleJob:
     target: PlanTarget
     contributions: list[Contribution] = field(default_factory=list)
     detach: set[str] = field(default_factory=set)  # sources to remove from ``sources:``
+    # Sources to add to ``sources:`` whose text the article already has (a source renamed in
+    # raw/, same checksum): source path -> checksum. No writer is asked.
+    adopt: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -738,6 +741,10 @@ class ArticleWriter:
                 if contribution.path not in sources:
                     sources.append(contribution.path)
                 merged[contribution.path] = contribution.source.checksum
+            for path, checksum in job.adopt.items():
+                if path not in sources:
+                    sources.append(path)
+                merged[path] = checksum
             sources = sorted(s for s in sources if s not in job.detach)
             for path in job.detach:
                 merged.pop(path, None)
@@ -754,7 +761,7 @@ class ArticleWriter:
             dates = [c.source.date for c in chunk if c.source.date]
             if dates and (article.latest_date is None or max(dates) > article.latest_date):
                 article.latest_date = max(dates)
-        if job.detach and not job.contributions:
+        if (job.detach or job.adopt) and not job.contributions:
             return self._detach(job, article, old_text, merged)
         if wrote:
             outcome.action = "updated" if existed else "created"
@@ -762,7 +769,8 @@ class ArticleWriter:
 
     def _detach(self, job: ArticleJob, article: CurrentArticle, old_text: str | None,
                 merged: dict[str, str]) -> ArticleOutcome:
-        """Remove deleted (or no longer planned) sources from ``sources:``; flag an orphan."""
+        """Remove deleted (or no longer planned) sources from ``sources:``, add renamed ones
+        (``job.adopt``); flag an orphan."""
         if article.body is None:
             if article.path in self.state.articles:
                 self.state.drop_article(article.path)
@@ -770,6 +778,10 @@ class ArticleWriter:
         sources = [s for s in _string_list(article.meta.get("sources")) if s not in job.detach]
         for path in job.detach:
             merged.pop(path, None)
+        for path, checksum in job.adopt.items():
+            if path not in sources:
+                sources.append(path)
+            merged[path] = checksum
         meta = dict(article.meta)
         meta["sources"] = sources
         orphaned = not sources
