@@ -301,3 +301,18 @@ def test_an_article_moved_by_hand_is_followed_not_recreated(tmp_path):
     assert report.created == [] and report.updated == ["other/prices.md"], report.to_dict()
     assert _articles(root) == ["notes/setup-guide.md", "other/prices.md"]
     assert "$12" in moved.read_text()
+
+
+def test_the_http_save_of_a_page_that_is_a_link_never_writes_the_page_it_points_to(sample_kb):
+    from starlette.testclient import TestClient
+
+    from kb_ai.server import create_app
+
+    target = sample_kb.wiki_dir / "retrieval" / "page-selection.md"
+    before = target.read_text()
+    (sample_kb.wiki_dir / "ops" / "alias.md").symlink_to(target)
+    sample_kb.reindex()
+    with TestClient(create_app(Settings(kb=sample_kb.root))) as client:
+        saved = client.put("/api/pages/ops/alias.md", json={"markdown": "---\ntitle: Alias\n---\nOverwritten.\n"})
+    assert saved.status_code == 400 and "symbolic link" in saved.json()["error"]["message"], saved.text
+    assert target.read_text() == before
