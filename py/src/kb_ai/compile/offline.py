@@ -18,6 +18,7 @@ from kb_ai.store.words import words
 from kb_ai.store.markdown_text import (
     atx_heading,
     clip,
+    demote_headings,
     first_sentence,
     iter_lines_outside_fences,
     plain_text,
@@ -61,17 +62,6 @@ def article_body(title: str, text: str) -> str:
         body = demote_headings(body)
     body = re.sub(r"\n{3,}", "\n\n", body)
     return f"# {title}\n\n{body}".rstrip() + "\n"
-
-
-def demote_headings(body: str, levels: int = 1) -> str:
-    out = []
-    for line, in_fence in iter_lines_outside_fences(body):
-        heading = None if in_fence else atx_heading(line)
-        if heading:
-            hashes = heading[0]
-            line = "#" * min(6, hashes + levels) + line[hashes:]
-        out.append(line)
-    return "\n".join(out)
 
 
 _META_LINE = re.compile(r"^\W*(date|updated|last updated|revised|author|owner|status|version)\W*:", re.I)

@@ -47,7 +47,7 @@ from kb_ai.store.articles import (
     validate_article_text,
     write_article_text,
 )
-from kb_ai.store.markdown_text import atx_heading, clip, first_sentence, iter_lines_outside_fences, plain_text
+from kb_ai.store.markdown_text import clip, first_sentence, iter_lines_outside_fences, plain_text, split_sections
 from kb_ai.store.paths import safe_wiki_file, slugify
 
 WRITE_PROMPT = "compile_write"
@@ -510,21 +510,9 @@ def check_trails(body: str, known_sources: set[str], keep: str = "") -> tuple[st
     return "\n".join(out).strip() + "\n", dropped
 
 
-def split_top_sections(body: str) -> list[tuple[str, str]]:
-    """(heading, text) at H1/H2 level; heading "" for the part before the first ``##``."""
-    sections: list[tuple[str, list[str]]] = [("", [])]
-    for line, in_fence in iter_lines_outside_fences(body):
-        heading = None if in_fence else atx_heading(line, max_level=2)
-        if heading and heading[0] == 2 and heading[1]:
-            sections.append((plain_text(heading[1]), [line]))
-        else:
-            sections[-1][1].append(line)
-    return [(h, "\n".join(lines).strip("\n")) for h, lines in sections if "\n".join(lines).strip()]
-
-
 def relevant_sections(body: str, query: str) -> tuple[str, list[str]]:
     """The lead plus the sections sharing most words with ``query``, and the full outline."""
-    sections = split_top_sections(body)
+    sections = [(s.heading, s.text) for s in split_sections(body, level=2)]
     outline = [h for h, _ in sections if h]
     terms = set(re.findall(r"\w{4,}", query.casefold()))
 
@@ -556,7 +544,7 @@ def apply_edits(body: str, edits: list[Any], title: str) -> str:
     if unusable:
         raise WriteRefused(f"the model's section edits cannot all be applied ({'; '.join(unusable[:3])}"
                            f"{'; ...' if len(unusable) > 3 else ''}); every edit needs a heading and text")
-    sections = [[h, t] for h, t in split_top_sections(body)]
+    sections = [[s.heading, s.text] for s in split_sections(body, level=2)]
     if not sections or sections[0][0]:
         sections.insert(0, ["", f"# {title}"])
     for edit in edits:
