@@ -8,7 +8,7 @@ from kb_ai.compile.dedup import Boilerplate, DedupIndex, Fingerprint, classify, 
 from kb_ai.compile.ingest import Source
 from kb_ai.compile.offline import TRAIL, article_body, supersede
 from kb_ai.compile.plan import CatalogItem, PlanCatalog, resolve_plan, title_key
-from kb_ai.compile.write import apply_edits, check_trails, clean_body, clean_summary, clean_tags
+from kb_ai.compile.write import apply_edits, check_trails, clean_body, clean_tags, summary_or_lead
 
 TEXT = (
     "Ledgerly imports bank transactions every four hours and categorizes them with rules that the user "
@@ -130,8 +130,8 @@ def test_supersede_keeps_history_and_states_only_the_current_fact():
 def test_clean_body_summary_tags():
     body = clean_body("```markdown\n---\ntitle: x\n---\n# Other title\n\nText.\n\n# Second H1\n\nMore.\n```", "Title")
     assert body.startswith("# Title\n\nText.") and "## Second H1" in body and "---" not in body
-    assert len(clean_summary("word " * 100, body, "Title")) <= 200
-    assert clean_summary("", body, "Title") == "Text."
+    assert len(summary_or_lead("word " * 100, body, "Title")) <= 200
+    assert summary_or_lead("", body, "Title") == "Text."
     assert clean_tags(["Bank Sync", "bank-sync", "../x", "", "a" * 50]) == ["bank-sync", "x"]
 
 

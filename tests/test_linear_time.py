@@ -117,7 +117,7 @@ FUNCTIONS = {
     "lead_summary": lambda t: offline.lead_summary(t, "T"),
     "supersede": lambda t: offline.supersede(t, "# T\n\nNew text here.\n", date="2024-01-02", source="raw/a.md"),
     "supersede_kept": lambda t: offline.supersede(t, t + "\n\nNew text.", date="2024-01-02", source="raw/a.md"),
-    "topic_summary": lambda t: topic_summaries.clean_summary(t),
+    "topic_summary": lambda t: articles.clean_summary(t, topic_summaries.SUMMARY_CHARS),
     "section_split": lambda t: md.split_sections(t, level=2),
     "clean_body": lambda t: write.clean_body(t, "T"),
     "check_trails": lambda t: write.check_trails(t, {"raw/a.md"}),

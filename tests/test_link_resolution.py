@@ -137,3 +137,13 @@ def test_a_saved_answer_links_every_spelling_of_a_cited_page_so_lint_and_the_pag
     broken = [f.message for f in lint_kb(sample_kb).findings if f.check == "broken-link" and f.path == path]
     assert broken == ["link to retrieval/nowhere.md (wiki/answers/retrieval/nowhere.md): no such article"]
     _lint_and_render_agree(sample_kb)
+
+
+def test_a_selection_written_as_a_link_or_a_title_is_read_with_the_one_link_finder_and_title_key(sample_kb):
+    from kb_ai.navigate.select import resolve_paths
+
+    catalog = sample_kb.catalog()
+    selection = resolve_paths(["[Configuration](ops/configuration.md)", "[Citations](nowhere.md)",
+                               "  configuration  ", "![Configuration](x.md)"], catalog, 5)
+    assert selection.paths == ["ops/configuration.md", "retrieval/citations.md"]
+    assert resolve_paths(["CONFIGURATION"], catalog, 5).paths == ["ops/configuration.md"]

@@ -31,6 +31,12 @@ TRAIL = re.compile(r"^\[Superseded (\d{4}-\d{2}-\d{2}) by (raw/(?:(?!: earlier )
 QUOTE_LIMIT = 220
 
 
+def trail_lines(body: str) -> list[str]:
+    """The supersession trail lines of ``body`` (stripped), in order: the one reading of
+    ``TRAIL``, for writing, checking and counting them."""
+    return [line.strip() for line in body.splitlines() if TRAIL.match(line.strip())]
+
+
 def trail_line(date: str, source: str, earlier: str) -> str:
     text = clip(plain_text(earlier).replace("]", ")"), QUOTE_LIMIT)
     return f'[Superseded {date} by {source}: earlier "{text}"]'

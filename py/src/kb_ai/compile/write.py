@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from kb_ai.compile.ingest import Source
-from kb_ai.compile.offline import TRAIL, article_body, lead_summary, supersede
+from kb_ai.compile.offline import TRAIL, article_body, lead_summary, supersede, trail_lines
 from kb_ai.compile.state import ArticleRecord, CompileState, PlanTarget, text_hash
 from kb_ai.errors import ArticleFormatError, KaasError, LLMError, UnsafePathError
 from kb_ai.llm.plausible import implausible, one_line
@@ -37,6 +37,7 @@ from kb_ai.llm.tokens import chars_for_tokens, estimate_tokens
 from kb_ai.store.articles import (
     RESERVED_NAMES,
     SUMMARY_LIMIT,
+    clean_summary,
     jsonable,
     parse_article,
     link_on_path,
@@ -292,7 +293,7 @@ def guard_body(article: "CurrentArticle", body: str, *, model: bool) -> None:
             raise WriteRefused(f"the new text would remove {len(lost)} hand-written line(s), e.g. "
                                f"{clip(lost[0], 120)!r}; hand-written text must be kept word for word")
     new_lines = {line.strip() for line in body.splitlines()}
-    trails = [line.strip() for line in article.body.splitlines() if TRAIL_LINE.match(line.strip())]
+    trails = trail_lines(article.body)
     dropped = [t for t in trails if t not in new_lines]
     if dropped:
         raise WriteRefused(f"the new text would drop {len(dropped)} supersession trail line(s), e.g. "
@@ -424,13 +425,10 @@ class LLMWriter:
         why = implausible(reply.get("summary"), instructions) if one_line(reply.get("summary")) else None
         if why:
             warnings.append(f"the model's summary {why}; used the lead sentence")
-        summary = clean_summary(reply.get("summary"), body, article.title, instructions)
+        summary = summary_or_lead(reply.get("summary"), body, article.title, instructions)
         tags = clean_tags(reply.get("tags"))
-        trails_before = len(TRAIL_LINE.findall(article.body or ""))
-        return Draft(summary, tags, body, max(0, len(TRAIL_LINE.findall(body)) - trails_before), warnings)
-
-
-TRAIL_LINE = re.compile(r"^\[Superseded \d{4}-\d{2}-\d{2} by raw/", re.M)
+        trails_before = len(trail_lines(article.body or ""))
+        return Draft(summary, tags, body, max(0, len(trail_lines(body)) - trails_before), warnings)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -475,13 +473,14 @@ def clean_body(text: str, title: str) -> str:
     return f"# {title}\n\n{body}\n" if body else f"# {title}\n"
 
 
-def clean_summary(value: Any, body: str, title: str, instructions: str = "") -> str:
-    """A plausible one-line summary (llm/plausible.py: no echo of ``instructions``, no
-    placeholder), else the article's lead sentence."""
-    text = one_line(value)
-    if not text or implausible(text, instructions):
-        text = lead_summary(body.split("\n", 1)[-1], title)
-    return clip(text, SUMMARY_LIMIT)
+def summary_or_lead(value: Any, body: str, title: str, instructions: str = "") -> str:
+    """The model's summary as one plain line (``store.articles.clean_summary``) when it is
+    plausible (llm/plausible.py: no echo of ``instructions``, no placeholder), else the article's
+    lead sentence."""
+    text = clean_summary(value)
+    if text is None or implausible(text, instructions):
+        text = clip(lead_summary(body.split("\n", 1)[-1], title), SUMMARY_LIMIT)
+    return text
 
 
 def clean_tags(value: Any) -> list[str]:
