@@ -7,7 +7,7 @@ import pytest
 from kb_ai.compile.dedup import Boilerplate, DedupIndex, Fingerprint, classify, fingerprint
 from kb_ai.compile.ingest import Source
 from kb_ai.compile.offline import TRAIL, article_body, supersede
-from kb_ai.compile.plan import CatalogItem, PlanCatalog, resolve_plan, title_key
+from kb_ai.compile.plan import CatalogItem, PlanCatalog, resolve_plan, twin_key
 from kb_ai.compile.write import apply_edits, check_trails, clean_body, clean_tags, summary_or_lead
 
 TEXT = (
@@ -67,8 +67,8 @@ def test_boilerplate_is_kept_once_and_removed_elsewhere():
     assert two.strip("raw/b.md", texts["raw/b.md"])[1] == 0  # two copies are not yet boilerplate
 
 
-def test_title_key_merges_near_identical_titles():
-    assert title_key("The Release Process") == title_key("release processes")
+def test_twin_key_merges_near_identical_titles():
+    assert twin_key("The Release Process") == twin_key("release processes")
     catalog = PlanCatalog([CatalogItem("eng/release-process.md", "Release process", "How we ship.", "eng")])
     assert catalog.twin_of("Release Process!") == "eng/release-process.md"
     assert catalog.twin_of("Relase process") == "eng/release-process.md"  # one typo

@@ -139,7 +139,7 @@ def test_a_saved_answer_links_every_spelling_of_a_cited_page_so_lint_and_the_pag
     _lint_and_render_agree(sample_kb)
 
 
-def test_a_selection_written_as_a_link_or_a_title_is_read_with_the_one_link_finder_and_title_key(sample_kb):
+def test_a_selection_written_as_a_link_or_a_title_is_read_with_the_one_link_finder_and_title_identity(sample_kb):
     from kb_ai.navigate.select import resolve_paths
 
     catalog = sample_kb.catalog()

@@ -34,6 +34,7 @@ from kb_ai.compile.state import ArticleRecord, CompileState, PlanTarget, text_ha
 from kb_ai.errors import ArticleFormatError, KaasError, LLMError, UnsafePathError
 from kb_ai.llm.plausible import implausible, one_line
 from kb_ai.llm.tokens import chars_for_tokens, estimate_tokens
+from kb_ai.offline.lexical import by_shared_terms
 from kb_ai.store.articles import (
     RESERVED_NAMES,
     SUMMARY_LIMIT,
@@ -513,13 +514,9 @@ def relevant_sections(body: str, query: str) -> tuple[str, list[str]]:
     """The lead plus the sections sharing most words with ``query``, and the full outline."""
     sections = [(s.heading, s.text) for s in split_sections(body, level=2)]
     outline = [h for h, _ in sections if h]
-    terms = set(re.findall(r"\w{4,}", query.casefold()))
-
-    def score(text: str) -> int:
-        return len(terms & set(re.findall(r"\w{4,}", text.casefold())))
-
     lead = [s for s in sections if not s[0]]
-    rest = sorted((s for s in sections if s[0]), key=lambda s: -score(s[1]))[:MAX_SECTIONS_SHOWN]
+    headed = [s for s in sections if s[0]]
+    rest = [headed[i] for i in by_shared_terms(query, [s[1] for s in headed])[:MAX_SECTIONS_SHOWN]]
     shown = set(id(s) for s in lead + rest)
     text = "\n\n".join(s[1] for s in sections if id(s) in shown)
     return text, outline

@@ -24,7 +24,7 @@ from kb_ai.offline.lexical import LexicalIndex
 from kb_ai.store.catalog import Catalog, CatalogEntry
 from kb_ai.store.markdown_text import Link, inline_links
 from kb_ai.store.paths import normalize_wiki_path, slugify
-from kb_ai.store.words import title_key
+from kb_ai.store.words import title_identity
 
 DEFAULT_SELECT_BUDGET = 6_000  # catalog tokens when the model's context window is unknown
 MAX_SELECT_BUDGET = 32_000
@@ -101,8 +101,8 @@ def _repair(text: str, title_hint: str | None, catalog: Catalog, by_title, by_sl
     if normalized and normalized in catalog:
         return normalized
     for title in (title_hint, text):
-        if title and title_key(title) in by_title:
-            return by_title[title_key(title)]
+        if title and title_identity(title) in by_title:
+            return by_title[title_identity(title)]
     stem = PurePosixPath(normalized).stem if normalized else slugify(text)
     for slug in (stem, slugify(text), slugify(title_hint or "")):
         matches = by_slug.get(slug, [])

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from kb_ai.config import Settings
 from kb_ai.errors import LLMAuthError, LLMError, MissingApiKeyError, UnknownModelError
 from kb_ai.llm.usage import UsageMeter
+from kb_ai.offline.lexical import jaccard
 from kb_ai.offline.text import tokenize
 from kb_ai.quality.lint import INFO, WARNING, Finding, LintContext
 from kb_ai.store.articles import Article
@@ -70,8 +71,7 @@ def candidate_pairs(ctx: LintContext, max_pairs: int) -> list[ArticlePair]:
     words = {p: set(tokenize(f"{a.title} {a.summary} {a.body[:4000]}")) for p, a in articles.items()}
 
     def overlap(a: str, b: str) -> float:
-        union = words[a] | words[b]
-        return len(words[a] & words[b]) / len(union) if union else 0.0
+        return jaccard(words[a], words[b])
 
     ranked = sorted(shared.items(), key=lambda item: (-len(item[1]), -overlap(*item[0]), item[0]))
     pairs = [ArticlePair(a, b, "shared source " + ", ".join(sorted(s)[:3])) for (a, b), s in ranked]

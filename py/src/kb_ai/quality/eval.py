@@ -46,7 +46,7 @@ from kb_ai.quality.scoring import normalize_answer, score_answer, scoring_text
 from kb_ai.store.catalog import Catalog
 from kb_ai.store.files import FileTooLargeError, atomic_write_text, read_regular_bytes
 from kb_ai.store.paths import normalize_wiki_path
-from kb_ai.store.words import title_key
+from kb_ai.store.words import title_identity
 from kb_ai.untrusted_text import parse_json
 
 MAX_QUESTIONS_FILE_BYTES = 50_000_000
@@ -158,9 +158,7 @@ class GoldResolver:
 
     def __init__(self, catalog: Catalog):
         self.catalog = catalog
-        self.by_title: dict[str, str] = {}
-        for entry in catalog.entries:
-            self.by_title.setdefault(title_key(entry.title), entry.path)
+        self.by_title = catalog.by_title  # title_identity -> first page of that title
 
     def resolve(self, gold: list[str]) -> tuple[list[str], list[str]]:
         """(catalog paths, entries that match no page)."""
@@ -175,7 +173,7 @@ class GoldResolver:
                 except UnsafePathError:
                     path = None
             if path is None:
-                path = self.by_title.get(title_key(item))
+                path = self.by_title.get(title_identity(item))
             if path is None:
                 unresolved.append(item)
             elif path not in paths:

@@ -25,7 +25,7 @@ from kb_ai.store.access import Reader, format_access
 from kb_ai.store.articles import Article, load_article, iter_article_paths
 from kb_ai.store.files import NotRegularFileError, append_text, read_regular_bytes, write_text_if_changed
 from kb_ai.store.paths import normalize_wiki_path
-from kb_ai.store.words import title_key
+from kb_ai.store.words import title_identity
 
 log = logging.getLogger(__name__)
 
@@ -201,8 +201,12 @@ class Catalog:
 
     @functools.cached_property
     def by_title(self) -> dict[str, str]:
-        """``title_key`` of a title -> path (for repairing a model that answers with a title)."""
-        return {title_key(e.title): e.path for e in self.entries}
+        """``title_identity`` of a title -> path, the first page of that title (a model answering
+        with a title instead of a path, gold titles in ``kaas eval``)."""
+        found: dict[str, str] = {}
+        for e in self.entries:
+            found.setdefault(title_identity(e.title), e.path)
+        return found
 
     @functools.cached_property
     def by_stem(self) -> dict[str, list[str]]:

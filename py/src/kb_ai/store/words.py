@@ -1,6 +1,6 @@
 """Words as every ranking, summary and comparison in kaas sees them: case-folded word runs
 (``words``), English stop words and question words (``STOP_WORDS``), and titles as compared for
-sameness (``title_key``). Dependency-free, so the store can summarize topics without the lexical
+sameness (``title_key``) or as they name a page (``title_identity``). Dependency-free, so the store can summarize topics without the lexical
 engine, and compile's duplicate detection and lint's title checks read words the same way."""
 
 from __future__ import annotations
@@ -36,10 +36,18 @@ def words(text: str) -> list[str]:
     return _WORD.findall(text.casefold())
 
 
+def title_identity(title: str) -> str:
+    """A title as it names one page (a model or a question file naming a page by its title):
+    HTML entities decoded, NFKC, case-folded, whitespace folded. Punctuation counts:
+    ``Romeo + Juliet`` and ``Romeo × Juliet`` are two pages."""
+    return " ".join(unicodedata.normalize("NFKC", html.unescape(title)).casefold().split())
+
+
 def title_key(title: str) -> str:
-    """A title as compared for sameness (duplicate titles, a model naming a page by its title,
-    gold titles in eval): HTML entities decoded, NFKC, case-folded, punctuation to spaces."""
-    return " ".join(words(unicodedata.normalize("NFKC", html.unescape(title))))
+    """A title as compared for sameness (duplicate titles in lint, same-title sources in dedup,
+    twin articles in the planner): ``title_identity`` with punctuation to spaces, so
+    ``Romeo + Juliet`` and ``Romeo × Juliet`` look the same."""
+    return " ".join(words(title_identity(title)))
 
 
 def label_words(text: str) -> set[str]:
