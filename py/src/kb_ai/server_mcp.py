@@ -27,8 +27,9 @@ from starlette.responses import JSONResponse
 from kb_ai import __version__
 from kb_ai.config import Settings
 from kb_ai.errors import KaasError
-from kb_ai.navigate.ask import AskService, ask_events, build_service
-from kb_ai.navigate.records import AskRequest, AskResult
+from kb_ai.navigate.ask import AskService, build_service
+from kb_ai.navigate.records import AskEvent, AskRequest, AskResult
+from kb_ai.navigate.records import ask as ask_question
 from kb_ai.navigate.save import save_answer
 from kb_ai.server.guard import READER_KEY
 from kb_ai.store.access import OWNER, Reader
@@ -121,18 +122,20 @@ def build_mcp_server(settings: Settings, service: AskService | None = None, *,
             raise ToolError("the question is empty: pass the question to answer as `question`")
         request = AskRequest(question=question, rewrite=rewrite, suggest=suggest, paths=paths or None,
                              reader=_reader(ctx, stdio_reader))
-        result = AskResult(mode=service.navigator.mode)
-        tokens, last_report = 0, 0.0
-        async for event in ask_events(service, request):
-            result.add(event)
+        tokens, chars, last_report = 0, 0, 0.0
+
+        async def report(event: AskEvent) -> None:
+            nonlocal tokens, chars, last_report
             if event.name == "pages":
                 await _progress(ctx, 1, f"reading {len(event.data['pages'])} pages")
             elif event.name == "token":
-                tokens += 1
+                tokens, chars = tokens + 1, chars + len(event.data["text"])
                 now = time.monotonic()
                 if now - last_report >= PROGRESS_INTERVAL:
                     last_report = now
-                    await _progress(ctx, 2 + tokens, f"answering ({len(result.answer)} characters so far)")
+                    await _progress(ctx, 2 + tokens, f"answering ({chars} characters so far)")
+
+        result = await ask_question(service, request, on_event=report)
         if result.error:
             raise ToolError(f"{result.error['message']} [{result.error['code']}]")
         return result, request.reader

@@ -25,6 +25,10 @@ log = logging.getLogger(__name__)
 class Navigator(Protocol):
     mode: str  # "llm" | "offline"
 
+    def preflight(self) -> None:
+        """Raise a ``KaasError`` when no question can be answered at all (no model name, no API
+        key for a hosted provider): called once per question, before anything is read."""
+
     async def rewrite(self, question: str, history: list[Turn], meter: UsageMeter) -> tuple[str, list[str]]:
         """A standalone query for ``question`` in the light of ``history``, and notices."""
 

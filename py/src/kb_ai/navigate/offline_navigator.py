@@ -32,6 +32,9 @@ class OfflineNavigator:
     def __init__(self, lexical: LexicalIndexCache):
         self.lexical = lexical
 
+    def preflight(self) -> None:
+        """Nothing to check: no model, no key."""
+
     async def rewrite(self, question: str, history: list[Turn], meter: UsageMeter) -> tuple[str, list[str]]:
         previous = [t.content for t in history if t.role == "user"]
         if not previous:
