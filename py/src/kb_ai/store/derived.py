@@ -1,0 +1,51 @@
+"""What is computed from one catalog version, kept on that version.
+
+Every artefact derived from a catalog — a reader's view of it, its keyword index (or a topic
+subset's mask of its root's index), its topic index, the catalog of some chosen topics' pages —
+is kept in the catalog object's own ``Derived`` map. It lives exactly as long as that catalog
+version: when ``CatalogStore`` hands out a new catalog (master-index.md changed), nothing of the
+old one is found again, and all of it goes with the old object. One rule bounds how much one
+version keeps: at most ``Derived.KEPT`` artefacts, the least recently used going first (kinds of
+readers and chosen topic sets come and go; the catalog's own index is used by every question).
+
+Keys are tuples whose first element names the kind of artefact (``("lexical", cache_dir)``,
+``("topic-index", state_dir)``, ...). Two threads that miss at once may both build; the first
+stored wins and both get it (builds are pure functions of the catalog).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from typing import Callable, Hashable, TypeVar
+
+T = TypeVar("T")
+
+
+class Derived:
+    """Artefacts computed from one catalog version, by key, least recently used evicted first."""
+
+    KEPT = 64
+
+    def __init__(self) -> None:
+        self._items: OrderedDict[Hashable, object] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: Hashable, build: Callable[[], T]) -> T:
+        """The artefact under ``key``, built by ``build()`` (outside the lock) when missing."""
+        with self._lock:
+            if key in self._items:
+                self._items.move_to_end(key)
+                return self._items[key]  # type: ignore[return-value]
+        value = build()
+        with self._lock:
+            if key in self._items:  # another thread built it meanwhile: one object for everyone
+                self._items.move_to_end(key)
+                return self._items[key]  # type: ignore[return-value]
+            self._items[key] = value
+            while len(self._items) > self.KEPT:
+                self._items.popitem(last=False)
+        return value
+
+    def __len__(self) -> int:
+        return len(self._items)
