@@ -46,8 +46,14 @@ _RULE = re.compile(r"<!--\s*(?P<body>(?:access|depends):[^>]*?)-->\s*$")
 MAX_DEPENDENCY_DEPTH = 32
 
 
+RECORD_FIELDS = ("path", "title", "summary", "topic")
+
+
 @dataclass(frozen=True)
 class CatalogEntry:
+    """One page as the catalog lists it: THE record of a page's path, title, summary and topic
+    (the compile planner, the MCP tools, the HTTP API and navigation all use it)."""
+
     path: str
     title: str
     summary: str
@@ -56,6 +62,12 @@ class CatalogEntry:
     # A saved answer's pages it was made from (``Article.depends``): its readers must be able to
     # read every one of them, as they are now (``Catalog.readable_by``).
     depends: tuple[str, ...] = ()
+
+    def record(self, *fields: str) -> dict[str, str]:
+        """The entry as JSON, the one shape every interface shows a page in: ``path``, ``title``,
+        ``summary``, ``topic`` (only ``fields`` when given, in that order). The access rule and
+        what a saved answer depends on are not part of it."""
+        return {name: getattr(self, name) for name in (fields or RECORD_FIELDS)}
 
     def line(self) -> str:
         """The entry as a catalog line, exactly as the model and a reader see it."""
