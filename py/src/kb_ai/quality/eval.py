@@ -42,7 +42,7 @@ from typing import Any, Callable
 from kb_ai.config import Settings
 from kb_ai.errors import KaasError, UnsafePathError
 from kb_ai.navigate.ask import AskService, ask, build_service
-from kb_ai.navigate.records import AskRequest
+from kb_ai.navigate.records import AskRequest, AskResult
 from kb_ai.quality.scoring import normalize_answer, score_answer, scoring_text
 from kb_ai.store.catalog import Catalog
 from kb_ai.store.files import FileTooLargeError, atomic_write_text, read_regular_bytes
