@@ -25,7 +25,10 @@ T = TypeVar("T")
 class Derived:
     """Artefacts computed from one catalog version, by key, least recently used evicted first."""
 
-    KEPT = 64
+    # Per version: the full catalog's index and topic index, a few readers' views (each a catalog
+    # with its own index), the topic subsets asked about lately. (Before: 8 keyword indexes in
+    # all, 32 subset masks, 16 topic indexes, 64 subsets per topic index, views unbounded.)
+    KEPT = 16
 
     def __init__(self) -> None:
         self._items: OrderedDict[Hashable, object] = OrderedDict()
