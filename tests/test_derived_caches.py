@@ -71,3 +71,24 @@ def test_one_rule_bounds_what_a_version_keeps():
     derived.get(("thing", 5), lambda: built.append("again"))  # recently used: kept
     assert len(derived) == Derived.KEPT and "again" not in built
     assert derived.get(("thing", 0), lambda: "rebuilt") == "rebuilt"  # least recently used: gone
+
+
+def test_each_artefact_is_built_once_however_many_threads_ask_at_once():
+    import threading
+    import time
+
+    derived = Derived()
+    calls = []
+
+    def build():
+        calls.append(1)
+        time.sleep(0.05)  # long enough for every other thread to miss and wait
+        return object()
+
+    got = []
+    threads = [threading.Thread(target=lambda: got.append(derived.get(("index",), build))) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(calls) == 1 and len(got) == 8 and all(g is got[0] for g in got)

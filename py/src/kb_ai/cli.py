@@ -1,6 +1,10 @@
 """The ``kaas`` command line. Thin: it parses options, calls the services, prints results.
 
 Errors a person can cause are one line on stderr and a non-zero exit, never a traceback.
+Everything printed goes through ``cli_output.say`` (text: no escape sequence or control
+character of a page, a source, a model reply or a file name reaches the terminal) or ``say_json``
+(the exact JSON value, with the controls JSON leaves raw escaped); log lines through the same
+filter (``untrusted_text.terminal_safe``).
 """
 
 from __future__ import annotations
@@ -14,15 +18,17 @@ from pathlib import Path
 import click
 
 from kb_ai import __version__
+from kb_ai.cli_output import say, say_json
 from kb_ai.config import Settings, load_settings
 from kb_ai.errors import KaasError, StorageError, exit_code_for
+from kb_ai.untrusted_text import terminal_safe
 
 log = logging.getLogger("kb_ai")
 
 
 class _OneLineFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
-        return f"kaas: {record.levelname.lower()}: {record.getMessage()}"
+        return terminal_safe(f"kaas: {record.levelname.lower()}: {record.getMessage()}")
 
 
 def _setup_logging(verbose: bool) -> None:
@@ -37,7 +43,7 @@ def _setup_logging(verbose: bool) -> None:
 
 
 def _fail(exc: KaasError) -> None:
-    click.echo(f"kaas: error: {exc.message}", err=True)
+    say(f"kaas: error: {exc.message}", err=True)
     sys.exit(exc.exit_code)
 
 
@@ -122,9 +128,9 @@ def init(ctx: click.Context, directory: Path | None) -> None:
     except (KaasError, OSError) as exc:
         _fail(exc if isinstance(exc, KaasError) else KaasError(f"cannot create {target}: {exc}"))
     for path in created:
-        click.echo(f"created {path}")
+        say(f"created {path}")
     if not created:
-        click.echo(f"{target} is already a knowledge base; nothing changed")
+        say(f"{target} is already a knowledge base; nothing changed")
 
 
 @cli.command()
@@ -140,9 +146,9 @@ def index(ctx: click.Context) -> None:
     except KaasError as exc:
         _fail(exc)
     for warning in result.warnings:
-        click.echo(f"kaas: warning: {warning}", err=True)
+        say(f"kaas: warning: {warning}", err=True)
     state = "written" if result.written else "unchanged"
-    click.echo(f"indexed {result.articles} articles in {result.topics} topics: wiki/master-index.md {state}")
+    say(f"indexed {result.articles} articles in {result.topics} topics: wiki/master-index.md {state}")
 
 
 @cli.command()
@@ -177,11 +183,11 @@ def ask(ctx: click.Context, question: str, as_json: bool, rewrite: bool, suggest
         if as_json:
             return
         if event.name == "token":
-            click.echo(event.data["text"], nl=False)
+            say(event.data["text"], nl=False)
         elif event.name == "notice":
-            click.echo(f"kaas: note: {event.data['message']}", err=True)
+            say(f"kaas: note: {event.data['message']}", err=True)
         elif event.name == "rewrite":
-            click.echo(f"kaas: rewritten query: {event.data['query']}", err=True)
+            say(f"kaas: rewritten query: {event.data['query']}", err=True)
 
     reader = _reader(settings, user_name)
     save_error: StorageError | None = None
@@ -189,13 +195,17 @@ def ask(ctx: click.Context, question: str, as_json: bool, rewrite: bool, suggest
                          paths=list(paths) or None, reader=reader)
     server = None if (paths or debug or user_name) else _running_server(settings)
     result = None
+    declined: str | None = None  # why the running server did not answer, when the person should know
     if server is not None:
         from kb_ai.remote_ask import ServerUnavailable
 
         try:
-            result = asyncio.run(ask_question(_ServerEvents(server["url"], settings), request, on_event=show))
+            result = asyncio.run(ask_question(_ServerEvents(server, settings), request, on_event=show))
         except ServerUnavailable as exc:
             log.info("kaas serve at %s did not answer (%s); answering here", server["url"], exc)
+            if exc.notice:
+                declined = f"Answered here, not by kaas serve: {exc}."
+                show(AskEvent("notice", {"message": declined}))
     if result is None:
         from kb_ai.navigate.ask import build_service
 
@@ -204,6 +214,8 @@ def ask(ctx: click.Context, question: str, as_json: bool, rewrite: bool, suggest
         except KaasError as exc:
             _fail(exc)
         result = asyncio.run(ask_question(service, request, on_event=show))
+        if declined:
+            result.notices.insert(0, declined)
     if save and not result.error:
         from kb_ai.navigate.save import save_answer
 
@@ -216,33 +228,33 @@ def ask(ctx: click.Context, question: str, as_json: bool, rewrite: bool, suggest
             save_error = exc
         except KaasError as exc:
             result.notices.append(exc.message)
-            click.echo(f"kaas: note: {exc.message}", err=True)
+            say(f"kaas: note: {exc.message}", err=True)
         else:
-            click.echo(f"kaas: saved the answer as wiki/{result.saved_path}", err=True)
+            say(f"kaas: saved the answer as wiki/{result.saved_path}", err=True)
     if as_json:  # on error too: scripts get the object with its "error" key, and the exit code
-        click.echo(json.dumps(result.to_json(), ensure_ascii=False, indent=2))
+        say_json(json.dumps(result.to_json(), ensure_ascii=False, indent=2))
     if result.error:
-        click.echo(f"kaas: error: {result.error['message']}", err=True)
+        say(f"kaas: error: {result.error['message']}", err=True)
         sys.exit(exit_code_for(result.error["code"]))
     if save_error is not None and as_json:
         _fail(save_error)
     if as_json:
         return
     if not result.answer.endswith("\n"):
-        click.echo()
+        say()
     if result.citations:
-        click.echo("\nSources:")
+        say("\nSources:")
         for citation in result.citations:
-            click.echo(f"  - {citation['title']} (wiki/{citation['path']})")
+            say(f"  - {citation['title']} (wiki/{citation['path']})")
     if result.suggestions:
-        click.echo("\nYou could ask next:")
+        say("\nYou could ask next:")
         for suggestion in result.suggestions:
-            click.echo(f"  - {suggestion}")
+            say(f"  - {suggestion}")
     usage = result.usage
     if usage.get("mode") == "llm":
         cached = f", {usage['cache_hits']} more answered from the cache" if usage.get("cache_hits") else ""
         failed = f" ({usage['failed_calls']} failed)" if usage.get("failed_calls") else ""
-        click.echo(
+        say(
             f"kaas: {usage['llm_calls']} LLM calls{failed}{cached}; "
             f"{usage['prompt_tokens']} prompt + {usage['completion_tokens']} completion tokens, ${usage['cost_usd']:.4f}",
             err=True,
@@ -252,7 +264,7 @@ def ask(ctx: click.Context, question: str, as_json: bool, rewrite: bool, suggest
 
 
 def _running_server(settings: Settings) -> dict | None:
-    """The running `kaas serve` of this KB with this model, if any."""
+    """The running `kaas serve` of this KB with this model, if any (``remote_ask.running_server``)."""
     from kb_ai.remote_ask import running_server
 
     # KnowledgeBase(...).state_dir, spelled out: importing the store here would cost this fast path.
@@ -263,32 +275,41 @@ class _ServerEvents:
     """A running `kaas serve` as the source of a question's events (``records.ask`` folds them):
     the same events as in-process, read from its SSE stream. A server that takes no question
     raises ``remote_ask.ServerUnavailable`` (the question is then answered here); one that breaks
-    off or closes the answer before its end ends it with an ``error`` event."""
+    off or closes the answer before its end ends it with an ``error`` event, keeping what came."""
 
-    def __init__(self, url: str, settings: Settings):
-        self.url = url
+    def __init__(self, server: dict, settings: Settings):
+        self.server = server
         self.token = settings.api_token
+        self.deadline = _remote_deadline(settings)
         self.mode = "offline" if settings.offline else "llm"
 
     async def events(self, request):
         from kb_ai.navigate.records import AskEvent
         from kb_ai.remote_ask import ask_events_remote
 
+        url = self.server["url"]
         body = {"question": request.question, "rewrite": request.rewrite, "suggest": request.suggest,
                 **({"max_pages": request.max_pages} if request.max_pages else {})}
         ended = False
         try:
-            for name, data in ask_events_remote(self.url, body, self.token):
-                yield AskEvent(name, data)
+            for name, data in ask_events_remote(self.server, body, self.token, deadline=self.deadline):
+                yield AskEvent(name, data if isinstance(data, dict) else {})
                 ended = ended or name in ("done", "error")
         except (OSError, ValueError) as exc:
             yield AskEvent("error", {"code": "llm_unreachable",
-                                     "message": f"kaas serve at {self.url} broke off the answer ({exc})"})
+                                     "message": f"kaas serve at {url} broke off the answer ({exc})"})
             return
         if not ended:
             yield AskEvent("error", {"code": "llm_unreachable",
-                                     "message": f"kaas serve at {self.url} closed the answer before it ended"})
-        log.info("answered by kaas serve at %s", self.url)
+                                     "message": f"kaas serve at {url} closed the answer before it ended"})
+        log.info("answered by kaas serve at %s", url)
+
+
+def _remote_deadline(settings: Settings) -> float:
+    """How long an answer from `kaas serve` may take in all: its model calls (rewrite, topics,
+    selection, answer, suggestions), each bounded by the call deadline, and a minute more."""
+    per_call = settings.call_deadline or 3 * settings.timeout
+    return 5 * per_call + 60
 
 
 @cli.command(name="compile")
@@ -322,7 +343,10 @@ def compile_command(ctx: click.Context, full: bool, dry_run: bool, as_json: bool
         report = run_compile(settings, full=full, dry_run=dry_run)
     except KaasError as exc:
         _fail(exc)
-    click.echo(json.dumps(report.to_dict(), ensure_ascii=False, indent=2) if as_json else report.render_text())
+    if as_json:
+        say_json(json.dumps(report.to_dict(), ensure_ascii=False, indent=2))
+    else:
+        say(report.render_text())
     sys.exit(report.exit_code)
 
 
@@ -338,6 +362,15 @@ def mcp(ctx: click.Context, user_name: str | None) -> None:
 
     settings = _settings(ctx)
     reader = _reader(settings, user_name)
+    if user_name:
+        import functools
+
+        from kb_ai.users import UserDirectory
+
+        # Resolved on every tool call, as kaas.toml says then: a revoked user (or a users table
+        # that is gone or broken) is refused at once, not at the next restart.
+        reader = functools.partial(UserDirectory(settings.kb).reader_named, user_name)
+        reader()  # an unknown user is a one-line error now, and the table has been seen
     try:
         KnowledgeBase(settings.kb).require_wiki()  # a wrong --kb is a one-line error, not a silent server
     except KaasError as exc:
@@ -362,7 +395,10 @@ def lint(ctx: click.Context, as_json: bool, fix: bool, contradictions: bool, max
         report = run_lint(settings, fix=fix, contradictions=contradictions, max_pairs=max_pairs)
     except KaasError as exc:
         _fail(exc)
-    click.echo(report.to_json_text() if as_json else report.render_text())
+    if as_json:
+        say_json(report.to_json_text())
+    else:
+        say(report.render_text())
     sys.exit(report.exit_code)
 
 
@@ -384,7 +420,7 @@ def eval_command(ctx: click.Context, questions_file: Path, json_out: Path | None
 
     def progress(done: int, total: int) -> None:
         if done % 50 == 0 and done < total:
-            click.echo(f"kaas: eval: {done}/{total} questions", err=True)
+            say(f"kaas: eval: {done}/{total} questions", err=True)
 
     try:
         report = run_eval_file(settings, questions_file, limit=limit, progress=progress)
@@ -393,8 +429,8 @@ def eval_command(ctx: click.Context, questions_file: Path, json_out: Path | None
     except KaasError as exc:
         _fail(exc)
     for warning in report.warnings:
-        click.echo(f"kaas: warning: {warning}", err=True)
-    click.echo(report.render_table())
+        say(f"kaas: warning: {warning}", err=True)
+    say(report.render_table())
 
 
 from kb_ai.cli_serve import serve  # noqa: E402 (cheap: click only; the server loads on use)

@@ -9,6 +9,14 @@ Links are rewritten before sanitizing: ``other.md`` / ``../topic/other.md`` / ``
 (relative to the article, then to ``wiki/``) become ``/wiki/<path>`` when that page exists, and
 are marked ``broken-link`` when it does not; links to files that are not pages (``raw/`` sources)
 lose their target, since the server does not serve them.
+
+Then every ``href`` of the page — a Markdown link, and also a raw ``<a>`` the article writes in
+HTML, which Python-Markdown passes by the rewriter — is checked once more by the sanitizer
+(``_link_target``): an href is an in-page anchor, a ``/wiki/`` page, or an absolute
+``http(s):``/``mailto:`` URL, spelled as a browser reads it (``\\`` is ``/``, so ``/\\host``
+and ``//host`` are other hosts: written ``https://host``); anything else has its target removed.
+So a link can only leave the wiki with its host in plain sight, and the UI marks every such link
+(``a[href^="http"]`` in ``web/app.css``); every link carries ``rel="noopener noreferrer"``.
 """
 
 from __future__ import annotations
@@ -130,9 +138,9 @@ class _LinkRewriter(Treeprocessor):
             return
         parts = urlsplit(href)
         if parts.scheme or parts.netloc:
-            if parts.scheme.lower() in URL_SCHEMES:
+            if parts.scheme.lower() in URL_SCHEMES or not parts.scheme:  # //host: another host too
                 element.set("class", "external")
-            return  # other schemes are removed by the sanitizer
+            return  # other schemes are removed by the sanitizer, and every target is checked there
         if href.startswith("/"):
             if href.startswith(WIKI_PREFIX):
                 href = href[len(WIKI_PREFIX):]
@@ -178,9 +186,53 @@ class _LinkExtension(Extension):
         md.treeprocessors.register(_LinkRewriter(md, self.from_path, self.exists, self.result), "kaas_links", 15)
 
 
-def _attribute_filter(tag: str, attr: str, value: str) -> str | None:
-    if attr == "href" and value.startswith("#"):
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*):")
+_URL_IGNORED = re.compile(r"[\t\n\r]")  # browsers drop these from a URL before reading it
+_URL_TRIMMED = "".join(chr(code) for code in range(0x21))  # ... and C0 controls and spaces around it
+
+
+def _link_target(value: str, from_path: str, exists: PageExists) -> str | None:
+    """Where an ``<a href>`` of a rendered article may point, spelled so that a person can see
+    it: ``#h-…`` in the page, ``/wiki/<page>``, or an absolute http(s)/mailto URL; None (no
+    target) for anything else. Read as a browser reads it (backslashes are slashes), so no
+    spelling (``//host``, ``/\\host``, ``\\\\host``, ``/static/../x``) reaches another host or
+    route unseen."""
+    value = _URL_IGNORED.sub("", value.strip(_URL_TRIMMED))
+    if value.startswith("#"):
         return "#" + ID_PREFIX + value[1:]  # nh3 prefixes ids (id_prefix); in-page anchors follow
+    scheme = _SCHEME.match(value)
+    if scheme:
+        name = scheme.group(1).lower()
+        value = name + value[len(name):]  # a lower-case scheme: what the UI's marker matches
+        if name == "mailto":
+            return value
+        if name not in ("http", "https"):
+            return None
+        value = value.replace("\\", "/")
+        return value if urlsplit(value).netloc else None
+    value = value.replace("\\", "/")
+    if value.startswith("//"):  # protocol-relative: another host
+        return "https:" + value if urlsplit("https:" + value).netloc else None
+    target, _, fragment = value.partition("#")
+    if target.startswith(WIKI_PREFIX):
+        try:
+            path = normalize_wiki_path(target)
+        except UnsafePathError:
+            return None
+    elif target.startswith("/") or not target.split("?", 1)[0].endswith(".md"):
+        return None  # another route of this server, or a file it does not serve
+    else:
+        path = resolve_article_link(target.split("?", 1)[0], from_path, exists)
+        if path is None:
+            return None
+        fragment = ID_PREFIX + fragment if fragment else ""  # a raw <a>: ids are prefixed
+    return WIKI_PREFIX + quote(path, safe="/") + (f"#{fragment}" if fragment else "")
+
+
+def _attribute_filter(tag: str, attr: str, value: str, from_path: str = "",
+                      exists: PageExists | None = None) -> str | None:
+    if attr == "href":
+        return _link_target(value, from_path, exists or (lambda _path: True))
     if tag == "img" and attr == "src" and not value.lower().startswith(("https:", "http:", "data:image/")):
         return None  # the server does not serve files next to articles: no request for them
     if attr == "id":
@@ -195,14 +247,15 @@ def _attribute_filter(tag: str, attr: str, value: str) -> str | None:
     return value
 
 
-def sanitize_html(fragment: str) -> str:
-    """The allow-list sanitizer every rendered page goes through."""
+def sanitize_html(fragment: str, *, from_path: str = "", exists: PageExists | None = None) -> str:
+    """The allow-list sanitizer every rendered page goes through. ``from_path`` and ``exists``:
+    as for ``render_markdown`` (a raw ``<a href="other.md">`` resolves like a Markdown link)."""
     return nh3.clean(
         fragment,
         tags=ALLOWED_TAGS,
         clean_content_tags=DROP_WITH_CONTENT,
         attributes=ALLOWED_ATTRIBUTES,
-        attribute_filter=_attribute_filter,
+        attribute_filter=lambda tag, attr, value: _attribute_filter(tag, attr, value, from_path, exists),
         url_schemes=URL_SCHEMES,
         link_rel="noopener noreferrer",
         strip_comments=True,
@@ -244,7 +297,7 @@ def render_markdown(body: str, *, from_path: str = "", exists: PageExists | None
         converted = md.convert(body)
     except RecursionError:  # Python-Markdown recurses per nesting level (emphasis runs, lists)
         return _as_plain_text(body, RenderedArticle(html=""), "it nests too deeply to render as Markdown")
-    result.html = sanitize_html(converted)
+    result.html = sanitize_html(converted, from_path=from_path, exists=exists)
     result.toc = _flatten_toc(getattr(md, "toc_tokens", []), [])
     return result
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import shutil
+import threading
 from pathlib import Path
 from typing import AsyncIterator, Protocol
 
@@ -56,7 +57,10 @@ class LexicalIndexCache:
     back nor their order or scores can depend on hidden text. A topic's pages (a subset of a
     root) are a mask of the root's index. Each index is kept on the catalog version it was built
     for (``Catalog.derived``: a new master-index.md is a new catalog object, so a new index) and
-    saved on disk: the full one in ``cache_dir``, a view's in ``<cache_dir>-views/<view key>/``."""
+    saved on disk: the full one in ``cache_dir``, a view's in ``<cache_dir>-views/<view key>/``.
+
+    Called from worker threads (never on a server's event loop): each index is loaded or built
+    once (``Derived`` builds a key once), and loaded, built and saved by one thread at a time."""
 
     VIEWS_ON_DISK = 32
 
@@ -64,15 +68,20 @@ class LexicalIndexCache:
         self.wiki_dir = wiki_dir
         self.cache_dir = cache_dir
         self._key = ("lexical", self)  # this cache's indexes (its folders), on each catalog
+        self._disk = threading.Lock()  # one thread at a time loads, builds and saves an index
 
     def get(self, catalog: Catalog) -> LexicalIndex:
         """The index of ``catalog``: its own for a root (full catalog or one reader's view); for a
-        subset (a topic's pages), its root's index restricted to the subset's pages."""
+        subset (a topic's pages), its root's index restricted to the subset's pages. Blocking
+        (it may read every page): call it in a worker thread from async code."""
         root = catalog.root
         if catalog is root:
-            return root.derived.get(self._key, lambda: LexicalIndex.load_or_build(
-                self.wiki_dir, root, self._folder_for(root)))
+            return root.derived.get(self._key, lambda: self._load_or_build(root))
         return catalog.derived.get(self._key, lambda: self.get(root).restricted_to(catalog.by_path))
+
+    def _load_or_build(self, root: Catalog) -> LexicalIndex:
+        with self._disk:
+            return LexicalIndex.load_or_build(self.wiki_dir, root, self._folder_for(root))
 
     def _folder_for(self, root: Catalog) -> Path | None:
         if self.cache_dir is None or not root.key:

@@ -13,7 +13,7 @@ import re
 import secrets
 
 from kb_ai.compile.lock import CompileLock
-from kb_ai.errors import KaasError, StorageError
+from kb_ai.errors import KaasError, NotSavedError, StorageError
 from kb_ai.navigate.records import AskResult
 from kb_ai.store.access import OWNER, Reader, derived_access
 from kb_ai.store.articles import SUMMARY_LIMIT, write_article
@@ -46,9 +46,9 @@ def save_answer(kb: KnowledgeBase, question: str, result: AskResult, today: dt.d
     A reader who is not an admin gets a name with a random suffix: whether another answer
     already took the plain name (perhaps one they may not see) is not theirs to learn."""
     if result.error:
-        raise KaasError(f"not saved: the answer failed ({result.error['message']})")
+        raise NotSavedError(f"not saved: the answer failed ({result.error['message']})")
     if not result.citations:
-        raise KaasError("not saved: the answer cites no page of the wiki, so it cannot lead anywhere")
+        raise NotSavedError("not saved: the answer cites no page of the wiki, so it cannot lead anywhere")
     question = " ".join(question.split())
     today = today or dt.date.today()
     slug = slugify(question)[:60].rstrip("-") or "answer"

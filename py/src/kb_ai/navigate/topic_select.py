@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
+import anyio
+
 from kb_ai.llm.gateway import LLMGateway
 from kb_ai.llm.prompts import PromptLibrary
 from kb_ai.llm.tokens import estimate_tokens
@@ -103,7 +105,8 @@ async def select_pages_by_topic(
 ) -> Selection | None:
     """Two calls: topics, then pages. Returns None when the model named no real topic (the
     caller falls back to the flat shortlist). Raises the gateway's LLMError on failure."""
-    lines, cut = topic_lines_within(topics, question, lexical_for(catalog), catalog, budget_tokens)
+    lines, cut = await anyio.to_thread.run_sync(
+        lambda: topic_lines_within(topics, question, lexical_for(catalog), catalog, budget_tokens))
     messages = prompts.render("select_topics", question=question, topic_lines=lines, total_pages=len(catalog),
                               max_topics=MAX_TOPICS, cut=cut)
     reply = await gateway.complete_json(messages, schema=TOPIC_SCHEMA, schema_name="topic_selection",
@@ -127,7 +130,7 @@ async def select_pages_by_topic(
     within = _pages_of(catalog, chosen)
     selection = await select_pages_llm(
         question, within, gateway=gateway, prompts=prompts, max_pages=max_pages,
-        budget_tokens=budget_tokens, lexical=lexical_for(within), meter=meter,
+        budget_tokens=budget_tokens, lexical=await anyio.to_thread.run_sync(lexical_for, within), meter=meter,
     )
     head = [f"Navigated by topic: {', '.join(t.name for t in chosen)} ({len(within)} of {len(catalog)} pages)."]
     if cut:

@@ -8,9 +8,10 @@ old one is found again, and all of it goes with the old object. One rule bounds 
 version keeps: at most ``Derived.KEPT`` artefacts, the least recently used going first (kinds of
 readers and chosen topic sets come and go; the catalog's own index is used by every question).
 
-Keys are tuples whose first element names the kind of artefact (``("lexical", cache_dir)``,
-``("topic-index", state_dir)``, ...). Two threads that miss at once may both build; the first
-stored wins and both get it (builds are pure functions of the catalog).
+Keys are tuples whose first element names the kind of artefact (``("lexical", cache)``,
+``("topic-index", cache)``, ...). Builds run in worker threads: each key is built once (a
+thread that misses while another builds the same key waits for it); different keys build at
+the same time.
 """
 
 from __future__ import annotations
@@ -33,21 +34,32 @@ class Derived:
     def __init__(self) -> None:
         self._items: OrderedDict[Hashable, object] = OrderedDict()
         self._lock = threading.Lock()
+        self._building: dict[Hashable, threading.Lock] = {}
 
     def get(self, key: Hashable, build: Callable[[], T]) -> T:
-        """The artefact under ``key``, built by ``build()`` (outside the lock) when missing."""
+        """The artefact under ``key``, built by ``build()`` when missing (once, however many
+        threads ask at the same time; outside the map's lock, so other keys are not held up)."""
         with self._lock:
             if key in self._items:
                 self._items.move_to_end(key)
                 return self._items[key]  # type: ignore[return-value]
-        value = build()
-        with self._lock:
-            if key in self._items:  # another thread built it meanwhile: one object for everyone
-                self._items.move_to_end(key)
-                return self._items[key]  # type: ignore[return-value]
-            self._items[key] = value
-            while len(self._items) > self.KEPT:
-                self._items.popitem(last=False)
+            building = self._building.setdefault(key, threading.Lock())
+        with building:
+            with self._lock:
+                if key in self._items:  # built by the thread this one waited for
+                    self._items.move_to_end(key)
+                    return self._items[key]  # type: ignore[return-value]
+            try:
+                value = build()
+            except BaseException:
+                with self._lock:
+                    self._building.pop(key, None)
+                raise
+            with self._lock:  # stored and no longer building in one step: no thread builds it again
+                self._items[key] = value
+                self._building.pop(key, None)
+                while len(self._items) > self.KEPT:
+                    self._items.popitem(last=False)
         return value
 
     def __len__(self) -> int:
