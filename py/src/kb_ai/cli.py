@@ -430,7 +430,10 @@ def eval_command(ctx: click.Context, questions_file: Path, json_out: Path | None
         _fail(exc)
     for warning in report.warnings:
         say(f"kaas: warning: {warning}", err=True)
+    for line in report.error_lines():
+        say(f"kaas: eval: {line}", err=True)
     say(report.render_table())
+    sys.exit(report.exit_code)
 
 
 from kb_ai.cli_serve import serve  # noqa: E402 (cheap: click only; the server loads on use)

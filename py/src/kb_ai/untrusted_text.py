@@ -9,6 +9,7 @@ JSON-RPC parse error, a one-line CLI error) with the reason these functions give
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -41,6 +42,15 @@ def json_problem(value: Any, max_depth: int) -> str | None:
     return None
 
 
+def as_text(text: str) -> str:
+    """``text`` with every lone surrogate replaced by U+FFFD (and a surrogate pair held as two
+    code points joined into its character): what can be written, sent and printed. For text
+    kaas must keep rather than refuse (a model's reply, an event about to be sent)."""
+    if _LONE_SURROGATE.search(text) is None:
+        return text
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+
+
 # -- text for a terminal ------------------------------------------------------------------------
 # Wiki text, source text (through ingest), model replies and file names can hold terminal
 # control sequences: OSC 52 writes the clipboard (xterm, kitty, iTerm2), OSC 0 sets the window
@@ -70,3 +80,20 @@ def terminal_safe_json(text: str) -> str:
     which JSON leaves raw, written as ``\\u`` escapes: the same JSON value, inert on a terminal.
     (These characters can only occur inside JSON strings, where the escape means the same.)"""
     return _JSON_UNESCAPED_CONTROL.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+def parse_json(text: str, max_depth: int) -> Any:
+    """The JSON value of ``text`` from outside, or ``ValueError`` with a one-line reason: not
+    JSON, nested so deep that the parser itself runs out of stack (``RecursionError``, which
+    callers catching ``ValueError`` used to miss), nested more than ``max_depth`` levels, or
+    holding a lone surrogate (``json_problem``)."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"not valid JSON ({exc.msg})") from None
+    except RecursionError:
+        raise ValueError(f"not valid JSON (nested more than {max_depth} levels deep)") from None
+    problem = json_problem(value, max_depth)
+    if problem:
+        raise ValueError(f"not valid JSON ({problem})")
+    return value

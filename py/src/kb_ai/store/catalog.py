@@ -36,7 +36,7 @@ INDEX_NOTE = (
 )
 SEPARATOR = " — "
 _LINE = re.compile(r"^\s*[-*]\s+\[(?P<title>(?:\\.|[^\]\\])+)\]\((?P<path>[^)\s]+)\)(?:\s*(?:—|–|-{1,2}|:)\s*(?P<summary>.*))?$")
-_TOPIC = re.compile(r"^##\s+(?P<topic>.+?)\s*$")
+_TOPIC = re.compile(r"##\s++(?P<topic>.+)")  # stripped by the caller: no "\s*$" to retry from every space
 # Who may read a page, in an HTML comment at the end of its line (invisible when rendered):
 # ``<!-- access: hr, eng; depends: a/b.md c/d.md -->``. Only the line's LAST comment can be the
 # rule, and only kaas writes comments: the title and summary before it are text from articles
