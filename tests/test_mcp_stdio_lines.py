@@ -9,6 +9,7 @@ import os
 import select
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,7 @@ class Session:
     """A raw JSON-RPC conversation with `kaas mcp`: byte lines in, JSON lines out."""
 
     def __init__(self, kb_root: Path):
+        self._pending = b""
         env = {"PATH": "/usr/bin:/bin", **({"PYTHONPATH": os.environ["PYTHONPATH"]} if os.environ.get("PYTHONPATH") else {})}
         self.process = subprocess.Popen([KAAS, "--kb", str(kb_root), "mcp"], stdin=subprocess.PIPE,
                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
@@ -33,9 +35,20 @@ class Session:
         self.process.stdin.write((line if isinstance(line, bytes) else line.encode("utf-8")) + b"\n")
         self.process.stdin.flush()
 
-    def receive(self, timeout: float = 90) -> dict | None:  # generous: CI machines are shared; a hang still fails
-        ready, _, _ = select.select([self.process.stdout], [], [], timeout)
-        return json.loads(self.process.stdout.readline()) if ready else None
+    def receive(self, timeout: float = 60) -> dict | None:
+        """The next JSON line, or None after ``timeout`` seconds without one. Reads the pipe's file
+        descriptor itself: two answers written at once (a batch) arrive in one read, and a
+        buffered ``readline`` would keep the second where ``select`` cannot see it."""
+        deadline = time.monotonic() + timeout
+        fd = self.process.stdout.fileno()
+        while b"\n" not in self._pending:
+            ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+            chunk = os.read(fd, 65536) if ready else b""
+            if not chunk:
+                return None
+            self._pending += chunk
+        line, self._pending = self._pending.split(b"\n", 1)
+        return json.loads(line)
 
     def close(self) -> str:
         self.process.stdin.close()
