@@ -38,6 +38,21 @@ class Request:
     temperature: float | None = 0.0
     response_format: dict[str, Any] | None = None
 
+    def fields(self, *, stream: bool, usage_in_stream: bool) -> dict[str, Any]:
+        """The OpenAI chat-completions fields of this request (a stream asks for its usage in
+        a last chunk when ``usage_in_stream``)."""
+        fields: dict[str, Any] = {"messages": self.messages}
+        if self.temperature is not None:
+            fields["temperature"] = self.temperature
+        fields["max_tokens"] = self.max_tokens
+        if self.response_format is not None:
+            fields["response_format"] = self.response_format
+        if stream:
+            fields["stream"] = True
+            if usage_in_stream:
+                fields["stream_options"] = {"include_usage": True}
+        return fields
+
 
 class ReplyStream(Protocol):
     """The chunks of a streamed reply; ``aclose()`` releases the connection."""

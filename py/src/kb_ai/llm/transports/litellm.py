@@ -165,7 +165,6 @@ class LiteLLMTransport:
     def _kwargs(self, request: Request, *, stream: bool) -> dict[str, Any]:
         kwargs: dict[str, Any] = {
             "model": self.model,
-            "messages": request.messages,
             "timeout": self.timeout,
             "num_retries": 0,  # the gateway retries, with its own error mapping and backoff
             "max_retries": 0,  # the openai client's own retries, likewise
@@ -176,15 +175,7 @@ class LiteLLMTransport:
         api_key = self.api_key or (PLACEHOLDER_API_KEY if self.api_base else None)
         if api_key:
             kwargs["api_key"] = api_key
-        if request.temperature is not None:
-            kwargs["temperature"] = request.temperature
-        kwargs["max_tokens"] = request.max_tokens
-        if request.response_format is not None:
-            kwargs["response_format"] = request.response_format
-        if stream:
-            kwargs["stream"] = True
-            if self.supports("stream_options"):
-                kwargs["stream_options"] = {"include_usage": True}
+        kwargs.update(request.fields(stream=stream, usage_in_stream=stream and self.supports("stream_options")))
         return kwargs
 
     async def complete(self, request: Request) -> Reply:

@@ -74,15 +74,7 @@ class OpenAIHTTPTransport:
         return param in OPENAI_PARAMS
 
     def _body(self, request: Request, *, stream: bool) -> dict[str, Any]:
-        body: dict[str, Any] = {"messages": request.messages}
-        if request.temperature is not None:
-            body["temperature"] = request.temperature
-        body["max_tokens"] = request.max_tokens
-        if request.response_format is not None:
-            body["response_format"] = request.response_format
-        if stream:
-            body["stream"] = True
-            body["stream_options"] = {"include_usage": True}
+        body = request.fields(stream=stream, usage_in_stream=True)
         body["model"] = self.model.removeprefix(OPENAI_PREFIX)
         return body
 
