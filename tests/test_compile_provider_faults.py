@@ -17,8 +17,9 @@ import pytest
 
 from kb_ai.compile.pipeline import run_compile
 from kb_ai.config import Settings
-from kb_ai.llm import gateway as gateway_module
+from kb_ai.llm.gateway import build_gateway
 from kb_ai.store.articles import iter_article_paths, load_article
+from kb_ai.store.kb import KnowledgeBase
 
 from compile_checks import assert_consistent, manifest
 from fixtures.compile.fake_model import PLAN_MARKER, WRITE_MARKER, compile_responder
@@ -70,22 +71,19 @@ def is_beta(stage: str):
     return lambda body: marker in all_text(body) and 'path="raw/eng/beta.md"' in all_text(body)
 
 
+SLEEPS: list[float] = []
+
+
+async def record_sleep(seconds: float) -> None:
+    SLEEPS.append(seconds)
+
+
 @pytest.fixture(autouse=True)
-def no_real_sleeps(monkeypatch):
-    """Retry delays are recorded, not waited (Retry-After must still be honoured)."""
-    sleeps: list[float] = []
-    real_init = gateway_module.LLMGateway.__init__
-
-    def init(self, *args, **kwargs):
-        real_init(self, *args, **kwargs)
-
-        async def record(seconds: float) -> None:
-            sleeps.append(seconds)
-
-        self._sleep = record
-
-    monkeypatch.setattr(gateway_module.LLMGateway, "__init__", init)
-    return sleeps
+def no_real_sleeps():
+    """Retry delays are recorded, not waited (Retry-After must still be honoured): every compile
+    here runs with a gateway built with ``record_sleep``."""
+    SLEEPS.clear()
+    return SLEEPS
 
 
 def healthy_model(body):
@@ -100,10 +98,11 @@ def healthy_model(body):
 def compile_with(root, fake_setup, *, retries: int = 0):
     settings = Settings(kb=root, model=MODEL, api_base=API_BASE, api_key="sk-test", max_retries=retries,
                         timeout=2.0, cache=False)
+    gateway = build_gateway(settings, KnowledgeBase(root), model=MODEL, sleep=record_sleep)
     with FakeOpenAI() as fake:
         fake_setup(fake)
         fake.add(healthy_model, repeat=True)
-        report = run_compile(settings, progress=False)
+        report = run_compile(settings, progress=False, gateway=gateway)
     assert not fake.unmatched
     return report, fake
 

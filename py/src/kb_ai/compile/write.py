@@ -702,7 +702,7 @@ class ArticleWriter:
                 self.state.set_rejection(job.path, str(exc))
             return ArticleOutcome(job.path, "held", str(exc))
         except LLMError as exc:
-            if exc.code in ("unknown_model", "missing_api_key", "llm_auth", "llm_unreachable"):
+            if exc.stops_compile:
                 raise
             return ArticleOutcome(job.path, "failed", exc.message)
         except KaasError as exc:
