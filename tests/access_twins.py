@@ -12,7 +12,7 @@ from pathlib import Path
 
 from kb_ai.store.kb import KnowledgeBase
 
-from conftest import SAMPLE_PAGES, write_page
+from helpers import build_kb, write_page
 
 ALICE, BOB, OPS = "alice-token-0123456789", "bob-token-0123456789ab", "ops-token-0123456789ab"
 USERS_TOML = f"""
@@ -72,12 +72,9 @@ def spellings(path: str) -> list[str]:
     ]
 
 
-def _public_pages(wiki: Path) -> None:
-    for path, title, summary, body in SAMPLE_PAGES:
-        write_page(wiki, path, title, summary, body, topic=path.split("/")[0])
-    write_page(wiki, "ops/links.md", "Links", "Where things are.",
-               "# Links\n\nSee [the bands](../hr/salaries.md), [the minutes](/wiki/board/minutes.md) "
-               "and [nothing](../hr/nowhere.md).", topic="ops")
+LINKS_PAGE = ("ops/links.md", "Links", "Where things are.",
+              "# Links\n\nSee [the bands](../hr/salaries.md), [the minutes](/wiki/board/minutes.md) "
+              "and [nothing](../hr/nowhere.md).", {"topic": "ops"})
 
 
 def _hidden_pages(root: Path) -> None:
@@ -110,13 +107,9 @@ def make_twins(base: Path) -> tuple[KnowledgeBase, KnowledgeBase]:
     kbs = []
     for name, hidden in (("with-hidden", True), ("public-only", False)):
         root = base / name
-        _public_pages(root / "wiki")
         if hidden:
             _hidden_pages(root)
-        (root / "kaas.toml").write_text(USERS_TOML)
-        kb = KnowledgeBase(root)
-        kb.reindex()
-        kbs.append(kb)
+        kbs.append(build_kb(root, LINKS_PAGE, toml=USERS_TOML))
     return kbs[0], kbs[1]
 
 

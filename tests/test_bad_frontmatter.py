@@ -24,8 +24,8 @@ from kb_ai.server.watch import WikiWatcher
 from kb_ai.server_mcp import build_mcp_server
 from kb_ai.store.articles import parse_article
 
-from conftest import write_page
 from fixtures.compile.fake_model import compile_responder
+from helpers import write_page
 from llm_fakes import API_BASE, MODEL, FakeOpenAI
 
 BAD = "ops/bad.md"

@@ -16,13 +16,13 @@ import httpx
 import pytest
 
 from kb_ai.compile.pipeline import run_compile
-from kb_ai.config import Settings
 from kb_ai.llm import gateway as gateway_module
 from kb_ai.store.articles import iter_article_paths, load_article
 
 from compile_checks import assert_consistent, manifest
 from fixtures.compile.fake_model import PLAN_MARKER, WRITE_MARKER, compile_responder
-from llm_fakes import API_BASE, MODEL, FakeOpenAI, all_text, chat_json, error_response
+from helpers import llm_settings
+from llm_fakes import FakeOpenAI, all_text, chat_json, error_response
 
 GARBAGE = "GARBAGE-7f3a"  # in every faulty reply, so a corrupt article would be found
 
@@ -98,8 +98,7 @@ def healthy_model(body):
 
 
 def compile_with(root, fake_setup, *, retries: int = 0):
-    settings = Settings(kb=root, model=MODEL, api_base=API_BASE, api_key="sk-test", max_retries=retries,
-                        timeout=2.0, cache=False)
+    settings = llm_settings(root, max_retries=retries, timeout=2.0)
     with FakeOpenAI() as fake:
         fake_setup(fake)
         fake.add(healthy_model, repeat=True)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import REAL_LLM_BASE
+from helpers import REAL_LLM_BASE
 
 from kb_ai.compile.pipeline import run_compile
 from kb_ai.config import Settings

@@ -11,8 +11,8 @@ from click.testing import CliRunner
 import kb_ai.llm.gateway as gateway_module
 from kb_ai.cli import cli
 from kb_ai.compile.pipeline import run_compile
-from kb_ai.config import Settings
 
+from helpers import llm_settings
 from llm_fakes import API_BASE, JSON_MODE, MODEL, FakeOpenAI, all_text
 
 
@@ -56,8 +56,7 @@ def test_failed_calls_of_a_compile_are_counted_and_reported(tmp_path):
     (tmp_path / "raw" / "a.md").write_text("# Alpha\n\nAlpha is the first project of the team and ships in May.\n")
     with FakeOpenAI() as fake:
         fake.fail(503, "overloaded", repeat=True)
-        report = run_compile(Settings(kb=tmp_path, model=MODEL, api_base=API_BASE, api_key="k", max_retries=1,
-                                      cache=False), progress=False)
+        report = run_compile(llm_settings(tmp_path, max_retries=1), progress=False)
     plan_requests = [r for r in fake.requests if "decide where its knowledge belongs" in all_text(r)]
     assert plan_requests and report.failed
     assert report.usage["llm_calls"] == len(fake.requests) and report.usage["failed_calls"] == len(fake.requests)

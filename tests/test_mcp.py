@@ -9,10 +9,11 @@ from pathlib import Path
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
-from kb_ai.config import Settings, load_settings
+from kb_ai.config import load_settings
 from kb_ai.server_mcp import build_mcp_server
 
-from llm_fakes import API_BASE, MODEL, FakeOpenAI
+from helpers import llm_settings
+from llm_fakes import MODEL, FakeOpenAI
 
 KAAS = str(Path(sys.executable).with_name("kaas"))
 
@@ -48,7 +49,7 @@ async def test_ask_with_paths_reads_those_pages(sample_kb):
 
 
 async def test_ask_with_a_mocked_llm(sample_kb):
-    settings = Settings(kb=sample_kb.root, model=MODEL, api_base=API_BASE, api_key="k", max_retries=0, cache=False)
+    settings = llm_settings(sample_kb.root)
     with FakeOpenAI() as fake:
         fake.reply_json({"paths": ["ops/configuration.md"]}, when="navigator of a wiki")
         fake.reply_stream(["Set KAAS_MODEL ", "[Configuration](ops/configuration.md)."], when="You answer questions")

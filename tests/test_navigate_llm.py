@@ -7,25 +7,18 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from kb_ai.config import Settings
 from kb_ai.navigate.ask import ask, build_service
 from kb_ai.navigate.records import AskRequest, Turn
 from kb_ai.store.kb import KnowledgeBase
 
-from conftest import write_page
-from llm_fakes import API_BASE, MODEL, STREAMING, FakeOpenAI, all_text, chat_sse
+from helpers import llm_settings, write_page
+from llm_fakes import MODEL, STREAMING, FakeOpenAI, all_text, chat_sse
 from wikigen import generate_wiki
 
 SELECT = "You are the navigator of a wiki"
 ANSWER = "You answer questions using only the wiki pages"
 REWRITE = "You rewrite the last question"
 SUGGEST = "You suggest three follow-up questions"
-
-
-def llm_settings(kb: KnowledgeBase, **overrides) -> Settings:
-    values = dict(kb=kb.root, model=MODEL, api_base=API_BASE, api_key="test-key", max_retries=0, timeout=5.0, cache=False)
-    values.update(overrides)
-    return Settings(**values)
 
 
 def requests_with(fake: FakeOpenAI, marker: str) -> list[dict]:

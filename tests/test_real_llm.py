@@ -15,7 +15,7 @@ import json
 
 import pytest
 
-from conftest import REAL_LLM_BASE
+from helpers import REAL_LLM_BASE
 
 from kb_ai.config import Settings
 from kb_ai.navigate.ask import ask, build_service
