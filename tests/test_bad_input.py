@@ -219,6 +219,7 @@ class StdioSession:
         return self.process.stderr.read().decode()
 
 
+@pytest.mark.slow
 def test_stdio_mcp_answers_unreadable_messages_with_errors_and_keeps_serving(sample_kb):
     session = StdioSession(sample_kb.root)
     try:
@@ -245,6 +246,7 @@ def test_stdio_mcp_answers_unreadable_messages_with_errors_and_keeps_serving(sam
     assert "Traceback" not in stderr
 
 
+@pytest.mark.slow
 def test_stdio_mcp_refuses_an_endless_line_without_holding_it(sample_kb):
     session = StdioSession(sample_kb.root)
     try:

@@ -21,7 +21,7 @@ from kb_ai.config import Settings
 
 from compile_checks import assert_consistent
 
-pytestmark = [pytest.mark.real_llm, pytest.mark.usefixtures("real_llm_server")]
+pytestmark = [pytest.mark.real_llm, pytest.mark.slow, pytest.mark.usefixtures("real_llm_server")]
 BASE = REAL_LLM_BASE
 
 

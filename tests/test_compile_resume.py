@@ -18,7 +18,7 @@ from kb_ai.compile.lock import CompileLock
 from kb_ai.errors import LockedError
 from kb_ai.faults import ENV
 
-from compile_checks import assert_consistent, compile_offline, make_kb, manifest, wiki_snapshot
+from compile_checks import assert_consistent, compile_offline, make_source_kb, manifest, wiki_snapshot
 from fixtures.compile.fake_model import compile_responder
 from helpers import fault_spec
 from llm_fakes import FakeOpenAI
@@ -79,11 +79,12 @@ def tear_the_journal(kb: Path) -> None:
 def reference(tmp_path_factory):
     """The wiki a clean, uninterrupted offline compile produces."""
     root = tmp_path_factory.mktemp("reference")
-    make_kb(root)
+    make_source_kb(root)
     compile_offline(root)
     return wiki_snapshot(root)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("point,nth", [
     ("compile.write.before_file", 1),  # journaled, file not replaced yet
     ("compile.write.before_file", 6),
@@ -93,7 +94,7 @@ def reference(tmp_path_factory):
 ])
 def test_killed_compile_resumes_to_the_same_wiki(tmp_path, reference, point, nth):
     kb = tmp_path / "kb"
-    make_kb(kb)
+    make_source_kb(kb)
     child = run_child(tmp_path, kb, fault_spec(point, nth))
     assert child.returncode == -signal.SIGKILL, child.stderr
     if point == "compile.journal.before_line":
@@ -121,21 +122,23 @@ def assert_consistent_or_stale_index(kb: Path) -> None:
         load_article(kb / "wiki", path)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kill_after", [0.8, 1.5, 2.1])
 def test_kill_at_an_arbitrary_moment(tmp_path, reference, kill_after):
     """The child takes ~1 s to start and ingest, then 0.2 s per article write: these moments fall
     in start-up/ingest, early writes and late writes (on a loaded machine, earlier)."""
     kb = tmp_path / "kb"
-    make_kb(kb)
+    make_source_kb(kb)
     run_child(tmp_path, kb, fault_spec("compile.write.before_file", action="sleep=0.2"), kill_after=kill_after)
     compile_offline(kb)
     assert_consistent(kb)
     assert wiki_snapshot(kb) == reference
 
 
+@pytest.mark.slow
 def test_killed_llm_compile_does_not_repeat_finished_calls(tmp_path):
     clean, kb = tmp_path / "clean", tmp_path / "kb"
-    make_kb(clean)
+    make_source_kb(clean)
     shutil.copytree(clean / "raw", kb / "raw")
     with FakeOpenAI() as fake:
         fake.add(compile_responder, repeat=True)
@@ -158,7 +161,7 @@ def test_killed_llm_compile_does_not_repeat_finished_calls(tmp_path):
 
 
 def test_second_compile_is_refused_while_one_runs(tmp_path):
-    make_kb(tmp_path)
+    make_source_kb(tmp_path)
     held = CompileLock(tmp_path / ".kaas").acquire()
     try:
         with pytest.raises(LockedError, match=rf"another kaas compile is running .*pid {os.getpid()}"):
@@ -169,7 +172,7 @@ def test_second_compile_is_refused_while_one_runs(tmp_path):
 
 
 def test_lock_of_a_dead_process_is_taken_over(tmp_path):
-    make_kb(tmp_path)
+    make_source_kb(tmp_path)
     child = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     dead_pid = int(child.stdout)
     (tmp_path / ".kaas").mkdir()

@@ -128,6 +128,7 @@ async def test_an_ask_against_a_model_that_never_stops_finishes_with_notices(for
     assert result.usage["llm_calls"] == 2 and result.usage["failed_calls"] == 1
 
 
+@pytest.mark.slow
 def test_kaas_ask_json_is_bounded_by_the_call_deadline_setting(forever_server, tmp_path):
     generate_depot_wiki(tmp_path)
     env = {k: v for k, v in os.environ.items() if not k.startswith("KAAS_")}

@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
@@ -90,6 +91,7 @@ async def test_read_page_and_list_pages(sample_kb):
     assert "KAAS_MODEL variable selects" in page.structured_content["markdown"]
 
 
+@pytest.mark.slow
 async def test_stdio_subprocess_speaks_only_protocol(sample_kb):
     params = StdioServerParameters(command=KAAS, args=["--kb", str(sample_kb.root), "mcp"], env={"PATH": "/usr/bin:/bin"})
     async with Client(params) as client:
@@ -103,6 +105,7 @@ async def test_stdio_subprocess_speaks_only_protocol(sample_kb):
     # Any stray print on stdout would have broken the JSON-RPC stream above: reaching here proves it.
 
 
+@pytest.mark.slow
 def test_mcp_command_with_a_wrong_kb_is_a_one_line_error(tmp_path):
     import subprocess
 

@@ -138,6 +138,7 @@ def test_page_text_stays_readable():
     assert escape_data('say "hi"\n> there', "attribute") == "say &quot;hi&quot; &gt; there"
 
 
+@pytest.mark.slow
 @hypothesis_settings(max_examples=300, deadline=None)
 @given(st.text(alphabet=st.sampled_from(list('<>/"\n\r \tpage-=!?|a1&;')), max_size=60))
 def test_no_value_can_open_or_close_an_element(text):

@@ -13,6 +13,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 import httpx
+import pytest
 from kb_ai.config import Settings
 from kb_ai.server import create_app
 from server_fakes import FakeLLMServer, ServerThread
@@ -21,6 +22,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
 from bench_server_disconnects import get_json, run_round, settle, violations
 from server_probe import PROBE_PATH, probe_route
+
+pytestmark = pytest.mark.slow  # load: 40 streams over a paced model, twice
 
 STREAMS, ROUNDS, TOKENS = 40, 2, 40  # the fake model's answer is ~40 words, one every 0.1 s
 

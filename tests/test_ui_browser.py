@@ -26,6 +26,8 @@ from kb_ai.store.kb import KnowledgeBase
 
 from server_fakes import FakeLLMServer
 
+pytestmark = pytest.mark.slow  # drives a real browser
+
 CHROMIUM = os.environ.get("KAAS_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                  "--disable-sync", "--no-first-run", "--disable-dev-shm-usage"]
