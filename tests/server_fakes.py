@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import socket
 import threading
 import time
 from dataclasses import dataclass, field
@@ -28,11 +29,13 @@ from kb_ai.store.catalog import Catalog
 class ServerThread:
     """Serve an ASGI app with uvicorn on 127.0.0.1:<free port> in a daemon thread."""
 
-    def __init__(self, app: Any, *, host: str = "127.0.0.1"):
+    def __init__(self, app: Any, *, host: str = "127.0.0.1", sock: socket.socket | None = None):
         self.config = uvicorn.Config(app, host=host, port=0, log_level="warning", lifespan="on",
                                      timeout_graceful_shutdown=2)
         self.server = uvicorn.Server(self.config)
-        self.thread = threading.Thread(target=self.server.run, name="test-uvicorn", daemon=True)
+        # ``sock``: a socket bound beforehand (``bound_socket``), when the app must know its URL.
+        run = (lambda: self.server.run(sockets=[sock])) if sock is not None else self.server.run
+        self.thread = threading.Thread(target=run, name="test-uvicorn", daemon=True)
         self.port = 0
 
     @property
@@ -52,6 +55,15 @@ class ServerThread:
     def __exit__(self, *exc: Any) -> None:
         self.server.should_exit = True
         self.thread.join(timeout=10)
+
+
+def bound_socket() -> tuple[socket.socket, str]:
+    """A loopback socket bound to a free port, and its URL: for an app that must know its URL
+    before it starts (``create_app(..., announce_url=url)``), served by ``ServerThread(app, sock=...)``."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    return sock, f"http://127.0.0.1:{sock.getsockname()[1]}"
 
 
 # -- a fake OpenAI-compatible model server --------------------------------------------------------

@@ -73,7 +73,12 @@ def test_a_nul_character_from_the_model_is_refused_like_in_a_hand_edit(tmp_path)
     assert "NUL" in report.held[0]["reason"]
 
 
-def test_offline_output_the_reader_could_not_read_is_not_written_either(tmp_path):
+def test_offline_output_the_reader_could_not_read_is_not_written_either(tmp_path, monkeypatch):
+    # Ingest cuts a source to fit an article (tests/test_ingest_edges.py); without that cut, the
+    # writer's own check still refuses an article the reader could not read.
+    from kb_ai.compile import ingest
+
+    monkeypatch.setattr(ingest, "MAX_TEXT_BYTES", 10_000_000)
     one_source(tmp_path, "# Big\n\n" + ("é" * 60 + " ") * 20_000)  # 1.2 M characters, 2.4 MB as UTF-8
     report = run_compile(Settings(kb=tmp_path), progress=False)
     assert report.created == [] and "larger than" in report.held[0]["reason"]

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from html import unescape
+
 import pytest
 
 from kb_ai.render import render_markdown, resolve_article_link, sanitize_html
@@ -78,3 +81,46 @@ def test_markdown_features_survive_sanitizing():
     assert '<th align="left">a</th>' in html and '<td align="right">2</td>' in html
     assert '<code class="language-python">' in html
     assert 'class="footnote"' in html and 'href="#h-fn:1"' in html
+
+
+# Every href a rendered article keeps: an in-page anchor, a /wiki/ page, or an absolute
+# http(s)/mailto URL whose host is in plain sight (red team A: raw <a> bypassed the rewriter).
+_KEPT_HREF = re.compile(r'^(#h-|/wiki/[^/\\?]|https?://[^/\\]|mailto:)')
+
+
+@pytest.mark.parametrize("body, expected", [
+    # Another host, however it is spelled, is written as the browser would read it.
+    ('<a href="//evil.example/x">a</a>', "https://evil.example/x"),
+    ('<a href="/\\evil.example/x">a</a>', "https://evil.example/x"),
+    ('<a href="\\\\evil.example">a</a>', "https://evil.example"),
+    ('<a href="&#47;&#47;evil.example">a</a>', "https://evil.example"),
+    ('<a href=" \x01//evil.example">a</a>', "https://evil.example"),
+    ('<a href="https:/\\evil.example">a</a>', "https://evil.example"),
+    ('<a href="HTTPS://x.org/a">a</a>', "https://x.org/a"),
+    ('text <a href="//evil.example">inline</a> text', "https://evil.example"),
+    ("[a](//evil.example/x)", "https://evil.example/x"),
+    # Other routes of this server, and things it does not serve, lose their target.
+    ('<a href="/static/../api/pages">a</a>', None),
+    ('<a href="/api/pages">a</a>', None),
+    ('<a href="/%5Cevil.example">a</a>', None),
+    ('<a href="/wiki/../x.md">a</a>', None),
+    ('<a href="/wiki/">a</a>', None),
+    ('<a href="?x=1">a</a>', None),
+    ('<a href="https:evil.example">a</a>', None),
+    ('<a href="data:text/html,x">a</a>', None),
+    # A raw <a> to an article resolves like a Markdown link.
+    ('<a href="page-selection.md#repair">a</a>', "/wiki/retrieval/page-selection.md#h-repair"),
+    ('<a href="../ops/deployment.md">a</a>', "/wiki/ops/deployment.md"),
+    ('<a href="/wiki/ops/deployment.md">a</a>', "/wiki/ops/deployment.md"),
+    ('<a href="mailto:a@b.c">a</a>', "mailto:a@b.c"),
+])
+def test_every_href_stays_in_the_wiki_or_shows_its_host(body, expected):
+    html = render(body).html
+    hrefs = [unescape(h) for h in re.findall(r'href="([^"]*)"', html)]
+    assert hrefs == ([expected] if expected else []), html
+    assert all(_KEPT_HREF.match(h) for h in hrefs), html
+
+
+def test_markdown_links_to_other_hosts_are_marked_external():
+    html = render("[a](//evil.example/x)").html
+    assert '<a class="external" href="https://evil.example/x"' in html

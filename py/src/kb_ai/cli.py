@@ -1,6 +1,10 @@
 """The ``kaas`` command line. Thin: it parses options, calls the services, prints results.
 
 Errors a person can cause are one line on stderr and a non-zero exit, never a traceback.
+Everything printed goes through ``cli_output.say`` (text: no escape sequence or control
+character of a page, a source, a model reply or a file name reaches the terminal) or ``say_json``
+(the exact JSON value, with the controls JSON leaves raw escaped); log lines through the same
+filter (``untrusted_text.terminal_safe``).
 """
 
 from __future__ import annotations
@@ -14,15 +18,17 @@ from pathlib import Path
 import click
 
 from kb_ai import __version__
+from kb_ai.cli_output import say, say_json
 from kb_ai.config import Settings, load_settings
 from kb_ai.errors import KaasError, StorageError, exit_code_for
+from kb_ai.untrusted_text import terminal_safe
 
 log = logging.getLogger("kb_ai")
 
 
 class _OneLineFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
-        return f"kaas: {record.levelname.lower()}: {record.getMessage()}"
+        return terminal_safe(f"kaas: {record.levelname.lower()}: {record.getMessage()}")
 
 
 def _setup_logging(verbose: bool) -> None:
@@ -37,7 +43,7 @@ def _setup_logging(verbose: bool) -> None:
 
 
 def _fail(exc: KaasError) -> None:
-    click.echo(f"kaas: error: {exc.message}", err=True)
+    say(f"kaas: error: {exc.message}", err=True)
     sys.exit(exc.exit_code)
 
 
@@ -122,9 +128,9 @@ def init(ctx: click.Context, directory: Path | None) -> None:
     except (KaasError, OSError) as exc:
         _fail(exc if isinstance(exc, KaasError) else KaasError(f"cannot create {target}: {exc}"))
     for path in created:
-        click.echo(f"created {path}")
+        say(f"created {path}")
     if not created:
-        click.echo(f"{target} is already a knowledge base; nothing changed")
+        say(f"{target} is already a knowledge base; nothing changed")
 
 
 @cli.command()
@@ -140,9 +146,9 @@ def index(ctx: click.Context) -> None:
     except KaasError as exc:
         _fail(exc)
     for warning in result.warnings:
-        click.echo(f"kaas: warning: {warning}", err=True)
+        say(f"kaas: warning: {warning}", err=True)
     state = "written" if result.written else "unchanged"
-    click.echo(f"indexed {result.articles} articles in {result.topics} topics: wiki/master-index.md {state}")
+    say(f"indexed {result.articles} articles in {result.topics} topics: wiki/master-index.md {state}")
 
 
 @cli.command()
@@ -176,11 +182,11 @@ def ask(ctx: click.Context, question: str, as_json: bool, rewrite: bool, suggest
         if as_json:
             return
         if event.name == "token":
-            click.echo(event.data["text"], nl=False)
+            say(event.data["text"], nl=False)
         elif event.name == "notice":
-            click.echo(f"kaas: note: {event.data['message']}", err=True)
+            say(f"kaas: note: {event.data['message']}", err=True)
         elif event.name == "rewrite":
-            click.echo(f"kaas: rewritten query: {event.data['query']}", err=True)
+            say(f"kaas: rewritten query: {event.data['query']}", err=True)
 
     reader = _reader(settings, user_name)
     save_error: StorageError | None = None
@@ -218,33 +224,33 @@ def ask(ctx: click.Context, question: str, as_json: bool, rewrite: bool, suggest
             save_error = exc
         except KaasError as exc:
             result.notices.append(exc.message)
-            click.echo(f"kaas: note: {exc.message}", err=True)
+            say(f"kaas: note: {exc.message}", err=True)
         else:
-            click.echo(f"kaas: saved the answer as wiki/{result.saved_path}", err=True)
+            say(f"kaas: saved the answer as wiki/{result.saved_path}", err=True)
     if as_json:  # on error too: scripts get the object with its "error" key, and the exit code
-        click.echo(json.dumps(result.to_json(), ensure_ascii=False, indent=2))
+        say_json(json.dumps(result.to_json(), ensure_ascii=False, indent=2))
     if result.error:
-        click.echo(f"kaas: error: {result.error['message']}", err=True)
+        say(f"kaas: error: {result.error['message']}", err=True)
         sys.exit(exit_code_for(result.error["code"]))
     if save_error is not None and as_json:
         _fail(save_error)
     if as_json:
         return
     if not result.answer.endswith("\n"):
-        click.echo()
+        say()
     if result.citations:
-        click.echo("\nSources:")
+        say("\nSources:")
         for citation in result.citations:
-            click.echo(f"  - {citation['title']} (wiki/{citation['path']})")
+            say(f"  - {citation['title']} (wiki/{citation['path']})")
     if result.suggestions:
-        click.echo("\nYou could ask next:")
+        say("\nYou could ask next:")
         for suggestion in result.suggestions:
-            click.echo(f"  - {suggestion}")
+            say(f"  - {suggestion}")
     usage = result.usage
     if usage.get("mode") == "llm":
         cached = f", {usage['cache_hits']} more answered from the cache" if usage.get("cache_hits") else ""
         failed = f" ({usage['failed_calls']} failed)" if usage.get("failed_calls") else ""
-        click.echo(
+        say(
             f"kaas: {usage['llm_calls']} LLM calls{failed}{cached}; "
             f"{usage['prompt_tokens']} prompt + {usage['completion_tokens']} completion tokens, ${usage['cost_usd']:.4f}",
             err=True,
@@ -268,11 +274,13 @@ def _ask_running_server(settings: Settings, question: str, rewrite: bool, sugges
             **({"max_pages": max_pages} if max_pages else {})}
     ended = False
     try:
-        for name, data in ask_events_remote(server["url"], body, settings.api_token):
-            show(AskEvent(name, data))
+        for name, data in ask_events_remote(server, body, settings.api_token, deadline=_remote_deadline(settings)):
+            show(AskEvent(name, data if isinstance(data, dict) else {}))
             ended = ended or name in ("done", "error")
     except ServerUnavailable as exc:
         log.info("kaas serve at %s did not answer (%s); answering here", server["url"], exc)
+        if exc.notice:
+            show(AskEvent("notice", {"message": f"Answered here, not by kaas serve: {exc}."}))
         return False
     except (OSError, ValueError) as exc:
         show(AskEvent("error", {"code": "llm_unreachable",
@@ -283,6 +291,13 @@ def _ask_running_server(settings: Settings, question: str, rewrite: bool, sugges
                                 "message": f"kaas serve at {server['url']} closed the answer before it ended"}))
     log.info("answered by kaas serve at %s", server["url"])
     return True
+
+
+def _remote_deadline(settings: Settings) -> float:
+    """How long an answer from `kaas serve` may take in all: its model calls (rewrite, topics,
+    selection, answer, suggestions), each bounded by the call deadline, and a minute more."""
+    per_call = settings.call_deadline or 3 * settings.timeout
+    return 5 * per_call + 60
 
 
 @cli.command(name="compile")
@@ -316,7 +331,10 @@ def compile_command(ctx: click.Context, full: bool, dry_run: bool, as_json: bool
         report = run_compile(settings, full=full, dry_run=dry_run)
     except KaasError as exc:
         _fail(exc)
-    click.echo(json.dumps(report.to_dict(), ensure_ascii=False, indent=2) if as_json else report.render_text())
+    if as_json:
+        say_json(json.dumps(report.to_dict(), ensure_ascii=False, indent=2))
+    else:
+        say(report.render_text())
     sys.exit(report.exit_code)
 
 
@@ -332,6 +350,15 @@ def mcp(ctx: click.Context, user_name: str | None) -> None:
 
     settings = _settings(ctx)
     reader = _reader(settings, user_name)
+    if user_name:
+        import functools
+
+        from kb_ai.users import UserDirectory
+
+        # Resolved on every tool call, as kaas.toml says then: a revoked user (or a users table
+        # that is gone or broken) is refused at once, not at the next restart.
+        reader = functools.partial(UserDirectory(settings.kb).reader_named, user_name)
+        reader()  # an unknown user is a one-line error now, and the table has been seen
     try:
         KnowledgeBase(settings.kb).require_wiki()  # a wrong --kb is a one-line error, not a silent server
     except KaasError as exc:
@@ -356,7 +383,10 @@ def lint(ctx: click.Context, as_json: bool, fix: bool, contradictions: bool, max
         report = run_lint(settings, fix=fix, contradictions=contradictions, max_pairs=max_pairs)
     except KaasError as exc:
         _fail(exc)
-    click.echo(report.to_json_text() if as_json else report.render_text())
+    if as_json:
+        say_json(report.to_json_text())
+    else:
+        say(report.render_text())
     sys.exit(report.exit_code)
 
 
@@ -378,7 +408,7 @@ def eval_command(ctx: click.Context, questions_file: Path, json_out: Path | None
 
     def progress(done: int, total: int) -> None:
         if done % 50 == 0 and done < total:
-            click.echo(f"kaas: eval: {done}/{total} questions", err=True)
+            say(f"kaas: eval: {done}/{total} questions", err=True)
 
     try:
         report = run_eval_file(settings, questions_file, limit=limit, progress=progress)
@@ -387,8 +417,11 @@ def eval_command(ctx: click.Context, questions_file: Path, json_out: Path | None
     except KaasError as exc:
         _fail(exc)
     for warning in report.warnings:
-        click.echo(f"kaas: warning: {warning}", err=True)
-    click.echo(report.render_table())
+        say(f"kaas: warning: {warning}", err=True)
+    for line in report.error_lines():
+        say(f"kaas: eval: {line}", err=True)
+    say(report.render_table())
+    sys.exit(report.exit_code)
 
 
 from kb_ai.cli_serve import serve  # noqa: E402 (cheap: click only; the server loads on use)

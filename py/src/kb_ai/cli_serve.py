@@ -12,6 +12,7 @@ from pathlib import Path
 import click
 
 from kb_ai.errors import KaasError, NoWikiError
+from kb_ai.cli_output import say
 
 
 @click.command()
@@ -34,11 +35,11 @@ def serve(ctx: click.Context, host: str, port: int, kb_option: Path | None, offl
             settings = dataclasses.replace(settings, model=None)
         if not (settings.kb / "wiki").is_dir():
             raise NoWikiError(f"no wiki at {settings.kb / 'wiki'} (run `kaas init` or pass --kb DIR)")
-        click.echo(f"kaas: serving {settings.kb / 'wiki'} at http://{_url_host(host)}:{port}/ "
+        say(f"kaas: serving {settings.kb / 'wiki'} at http://{_url_host(host)}:{port}/ "
                    f"({'offline mode' if settings.offline else 'model ' + str(settings.model)})", err=True)
         run_server(settings, host=host, port=port)
     except KaasError as exc:
-        click.echo(f"kaas: error: {exc.message}", err=True)
+        say(f"kaas: error: {exc.message}", err=True)
         sys.exit(exc.exit_code)
 
 

@@ -1,7 +1,13 @@
 """Errors a person can hit. Each carries a message meant for that person and a stable code.
 
-The CLI turns them into one line on stderr and a non-zero exit; the HTTP server into an
-``error`` event; the MCP server into a tool error. Anything that is not a ``KaasError`` is a bug.
+The CLI turns them into one line on stderr and a non-zero exit (``exit_code``); the HTTP server
+into an ``error`` event, or a response with the class's ``http_status``; the MCP server into a
+tool error. Anything that is not a ``KaasError`` is a bug.
+
+Every class declares (or inherits) both. ``http_status`` is 4xx for whatever the request asked
+that cannot be done (the default: a new error class is a user's error unless it says otherwise);
+5xx only for failures of the server itself: its configuration, its storage, or the model behind
+it.
 """
 
 from __future__ import annotations
@@ -12,37 +18,50 @@ class KaasError(Exception):
 
     code = "kaas_error"
     exit_code = 1
+    http_status = 400  # the request cannot be done as asked; never 500 for a person's mistake
 
     def __init__(self, message: str):
         super().__init__(message)
         self.message = message
 
 
+class BadRequestError(KaasError):
+    """The request itself is malformed (not JSON, wrong types, too large, too many pages)."""
+
+    code = "bad_request"
+    http_status = 400
+
+
 class ConfigError(KaasError):
     code = "config_error"
     exit_code = 2
+    http_status = 500  # the server is misconfigured: not the request's fault
 
 
 class NoWikiError(KaasError):
     code = "no_wiki"
     exit_code = 2
+    http_status = 404
 
 
 class EmptyCatalogError(KaasError):
     code = "empty_catalog"
     exit_code = 2
+    http_status = 404
 
 
 class UnsafePathError(KaasError):
     """A path from a user, a catalog line, a source or a model points outside the wiki."""
 
     code = "unsafe_path"
+    http_status = 400
 
 
 class StorageError(KaasError):
     """A file of the knowledge base cannot be written or read: disk full, permission denied, ..."""
 
     code = "storage_error"
+    http_status = 507  # Insufficient Storage (WebDAV): the server cannot store what was sent
 
     @classmethod
     def from_os_error(cls, exc: OSError, doing: str = "write") -> "StorageError":
@@ -51,14 +70,23 @@ class StorageError(KaasError):
         return cls(f"cannot {doing}{where}: {reason}")
 
 
+class NotSavedError(KaasError):
+    """An answer that cannot be filed as a page (it failed, or cites no page of the wiki)."""
+
+    code = "not_saved"
+    http_status = 422
+
+
 class PageNotFoundError(KaasError):
     code = "page_not_found"
+    http_status = 404
 
 
 class ArticleFormatError(KaasError):
     """An article cannot be parsed (malformed frontmatter, wrong encoding, too large)."""
 
     code = "bad_article"
+    http_status = 422
 
 
 class LockedError(KaasError):
@@ -66,6 +94,7 @@ class LockedError(KaasError):
 
     code = "locked"
     exit_code = 3
+    http_status = 409
 
 
 class LLMError(KaasError):
@@ -73,21 +102,25 @@ class LLMError(KaasError):
 
     code = "llm_error"
     retryable = False
+    http_status = 502  # the model behind the server failed
 
 
 class UnknownModelError(LLMError):
     code = "unknown_model"
     exit_code = 2
+    http_status = 500  # the server's configuration
 
 
 class MissingApiKeyError(LLMError):
     code = "missing_api_key"
     exit_code = 2
+    http_status = 500
 
 
 class LLMAuthError(LLMError):
     code = "llm_auth"
     exit_code = 2
+    http_status = 500
 
 
 class LLMUnreachableError(LLMError):
@@ -98,6 +131,7 @@ class LLMUnreachableError(LLMError):
 class LLMTimeoutError(LLMError):
     code = "llm_timeout"
     retryable = True
+    http_status = 504
 
 
 class LLMDeadlineError(LLMTimeoutError):
@@ -110,6 +144,7 @@ class LLMDeadlineError(LLMTimeoutError):
 class LLMRateLimitError(LLMError):
     code = "llm_rate_limited"
     retryable = True
+    http_status = 503
 
 
 class LLMServerError(LLMError):
@@ -141,13 +176,20 @@ class LLMReplyCutOff(LLMOutputError):
         self.reason = reason
 
 
+def error_classes() -> list[type[KaasError]]:
+    """``KaasError`` and every subclass defined so far (in any module already imported)."""
+    found, pending = [], [KaasError]
+    while pending:
+        cls = pending.pop()
+        found.append(cls)
+        pending.extend(cls.__subclasses__())
+    return found
+
+
 def exit_code_for(code: str) -> int:
     """The exit code of the error class with this ``code`` (an ``error`` event carries only the
     code); 1 for codes no class declares."""
-    pending = [KaasError]
-    while pending:
-        cls = pending.pop()
+    for cls in error_classes():
         if cls.code == code:
             return cls.exit_code
-        pending.extend(cls.__subclasses__())
     return 1

@@ -9,14 +9,35 @@ Links are rewritten before sanitizing: ``other.md`` / ``../topic/other.md`` / ``
 (relative to the article, then to ``wiki/``) become ``/wiki/<path>`` when that page exists, and
 are marked ``broken-link`` when it does not; links to files that are not pages (``raw/`` sources)
 lose their target, since the server does not serve them.
+
+Then every ``href`` of the page — a Markdown link, and also a raw ``<a>`` the article writes in
+HTML, which Python-Markdown passes by the rewriter — is checked once more by the sanitizer
+(``_link_target``): an href is an in-page anchor, a ``/wiki/`` page, or an absolute
+``http(s):``/``mailto:`` URL, spelled as a browser reads it (``\\`` is ``/``, so ``/\\host``
+and ``//host`` are other hosts: written ``https://host``); anything else has its target removed.
+So a link can only leave the wiki with its host in plain sight, and the UI marks every such link
+(``a[href^="http"]`` in ``web/app.css``); every link carries ``rel="noopener noreferrer"``.
+
+Python-Markdown's cost is not linear on every input (runs of ``<a ``, of ``[``, setext and ``#``
+lines, list markers: a page of 80 KB can take minutes), so it never runs in the caller's process:
+``render_markdown`` renders in a worker process (``isolated.py``) with a time limit of
+``RENDER_SECONDS``, and a page that takes longer is shown as plain text with a note (and
+remembered, so it costs that time once per version, not on every view). Which link targets
+exist is decided before, in the caller (the worker has no catalog): the links are found with the
+one link finder (``store.markdown_text.find_links``), and the answers passed along.
 """
 
 from __future__ import annotations
 
+import hashlib
 import html
+import logging
 import posixpath
 import re
+import threading
+import time
 import xml.etree.ElementTree as etree
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Callable
 from urllib.parse import quote, unquote, urlsplit
@@ -27,7 +48,11 @@ from markdown.extensions import Extension
 from markdown.treeprocessors import Treeprocessor
 
 from kb_ai.errors import UnsafePathError
+from kb_ai.isolated import IsolatedBusy, IsolatedFailure, IsolatedTimeout, run_isolated
+from kb_ai.store.markdown_text import find_links
 from kb_ai.store.paths import normalize_wiki_path
+
+log = logging.getLogger(__name__)
 
 ID_PREFIX = "h-"
 WIKI_PREFIX = "/wiki/"
@@ -94,11 +119,9 @@ def wiki_href(path: str, anchor: str = "") -> str:
     return href
 
 
-def resolve_article_link(target: str, from_path: str, exists: PageExists | None = None) -> str | None:
-    """The catalog path a link in article ``from_path`` points at, or None if it names no page.
-
-    Relative to the article first (as a Markdown editor resolves it), then to ``wiki/`` (as the
-    catalog and answers write paths); the first that ``exists``, else the first that is valid."""
+def _candidates(target: str, from_path: str) -> list[str]:
+    """The catalog paths a link target may mean: relative to the article first (as a Markdown
+    editor resolves it), then to ``wiki/`` (as the catalog and answers write paths)."""
     base = posixpath.dirname(from_path)
     joined = posixpath.normpath(posixpath.join(base, unquote(target)))
     valid: list[str] = []
@@ -107,10 +130,43 @@ def resolve_article_link(target: str, from_path: str, exists: PageExists | None 
             path = normalize_wiki_path(candidate)
         except UnsafePathError:
             continue
+        if path not in valid:
+            valid.append(path)
+    return valid
+
+
+def resolve_article_link(target: str, from_path: str, exists: PageExists | None = None) -> str | None:
+    """The catalog path a link in article ``from_path`` points at, or None if it names no page:
+    the first candidate (``_candidates``) that ``exists``, else the first."""
+    valid = _candidates(target, from_path)
+    for path in valid:
         if exists is None or exists(path):
             return path
-        valid.append(path)
     return valid[0] if valid else None
+
+
+def _page_link(href: str) -> tuple[str, str] | str:
+    """What an ``<a href>`` of an article is: ``(path, fragment)`` of a link that may name a page,
+    or "keep" (an in-page anchor), "external" (a URL) or "unlink" (anything the server does not
+    serve, or cannot parse)."""
+    href = href.strip()
+    if not href or href.startswith("#"):
+        return "keep"
+    try:
+        parts = urlsplit(href)
+        if parts.scheme or parts.netloc:
+            if parts.scheme.lower() in URL_SCHEMES or not parts.scheme:  # //host: another host too
+                return "external"
+            return "keep"  # the sanitizer drops other schemes, and checks every target again
+        if href.startswith("/"):
+            if not href.startswith(WIKI_PREFIX):
+                return "unlink"
+            parts = urlsplit(href[len(WIKI_PREFIX):])
+    except ValueError:  # "http://[x": not a URL anyone can follow
+        return "unlink"
+    if not parts.path.endswith(".md"):
+        return "unlink"
+    return parts.path, parts.fragment
 
 
 class _LinkRewriter(Treeprocessor):
@@ -125,29 +181,17 @@ class _LinkRewriter(Treeprocessor):
             self._rewrite(element)
 
     def _rewrite(self, element: etree.Element) -> None:
-        href = (element.get("href") or "").strip()
-        if not href or href.startswith("#"):
+        link = _page_link(element.get("href") or "")
+        if link == "keep":
             return
-        parts = urlsplit(href)
-        if parts.scheme or parts.netloc:
-            if parts.scheme.lower() in URL_SCHEMES:
-                element.set("class", "external")
-            return  # other schemes are removed by the sanitizer
-        if href.startswith("/"):
-            if href.startswith(WIKI_PREFIX):
-                href = href[len(WIKI_PREFIX):]
-                parts = urlsplit(href)
-            else:
-                self._unlink(element)
-                return
-        if not parts.path.endswith(".md"):
-            self._unlink(element)
+        if link == "external":
+            element.set("class", "external")
             return
-        path = resolve_article_link(parts.path, self.from_path, self.exists)
+        path = None if link == "unlink" else resolve_article_link(link[0], self.from_path, self.exists)
         if path is None:
             self._unlink(element)
             return
-        element.set("href", wiki_href(path, unquote(parts.fragment)))
+        element.set("href", wiki_href(path, unquote(link[1])))
         if self.exists(path):
             element.set("class", "wiki-link")
             if path not in self.result.links:
@@ -178,9 +222,53 @@ class _LinkExtension(Extension):
         md.treeprocessors.register(_LinkRewriter(md, self.from_path, self.exists, self.result), "kaas_links", 15)
 
 
-def _attribute_filter(tag: str, attr: str, value: str) -> str | None:
-    if attr == "href" and value.startswith("#"):
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*):")
+_URL_IGNORED = re.compile(r"[\t\n\r]")  # browsers drop these from a URL before reading it
+_URL_TRIMMED = "".join(chr(code) for code in range(0x21))  # ... and C0 controls and spaces around it
+
+
+def _link_target(value: str, from_path: str, exists: PageExists) -> str | None:
+    """Where an ``<a href>`` of a rendered article may point, spelled so that a person can see
+    it: ``#h-…`` in the page, ``/wiki/<page>``, or an absolute http(s)/mailto URL; None (no
+    target) for anything else. Read as a browser reads it (backslashes are slashes), so no
+    spelling (``//host``, ``/\\host``, ``\\\\host``, ``/static/../x``) reaches another host or
+    route unseen."""
+    value = _URL_IGNORED.sub("", value.strip(_URL_TRIMMED))
+    if value.startswith("#"):
         return "#" + ID_PREFIX + value[1:]  # nh3 prefixes ids (id_prefix); in-page anchors follow
+    scheme = _SCHEME.match(value)
+    if scheme:
+        name = scheme.group(1).lower()
+        value = name + value[len(name):]  # a lower-case scheme: what the UI's marker matches
+        if name == "mailto":
+            return value
+        if name not in ("http", "https"):
+            return None
+        value = value.replace("\\", "/")
+        return value if urlsplit(value).netloc else None
+    value = value.replace("\\", "/")
+    if value.startswith("//"):  # protocol-relative: another host
+        return "https:" + value if urlsplit("https:" + value).netloc else None
+    target, _, fragment = value.partition("#")
+    if target.startswith(WIKI_PREFIX):
+        try:
+            path = normalize_wiki_path(target)
+        except UnsafePathError:
+            return None
+    elif target.startswith("/") or not target.split("?", 1)[0].endswith(".md"):
+        return None  # another route of this server, or a file it does not serve
+    else:
+        path = resolve_article_link(target.split("?", 1)[0], from_path, exists)
+        if path is None:
+            return None
+        fragment = ID_PREFIX + fragment if fragment else ""  # a raw <a>: ids are prefixed
+    return WIKI_PREFIX + quote(path, safe="/") + (f"#{fragment}" if fragment else "")
+
+
+def _attribute_filter(tag: str, attr: str, value: str, from_path: str = "",
+                      exists: PageExists | None = None) -> str | None:
+    if attr == "href":
+        return _link_target(value, from_path, exists or (lambda _path: True))
     if tag == "img" and attr == "src" and not value.lower().startswith(("https:", "http:", "data:image/")):
         return None  # the server does not serve files next to articles: no request for them
     if attr == "id":
@@ -195,14 +283,15 @@ def _attribute_filter(tag: str, attr: str, value: str) -> str | None:
     return value
 
 
-def sanitize_html(fragment: str) -> str:
-    """The allow-list sanitizer every rendered page goes through."""
+def sanitize_html(fragment: str, *, from_path: str = "", exists: PageExists | None = None) -> str:
+    """The allow-list sanitizer every rendered page goes through. ``from_path`` and ``exists``:
+    as for ``render_markdown`` (a raw ``<a href="other.md">`` resolves like a Markdown link)."""
     return nh3.clean(
         fragment,
         tags=ALLOWED_TAGS,
         clean_content_tags=DROP_WITH_CONTENT,
         attributes=ALLOWED_ATTRIBUTES,
-        attribute_filter=_attribute_filter,
+        attribute_filter=lambda tag, attr, value: _attribute_filter(tag, attr, value, from_path, exists),
         url_schemes=URL_SCHEMES,
         link_rel="noopener noreferrer",
         strip_comments=True,
@@ -220,18 +309,82 @@ def _flatten_toc(tokens: list[dict], out: list[TocEntry]) -> list[TocEntry]:
     return out
 
 
+RENDER_SECONDS = 5.0  # a page that takes longer to render is shown as plain text
+MAX_LINK_LOOKUPS = 5_000  # pages looked up per render; links past these show as broken
+_SLOW_AFTER = 0.25  # renders that took longer are kept (by text and links), so a view costs it once
+_CACHE_SIZE = 32
+_cache: OrderedDict[tuple, RenderedArticle] = OrderedDict()
+_cache_lock = threading.Lock()
+
+
 def render_markdown(body: str, *, from_path: str = "", exists: PageExists | None = None) -> RenderedArticle:
     """Render an article body (no frontmatter) to sanitized HTML with its table of contents.
 
     ``from_path`` is the article's catalog path (relative links resolve from its folder);
-    ``exists`` says whether a catalog path is a page (default: every path is)."""
-    result = RenderedArticle(html="")
+    ``exists`` says whether a catalog path is a page (default: every path is). Rendering runs in
+    a worker process within ``RENDER_SECONDS``; past that, or for text whose brackets alone
+    would take too long, the page is shown as plain text with a note."""
     if _bracket_scan_cost(body) > MAX_BRACKET_SCAN:
-        return _as_plain_text(body, result, "its brackets nest or stay open too much to render as Markdown in time")
+        return _as_plain_text(body, RenderedArticle(html=""),
+                              "its brackets nest or stay open too much to render as Markdown in time")
+    known = _known_pages(body, from_path, exists or (lambda _path: True))
+    digest = hashlib.sha256(body.encode("utf-8", "surrogatepass")).hexdigest()
+    slow_key = (digest, None, None)
+    key = (digest, from_path, tuple(sorted(known.items())))
+    with _cache_lock:
+        cached = _cache.get(slow_key) or _cache.get(key)
+    if cached is not None:
+        return _copy(cached)
+    started = time.monotonic()
+    try:
+        result = run_isolated(_render, body, from_path, known, timeout=RENDER_SECONDS)
+    except IsolatedBusy:  # other pages keep every worker busy: this one is not known to be slow
+        return _as_plain_text(body, RenderedArticle(html=""), "the server is busy rendering other pages; "
+                              "reload in a moment")
+    except IsolatedTimeout:
+        result, key = _as_plain_text(body, RenderedArticle(html=""), f"it takes longer than {RENDER_SECONDS:g} "
+                                     "seconds to render as Markdown"), slow_key
+    except IsolatedFailure as exc:
+        log.warning("rendering %s failed: %s", from_path or "a page", exc)
+        return _as_plain_text(body, RenderedArticle(html=""), "it could not be rendered as Markdown")
+    if time.monotonic() - started > _SLOW_AFTER:
+        with _cache_lock:
+            _cache[key] = _copy(result)
+            while len(_cache) > _CACHE_SIZE:
+                _cache.popitem(last=False)
+    return result
+
+
+def _copy(result: RenderedArticle) -> RenderedArticle:
+    return RenderedArticle(result.html, list(result.toc), list(result.links), list(result.broken_links))
+
+
+def _known_pages(body: str, from_path: str, exists: PageExists) -> dict[str, bool]:
+    """For each page the body's links may name, whether it exists (asked of ``exists`` here, in
+    the caller, which knows the reader and the catalog): what the worker needs to rewrite them."""
+    known: dict[str, bool] = {}
+    for link in find_links(body):
+        if link.kind == "definition" or link.image:
+            continue
+        target = _page_link(link.target)
+        if not isinstance(target, tuple):
+            continue
+        for path in _candidates(target[0], from_path):
+            if path not in known:
+                if len(known) >= MAX_LINK_LOOKUPS:
+                    return known
+                known[path] = bool(exists(path))
+    return known
+
+
+def _render(body: str, from_path: str, known: dict[str, bool]) -> RenderedArticle:
+    """The rendering itself (in a worker process): Python-Markdown, links rewritten, sanitized."""
+    result = RenderedArticle(html="")
+    exists: PageExists = lambda path: known.get(path, False)  # noqa: E731
     md = markdown.Markdown(
         extensions=[
             "fenced_code", "tables", "footnotes", "def_list", "abbr", "sane_lists", "toc",
-            _LinkExtension(from_path, exists or (lambda _path: True), result),
+            _LinkExtension(from_path, exists, result),
         ],
         extension_configs={
             "tables": {"use_align_attribute": True},
@@ -244,7 +397,7 @@ def render_markdown(body: str, *, from_path: str = "", exists: PageExists | None
         converted = md.convert(body)
     except RecursionError:  # Python-Markdown recurses per nesting level (emphasis runs, lists)
         return _as_plain_text(body, RenderedArticle(html=""), "it nests too deeply to render as Markdown")
-    result.html = sanitize_html(converted)
+    result.html = sanitize_html(converted, from_path=from_path, exists=exists)
     result.toc = _flatten_toc(getattr(md, "toc_tokens", []), [])
     return result
 
@@ -252,7 +405,8 @@ def render_markdown(body: str, *, from_path: str = "", exists: PageExists | None
 # Python-Markdown matches each "[" (and each "(" after "]") by scanning forward to its partner,
 # so text like "[a [a [a ..." costs the square of its length: 30 KB of it takes minutes. Its cost
 # is counted first, in one pass (an overestimate: code is not told apart), and an article over
-# the budget (about a second of scanning) is shown as plain text instead.
+# the budget (about a second of scanning) is shown as plain text at once, without spending
+# RENDER_SECONDS of a worker to find out.
 MAX_BRACKET_SCAN = 2_000_000
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import time
 from contextlib import asynccontextmanager
-from typing import Annotated
+from typing import Annotated, Callable
 
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
@@ -27,7 +27,7 @@ from starlette.responses import JSONResponse
 from kb_ai import __version__
 from kb_ai.config import Settings
 from kb_ai.errors import KaasError
-from kb_ai.navigate.ask import AskService, ask_events, build_service
+from kb_ai.navigate.ask import MAX_PAGES_PER_QUESTION, AskService, ask_events, build_service
 from kb_ai.navigate.records import AskRequest, AskResult
 from kb_ai.navigate.save import save_answer
 from kb_ai.server.guard import READER_KEY
@@ -86,7 +86,9 @@ class PageList(BaseModel):
 
 # The arguments `ask` and `ask_and_save` share.
 Question = Annotated[str, Field(description="The question, in natural language.")]
-Paths = Annotated[list[str] | None, Field(description="Read exactly these pages (paths from list_pages) instead of selecting.")]
+Paths = Annotated[list[str] | None, Field(
+    description=f"Read exactly these pages (paths from list_pages, at most {MAX_PAGES_PER_QUESTION}) instead of selecting.",
+    max_length=MAX_PAGES_PER_QUESTION)]
 Rewrite = Annotated[bool, Field(description="Rewrite the question into a standalone query first.")]
 Suggest = Annotated[bool, Field(description="Also return three follow-up questions.")]
 
@@ -108,10 +110,14 @@ def _tool_error(exc: KaasError) -> ToolError:
     return ToolError(f"{exc.message} [{exc.code}]")
 
 
+StdioReader = Reader | Callable[[], Reader]
+
+
 def build_mcp_server(settings: Settings, service: AskService | None = None, *,
-                     stdio_reader: Reader = OWNER) -> MCPServer:
+                     stdio_reader: StdioReader = OWNER) -> MCPServer:
     """An MCP server answering from the knowledge base in ``settings``. Over stdio, tools act as
-    ``stdio_reader`` (the owner unless ``kaas mcp --user NAME``); over HTTP, as the token's user."""
+    ``stdio_reader`` (the owner unless ``kaas mcp --user NAME``, which passes a function that
+    resolves that user from the current kaas.toml on every call); over HTTP, as the token's user."""
     service = service or build_service(settings)
     server = MCPServer(name="kaas", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING")
 
@@ -187,10 +193,13 @@ def build_mcp_server(settings: Settings, service: AskService | None = None, *,
         ctx: Context,
     ) -> Annotated[CallToolResult, PageOutput]:
         reader = _reader(ctx, stdio_reader)
-        try:
+
+        def read():  # file reads: in a worker thread, never on the event loop
             # The one page reader of every interface: a hidden page is exactly a missing one.
-            loaded = load_page(service.kb, path, reader)
-            catalog = service.kb.catalog().visible_to(reader)
+            return load_page(service.kb, path, reader), service.kb.catalog().visible_to(reader)
+
+        try:
+            loaded, catalog = await anyio.to_thread.run_sync(read)
         except KaasError as exc:
             raise ToolError(f"{exc.message}; call list_pages to see the page paths [{exc.code}]") from None
         article = loaded.article
@@ -210,8 +219,9 @@ def build_mcp_server(settings: Settings, service: AskService | None = None, *,
         ctx: Context,
         topic: Annotated[str | None, Field(description="Only pages of this topic.")] = None,
     ) -> Annotated[CallToolResult, PageList]:
+        reader = _reader(ctx, stdio_reader)
         try:
-            catalog = service.kb.catalog().visible_to(_reader(ctx, stdio_reader))
+            catalog = await anyio.to_thread.run_sync(lambda: service.kb.catalog().visible_to(reader))
         except KaasError as exc:
             raise _tool_error(exc) from None
         entries = catalog.entries
@@ -240,12 +250,20 @@ def _ask_output(result: AskResult) -> CallToolResult:
                           structured_content=structured.model_dump(mode="json"))
 
 
-def _reader(ctx: Context, stdio_reader: Reader) -> Reader:
+def _reader(ctx: Context, stdio_reader: StdioReader) -> Reader:
     """Who calls: over HTTP, the reader the server's guard authenticated; over stdio, the reader
-    `kaas mcp` was started as. An HTTP call the guard did not mark is refused."""
+    `kaas mcp` was started as, resolved again for this call (a user revoked in kaas.toml, or a
+    users table that is gone or broken, is refused now, not at the next restart). An HTTP call
+    the guard did not mark is refused."""
     request = getattr(ctx.request_context, "request", None)
     if request is None:
-        return stdio_reader
+        if isinstance(stdio_reader, Reader):
+            return stdio_reader
+        try:
+            return stdio_reader()
+        except KaasError as exc:
+            log.error("refused an MCP call: %s", exc.message)
+            raise ToolError(f"{exc.message} [unauthorized]") from None
     reader = getattr(request, "scope", {}).get(READER_KEY)
     if reader is None:
         raise ToolError("this request was not authenticated [unauthorized]")
@@ -296,7 +314,7 @@ class MCPHttpEndpoint:
         await self._app(scope, receive, send)
 
 
-def run_stdio(settings: Settings, reader: Reader = OWNER) -> None:
+def run_stdio(settings: Settings, reader: StdioReader = OWNER) -> None:
     """Serve MCP over stdin/stdout. Nothing but protocol may reach stdout; a message the SDK
     could not parse gets a JSON-RPC error instead of no answer (``mcp_stdio.py``)."""
     from kb_ai.mcp_stdio import run_screened_stdio

@@ -12,8 +12,12 @@
 (loopback only) has no authentication and every request reads as the owner.
 
 The table is re-read whenever ``kaas.toml`` changes, so adding a group or revoking a user takes
-effect on the next request. A ``kaas.toml`` that stops parsing refuses every token until fixed
-(fail closed), with the reason in the server log.
+effect on the next request. Fail closed: once tokens were needed (at start, or since), a
+``kaas.toml`` that is missing, empty, unreadable, broken or has no users left (an editor that
+renames or truncates the file while saving it, ``git stash``, a typo) never opens the server to
+everyone as its owner: every token is refused except ``KAAS_API_TOKEN`` (an admin token from
+the environment, which needs no file) until the table is back, with the reason in the server
+log. Only a restart makes a server that needed tokens open again.
 """
 
 from __future__ import annotations
@@ -108,20 +112,36 @@ class UserDirectory:
         self.file = Path(kb_root) / CONFIG_FILE
         self.admin_digest = token_digest(api_token) if api_token else None
         self._lock = threading.Lock()
-        self._stamp: tuple[int, int] | None | bool = False  # False: never loaded
+        self._stamp: tuple[int, int] | str | None | bool = False  # False: never loaded
         self._users: list[_User] = []
         self._error: str | None = None
+        # Whether a users table was ever seen (or a broken one): from then on, no users table is
+        # an error that refuses every user's token, never "no authentication" (fail closed until
+        # the table is back or the server restarts).
+        self._had_users = False
 
     def _current(self) -> tuple[list[_User], str | None]:
         try:
             st = self.file.stat()
-            stamp: tuple[int, int] | None = (st.st_mtime_ns, st.st_size)
+            stamp: tuple[int, int] | str | None = (st.st_mtime_ns, st.st_size)
         except FileNotFoundError:
             stamp = None
+        except OSError as exc:  # permission denied on the folder, a loop, ...: not "no users"
+            stamp = f"error {exc.errno}"
         with self._lock:
             if stamp != self._stamp:
+                was = self._error
                 self._users, self._error = self._load(stamp)
                 self._stamp = stamp
+                if self._users or self._error:
+                    self._had_users = True
+                elif self._had_users:
+                    what = "is missing" if stamp is None else "has no users"
+                    self._error = f"{self.file} {what}"
+                if self._error:
+                    log.error("%s; every token is refused (KAAS_API_TOKEN excepted) until it is fixed", self._error)
+                elif was:
+                    log.warning("%s: users are back (%d)", self.file, len(self._users))
             return self._users, self._error
 
     def _load(self, stamp) -> tuple[list[_User], str | None]:
@@ -131,11 +151,9 @@ class UserDirectory:
             data = tomllib.loads(read_config_text(self.file))
             return parse_users(data.get("users"), str(self.file)), None
         except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-            message = f"{self.file}: cannot read the users ({exc})"
+            return [], f"{self.file}: cannot read the users ({exc})"
         except ConfigError as exc:
-            message = exc.message
-        log.error("%s; every token is refused until it is fixed", message)
-        return [], message
+            return [], exc.message
 
     def check(self) -> None:
         """Raise the users table's error now (at server start) rather than refuse every request."""
@@ -144,7 +162,9 @@ class UserDirectory:
             raise ConfigError(error)
 
     def reader_named(self, name: str) -> Reader:
-        """A configured user by name (``kaas ask --user``, ``kaas mcp --user``)."""
+        """A configured user by name, as kaas.toml says now (``kaas ask --user``, and per call
+        for ``kaas mcp --user``): a ConfigError when the table is broken or gone, or names no
+        such user."""
         users, error = self._current()
         if error:
             raise ConfigError(error)
@@ -155,21 +175,23 @@ class UserDirectory:
         raise ConfigError(f"no user {name!r} in {self.file} (users: {known})")
 
     def required(self) -> bool:
-        """Whether requests must carry a token (an admin token or users are configured)."""
+        """Whether requests must carry a token: an admin token is set, users are configured, or
+        were since this directory was made (fail closed: never open again while running)."""
         users, error = self._current()
-        return bool(self.admin_digest or users or error)
+        return bool(self.admin_digest or self._had_users or users or error)
 
     def reader_for(self, token: str | None) -> Reader | None:
-        """The reader a token belongs to; None for no token, an unknown token, or a broken
-        users table. Every configured digest is compared (constant time), whatever matches."""
+        """The reader a token belongs to; None for no token or an unknown token. While the users
+        table is broken or gone only ``KAAS_API_TOKEN`` is known. Every configured digest is
+        compared (constant time), whatever matches."""
         users, error = self._current()
-        if token is None or error:
+        if token is None:
             return None
         given = token_digest(token)
         found: Reader | None = None
         if self.admin_digest is not None and hmac.compare_digest(given, self.admin_digest):
             found = OWNER
-        for user in users:
+        for user in [] if error else users:
             if hmac.compare_digest(given, user.digest) and found is None:
                 found = user.reader
         return found

@@ -15,7 +15,6 @@ import io
 import os
 import re
 from dataclasses import dataclass, field
-from html.parser import HTMLParser
 from pathlib import Path, PurePosixPath
 
 from kb_ai.errors import ArticleFormatError
@@ -25,7 +24,10 @@ from kb_ai.store.markdown_text import first_heading
 from kb_ai.store.paths import slugify, topic_folder
 
 MAX_SOURCE_BYTES = 25_000_000  # larger files are skipped: almost always data dumps, not documents
-MAX_TEXT_CHARS = 2_000_000  # extracted text beyond this is cut (and the cut is noted)
+# Extracted text beyond this many UTF-8 bytes is cut (and the cut is noted). Counted in bytes,
+# like the article limit (store.articles.MAX_ARTICLE_BYTES, 2,000,000), with room for the
+# frontmatter, the title and demoted headings: an offline article made from the text fits.
+MAX_TEXT_BYTES = 1_500_000
 MAX_PDF_PAGES = 1_000
 DEFAULT_TOPIC = "general"
 
@@ -44,7 +46,10 @@ BINARY_EXT = {
 }
 
 _ISO_DATE = re.compile(r"(?<!\d)(\d{4})-(\d{2})-(\d{2})(?!\d)")
-_DATE_LINE = re.compile(r"^\W*(?:date|updated|last updated|revised|as of)\W*:?\s*\**\s*(\d{4}-\d{2}-\d{2})", re.I)
+# "Date: 2026-03-01", "**Last updated:** 2026-03-01". One possessive run of non-word characters
+# around the keyword (it covers ":", "*" and spaces), so a long run is read once.
+_DATE_LINE = re.compile(r"\W*+(?:date|updated|last updated|revised|as of)\W*+(\d{4}-\d{2}-\d{2})", re.I)
+_CONTROL_CHARS = re.compile(r"[\x00-\x08\x0b\x0e-\x1f\x7f]")
 
 
 @dataclass
@@ -199,9 +204,9 @@ def read_source(raw: RawFile) -> Source | SkippedSource:
                              checksum, raw.size, raw.mtime_ns)
     text = parsed.text.strip()
     notes = list(parsed.notes)
-    if len(text) > MAX_TEXT_CHARS:
-        text = text[:MAX_TEXT_CHARS].rsplit("\n", 1)[0]
-        notes.append(f"text cut at {MAX_TEXT_CHARS:,} characters")
+    text, cut = cut_text(text, MAX_TEXT_BYTES)
+    if cut:
+        notes.append(f"text cut at {MAX_TEXT_BYTES:,} bytes (of {cut:,}): the rest would not fit in an article")
     if not _has_words(text):
         return SkippedSource(raw.path, "no text found" + (f" ({'; '.join(notes)})" if notes else ""),
                              checksum, raw.size, raw.mtime_ns)
@@ -209,6 +214,24 @@ def read_source(raw: RawFile) -> Source | SkippedSource:
     date = parsed.date or date_from_filename(raw.path)
     return Source(raw.path, parsed.kind, checksum, raw.size, raw.mtime_ns, title[:200], date, text,
                   topic_hint(raw.path), notes, parsed.tags)
+
+
+def cut_text(text: str, limit: int) -> tuple[str, int]:
+    """``text`` cut to at most ``limit`` UTF-8 bytes, at the last line break (or else the last
+    space) in the second half of what fits, never inside a character. Returns (text, the
+    original size in bytes if it was cut, else 0)."""
+    if len(text) <= limit // 4:  # no character takes more than 4 bytes
+        return text, 0
+    data = text.encode("utf-8", "surrogatepass")
+    if len(data) <= limit:
+        return text, 0
+    kept = data[:limit].decode("utf-8", "ignore")
+    for separator in ("\n", " "):
+        at = kept.rfind(separator)
+        if at >= len(kept) // 2:
+            kept = kept[:at]
+            break
+    return kept.rstrip(), len(data)
 
 
 class UnreadableError(Exception):
@@ -243,27 +266,90 @@ def parse_document(path: str, data: bytes, *, depth: int = 0) -> Parsed:
         raise UnreadableError(f"binary file ({suffix})")
     if data[:5] == b"%PDF-":
         return _read_pdf(data)
-    text = decode_text(data)
+    text, notes = decode_text(data)
     if suffix in HTML_EXT or (suffix not in MARKDOWN_EXT | TEXT_EXT and _looks_like_html(text)):
-        return _read_html(text)
-    if suffix in MARKDOWN_EXT:
-        return _read_markdown(path, text)
-    return _read_plain(text)
+        parsed = _read_html(text)
+    elif suffix in MARKDOWN_EXT:
+        parsed = _read_markdown(path, text)
+    else:
+        parsed = _read_plain(text)
+    parsed.notes[:0] = notes
+    return parsed
 
 
-def decode_text(data: bytes) -> str:
-    """UTF-8 (with or without BOM), else Windows-1252 when that gives clean text; else unreadable."""
-    if b"\x00" in data[:8192]:
+def decode_text(data: bytes) -> tuple[str, list[str]]:
+    """The text of a file, and notes on anything changed to get it. UTF-8 (with or without BOM);
+    UTF-16 (with a BOM, or without when every other byte is NUL, as in English text); UTF-8 with
+    a few bytes that are not UTF-8 (replaced by U+FFFD, noted); else Windows-1252 when that
+    gives clean text (noted); else unreadable. NUL characters in text are removed (noted): they
+    cannot be part of an article. A file with NUL bytes in its first 8 KB that is not UTF-16 is
+    binary."""
+    notes: list[str] = []
+    utf16 = _utf16_text(data)
+    if utf16 is not None:
+        text = utf16
+    elif b"\x00" in data[:8192]:
         raise UnreadableError("binary file (contains NUL bytes)")
+    else:
+        try:
+            text = data.decode("utf-8-sig")
+        except UnicodeDecodeError as exc:
+            text, note = _not_quite_utf8(data, exc)
+            notes.append(note)
+    nul = text.count("\x00")
+    if nul:
+        text = text.replace("\x00", "")
+        notes.append(f"{nul:,} NUL character{'s' if nul != 1 else ''} removed")
+    return _newlines(text), notes
+
+
+def _utf16_text(data: bytes) -> str | None:
+    """The text when ``data`` is UTF-16 text: with a BOM, or without one when its sample has
+    NUL high bytes in (nearly) every character, as UTF-16 English text has. Decoded strictly,
+    and text only (almost no control characters), so 16-bit binary data is not taken for text."""
+    if data[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        codec = "utf-16"
+    elif len(data) >= 4 and len(data) % 2 == 0:
+        sample = data[:8192]
+        half = len(sample) // 2
+        odd, even = sample[1::2].count(0), sample[0::2].count(0)
+        if odd >= 0.9 * half and even <= 0.01 * half:
+            codec = "utf-16-le"
+        elif even >= 0.9 * half and odd <= 0.01 * half:
+            codec = "utf-16-be"
+        else:
+            return None
+    else:
+        return None
     try:
-        return _newlines(data.decode("utf-8-sig"))
+        head = data[:8192].decode(codec, errors="strict")
     except UnicodeDecodeError:
-        pass
+        if data[:2] in (b"\xff\xfe", b"\xfe\xff"):
+            raise UnreadableError("not text (a UTF-16 mark, then bytes that are not UTF-16)") from None
+        return None
+    if len(_CONTROL_CHARS.findall(head)) > max(2, len(head) // 100):
+        return None
+    try:
+        return data.decode(codec)
+    except UnicodeDecodeError as exc:
+        raise UnreadableError(f"not text (UTF-16 with bytes that are not UTF-16 at byte {exc.start:,})") from None
+
+
+def _not_quite_utf8(data: bytes, error: UnicodeDecodeError) -> tuple[str, str]:
+    """Text that is not valid UTF-8: UTF-8 with a few stray bytes when it has more valid
+    non-ASCII characters than bad bytes, else Windows-1252 when that gives clean text."""
+    text = data.decode("utf-8-sig", errors="replace")
+    bad = text.count("\ufffd") - data.count("\ufffd".encode("utf-8"))
+    non_ascii = len(text) - len(text.encode("ascii", "ignore"))
+    valid = non_ascii - text.count("\ufffd")
+    if bad <= max(2, len(text) // 200) and valid >= bad:
+        return text, (f"{bad:,} byte sequence{'s' if bad != 1 else ''} that {'are' if bad != 1 else 'is'} not UTF-8 "
+                      f"replaced by U+FFFD (the first at byte {error.start:,})")
     text = data.decode("cp1252", errors="replace")
-    bad = sum(1 for ch in text if ch == "\ufffd" or (ord(ch) < 32 and ch not in "\t\n\r\f"))
-    if bad > max(2, len(text) // 200):
+    unreadable = text.count("\ufffd") + len(_CONTROL_CHARS.findall(text)) - text.count("\x00")
+    if unreadable > max(2, len(text) // 200):
         raise UnreadableError("not text (undecodable bytes)")
-    return _newlines(text)
+    return text, "not UTF-8: read as Windows-1252"
 
 
 def _newlines(text: str) -> str:
@@ -310,7 +396,7 @@ def date_from_filename(path: str) -> str | None:
 def date_from_text(text: str) -> str | None:
     """A ``Date: 2026-03-01`` style line near the top of a document."""
     for line in text.splitlines()[:15]:
-        match = _DATE_LINE.match(line.strip())
+        match = _DATE_LINE.match(line.strip()[:200])
         if match:
             return normalize_date(match.group(1))
     return None
@@ -410,8 +496,8 @@ def _read_html(text: str) -> Parsed:
     else:
         notes.append("trafilatura unavailable; used all text")
     if not body or not body.strip():
-        fallback = _HTMLText.extract(text)
-        body, title = fallback.text, title or fallback.title
+        body, fallback_title = _html_text(text)
+        title = title or fallback_title
     if title and body:
         heading = first_heading(body)
         if heading and heading.casefold() in title.casefold():
@@ -419,54 +505,49 @@ def _read_html(text: str) -> Parsed:
     return Parsed("html", body or "", title or first_heading(body or ""), date, notes)
 
 
-class _HTMLText(HTMLParser):
-    """Stdlib fallback: visible text with headings kept, scripts/styles/navigation dropped."""
+_SKIP_TAGS = {"script", "style", "nav", "header", "footer", "noscript", "template", "svg"}
+_BLOCK_TAGS = {"p", "div", "li", "tr", "br", "section", "article", "table", "ul", "ol", "pre", "blockquote"}
+_HEADING_TAGS = {f"h{n}": n for n in range(1, 7)}
+_SPACES = re.compile(r"\s++")
+_BLANK_RUNS = re.compile(r"\n{3,}+")
 
-    _SKIP = {"script", "style", "nav", "header", "footer", "noscript", "template", "svg"}
-    _BLOCK = {"p", "div", "li", "tr", "br", "section", "article", "table", "ul", "ol", "pre", "blockquote"}
 
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.parts: list[str] = []
-        self.title = ""
-        self._skip = 0
-        self._in_title = False
+def _html_text(html: str) -> tuple[str, str]:
+    """Fallback for HTML trafilatura finds nothing in: (visible text with headings kept,
+    title), scripts, styles and navigation dropped. lxml's parser (C, linear on any input; the
+    standard library's HTMLParser rescans unclosed tags, quadratic on "<a <a <a ..."), walked
+    with a stack, not recursion."""
+    import lxml.html  # noqa: PLC0415 (a dependency of trafilatura)
+    from lxml import etree  # noqa: PLC0415
 
-    @classmethod
-    def extract(cls, html: str) -> "_HTMLText":
-        parser = cls()
-        try:
-            parser.feed(html)
-            parser.close()
-        except Exception:  # noqa: BLE001 - malformed HTML: keep what was parsed
-            pass
-        parser.text = re.sub(r"\n{3,}", "\n\n", "".join(parser.parts)).strip()
-        parser.title = " ".join(parser.title.split())
-        return parser
-
-    def handle_starttag(self, tag, attrs):
-        if tag in self._SKIP:
-            self._skip += 1
+    try:
+        root = lxml.html.document_fromstring(_CONTROL_CHARS.sub("", html))
+    except (etree.ParserError, etree.XMLSyntaxError, ValueError):
+        return "", ""
+    parts: list[str] = []
+    title = ""
+    stack: list[tuple[object, bool]] = [(root, False)]
+    while stack:
+        element, closing = stack.pop()
+        tag = element.tag.lower() if isinstance(element.tag, str) else ""
+        if closing:
+            if tag in _HEADING_TAGS:
+                parts.append("\n\n")
         elif tag == "title":
-            self._in_title = True
-        elif re.fullmatch(r"h[1-6]", tag):
-            self.parts.append("\n\n" + "#" * int(tag[1]) + " ")
-        elif tag in self._BLOCK:
-            self.parts.append("\n\n" if tag != "li" else "\n- ")
-
-    def handle_endtag(self, tag):
-        if tag in self._SKIP and self._skip:
-            self._skip -= 1
-        elif tag == "title":
-            self._in_title = False
-        elif re.fullmatch(r"h[1-6]", tag):
-            self.parts.append("\n\n")
-
-    def handle_data(self, data):
-        if self._in_title:
-            self.title += data
-        elif not self._skip:
-            self.parts.append(re.sub(r"\s+", " ", data))
+            title = title or element.text_content()
+        elif tag and tag not in _SKIP_TAGS:
+            if tag in _HEADING_TAGS:
+                parts.append("\n\n" + "#" * _HEADING_TAGS[tag] + " ")
+            elif tag in _BLOCK_TAGS:
+                parts.append("\n\n" if tag != "li" else "\n- ")
+            if element.text:
+                parts.append(_SPACES.sub(" ", element.text))
+            stack.append((element, True))
+            stack.extend((child, False) for child in reversed(element))
+            continue
+        if element.tail and (closing or not tag or tag in _SKIP_TAGS or tag == "title"):
+            parts.append(_SPACES.sub(" ", element.tail))
+    return _BLANK_RUNS.sub("\n\n", "".join(parts)).strip(), " ".join(title.split())
 
 
 def _read_pdf(data: bytes) -> Parsed:

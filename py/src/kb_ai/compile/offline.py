@@ -15,6 +15,7 @@ from difflib import SequenceMatcher
 
 from kb_ai.compile.dedup import blocks, words
 from kb_ai.store.markdown_text import (
+    atx_heading,
     clip,
     first_sentence,
     iter_lines_outside_fences,
@@ -23,8 +24,8 @@ from kb_ai.store.markdown_text import (
     split_sentences,
 )
 
-TRAIL = re.compile(r"^\[Superseded (\d{4}-\d{2}-\d{2}) by (raw/.+?): earlier (.+)\]\s*$")
-_HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
+# The source ends at the first ": earlier " (tried once, not again from every later one).
+TRAIL = re.compile(r"^\[Superseded (\d{4}-\d{2}-\d{2}) by (raw/(?:(?!: earlier ).)++): earlier (.+)\]\s*$")
 QUOTE_LIMIT = 220
 
 
@@ -40,18 +41,20 @@ def article_body(title: str, text: str) -> str:
     out: list[str] = []
     dropped_title = False
     has_h1 = False
+    has_text = False  # a non-blank line is in ``out`` already
     for line, in_fence in iter_lines_outside_fences("\n".join(lines)):
-        match = None if in_fence else _HEADING.match(line)
-        if match and len(match.group(1)) == 1:
-            if not dropped_title and not out_has_text(out) and plain_text(match.group(2)).casefold() == title.casefold():
+        heading = None if in_fence else atx_heading(line)
+        if heading and heading[0] == 1:
+            if not dropped_title and not has_text and plain_text(heading[1]).casefold() == title.casefold():
                 dropped_title = True
                 continue
             has_h1 = True
-        elif not dropped_title and not in_fence and not out_has_text(out) and line.strip() \
+        elif not dropped_title and not in_fence and not has_text and line.strip() \
                 and plain_text(line).casefold() == title.casefold():
             dropped_title = True  # a plain first line repeating the title (text and PDF sources)
             continue
         out.append(line)
+        has_text = has_text or bool(line.strip())
     body = "\n".join(out).strip("\n")
     if has_h1:
         body = demote_headings(body)
@@ -59,16 +62,12 @@ def article_body(title: str, text: str) -> str:
     return f"# {title}\n\n{body}".rstrip() + "\n"
 
 
-def out_has_text(lines: list[str]) -> bool:
-    return any(line.strip() for line in lines)
-
-
 def demote_headings(body: str, levels: int = 1) -> str:
     out = []
     for line, in_fence in iter_lines_outside_fences(body):
-        match = None if in_fence else _HEADING.match(line)
-        if match:
-            hashes = len(match.group(1))
+        heading = None if in_fence else atx_heading(line)
+        if heading:
+            hashes = heading[0]
             line = "#" * min(6, hashes + levels) + line[hashes:]
         out.append(line)
     return "\n".join(out)
@@ -121,7 +120,7 @@ def _norm(block: str) -> str:
 
 
 def _is_heading(block: str) -> bool:
-    return bool(_HEADING.match(block.strip().splitlines()[0])) if block.strip() else False
+    return bool(atx_heading(block.strip().splitlines()[0])) if block.strip() else False
 
 
 def _changed_statements(old: str, new_text_norm: str) -> list[str]:

@@ -14,11 +14,13 @@ previous waves planned, so the result does not depend on timing or concurrency.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
 from collections import Counter
 from dataclasses import dataclass, field
 from difflib import SequenceMatcher
+from pathlib import PurePosixPath
 
 from kb_ai.compile.ingest import Source
 from kb_ai.compile.state import PlanTarget
@@ -190,11 +192,20 @@ def _terms(text: str) -> list[str]:
 def offline_target(source: Source) -> PlanTarget:
     """One article per source: topic from the folder, slug from the title."""
     topic = source.topic_hint
-    slug = slugify(source.title)
+    slug = source_slug(source)
     if f"{slug}.md" in RESERVED_NAMES:
         slug = f"{slug}-page"
     summary = first_sentence(source.text, SUMMARY_LIMIT) or source.title
     return PlanTarget(path=f"{topic}/{slug}.md", title=source.title, summary=summary, topic=topic, new=True)
+
+
+def source_slug(source: Source) -> str:
+    """The slug of a source's article: from its title; from its file name when the title has no
+    Latin letters (Cyrillic, CJK: ``slugify`` keeps ASCII only); else ``untitled-`` and a short
+    hash of the source's path, stable and distinct per source (not ``untitled-2``, ``-3`` in
+    the order the sources happen to come)."""
+    slug = slugify(source.title, fallback="") or slugify(PurePosixPath(source.path).stem, fallback="")
+    return slug or f"untitled-{hashlib.sha256(source.path.encode('utf-8', 'surrogatepass')).hexdigest()[:8]}"
 
 
 class OfflinePlanner:
@@ -216,7 +227,7 @@ class OfflinePlanner:
             return PlanResult([PlanTarget(item.path, item.title, target.summary, item.topic, new=False)])
         path, n = target.path, 2
         while path in catalog.items:
-            path = f"{target.topic}/{slugify(source.title)}-{n}.md"
+            path = f"{target.topic}/{source_slug(source)}-{n}.md"
             n += 1
         target.path = path
         return PlanResult([target])

@@ -6,6 +6,8 @@ import sys
 import time
 from typing import TextIO
 
+from kb_ai.untrusted_text import terminal_safe
+
 BAR_WIDTH = 24
 REDRAW_SECONDS = 0.1
 
@@ -47,7 +49,8 @@ class Progress:
         self._last = now
         total = max(self.total, 1)
         filled = int(BAR_WIDTH * min(self.count, total) / total)
-        line = f"{self.stage:<7} [{'#' * filled}{'.' * (BAR_WIDTH - filled)}] {self.count}/{self.total} {label}"
+        # The label is a source's file name: anything in it that could act on the terminal goes.
+        line = f"{self.stage:<7} [{'#' * filled}{'.' * (BAR_WIDTH - filled)}] {self.count}/{self.total} {terminal_safe(label)}"
         line = line[:100]
         pad = max(0, self._width - len(line))
         self.stream.write("\r" + line + " " * pad)

@@ -17,6 +17,7 @@ from kb_ai.llm.tokens import estimate_tokens
 from kb_ai.llm.usage import UsageMeter
 from kb_ai.store.catalog import Catalog
 from kb_ai.store.kb import KnowledgeBase
+from kb_ai.store.markdown_text import inline_links, replace_links
 from kb_ai.store.topics import Topic, build_topic_index, load_model_summaries, membership_key, save_model_summaries, write_topics
 
 SUMMARY_CHARS = 200
@@ -38,7 +39,8 @@ def _sample_lines(topic: Topic, catalog: Catalog) -> list[str]:
 
 def clean_summary(text: str) -> str | None:
     """One line of plain text, at most SUMMARY_CHARS; None when nothing usable is left."""
-    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", str(text))  # links -> their text
+    text = str(text)
+    text = replace_links(text, inline_links(text))  # links -> their text
     text = " ".join(re.sub(r"[<>`*_#]", "", text).split())
     if len(re.findall(r"\w", text)) < 3:
         return None

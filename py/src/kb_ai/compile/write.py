@@ -44,7 +44,7 @@ from kb_ai.store.articles import (
     validate_article_text,
 )
 from kb_ai.store.files import atomic_write_text
-from kb_ai.store.markdown_text import clip, first_sentence, iter_lines_outside_fences, plain_text
+from kb_ai.store.markdown_text import atx_heading, clip, first_sentence, iter_lines_outside_fences, plain_text
 from kb_ai.store.paths import safe_wiki_file, slugify
 
 WRITE_PROMPT = "compile_write"
@@ -468,16 +468,13 @@ def check_trails(body: str, known_sources: set[str], keep: str = "") -> tuple[st
     return "\n".join(out).strip() + "\n", dropped
 
 
-_SECTION_HEADING = re.compile(r"^(#{1,2})\s+(.+?)\s*#*\s*$")
-
-
 def split_top_sections(body: str) -> list[tuple[str, str]]:
     """(heading, text) at H1/H2 level; heading "" for the part before the first ``##``."""
     sections: list[tuple[str, list[str]]] = [("", [])]
     for line, in_fence in iter_lines_outside_fences(body):
-        match = None if in_fence else _SECTION_HEADING.match(line)
-        if match and len(match.group(1)) == 2:
-            sections.append((plain_text(match.group(2)), [line]))
+        heading = None if in_fence else atx_heading(line, max_level=2)
+        if heading and heading[0] == 2 and heading[1]:
+            sections.append((plain_text(heading[1]), [line]))
         else:
             sections[-1][1].append(line)
     return [(h, "\n".join(lines).strip("\n")) for h, lines in sections if "\n".join(lines).strip()]

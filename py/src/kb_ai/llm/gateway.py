@@ -1132,7 +1132,8 @@ def _validator_for_text(schema_text: str) -> Any:
     return cls(schema)
 
 
-_THINK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
+_THINK_OPEN = re.compile(r"<think>", re.IGNORECASE)
+_THINK_CLOSE = re.compile(r"</think>", re.IGNORECASE)
 _FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.DOTALL)
 
 
@@ -1142,11 +1143,27 @@ _FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.DOTALL)
 _DECODER = json.JSONDecoder(strict=False)
 
 
+def _drop_think(text: str) -> str:
+    """``text`` without its ``<think>...</think>`` blocks. Each search starts where the last one
+    ended, and the first ``<think>`` without a ``</think>`` after it ends the search: a reply of
+    many unclosed ``<think>`` is read once, not once per ``<think>``."""
+    kept: list[str] = []
+    position = 0
+    while (opened := _THINK_OPEN.search(text, position)) is not None:
+        closed = _THINK_CLOSE.search(text, opened.end())
+        if closed is None:
+            break
+        kept.append(text[position:opened.start()])
+        position = closed.end()
+    kept.append(text[position:])
+    return "".join(kept)
+
+
 def parse_json_reply(text: str) -> Any:
     """Parse a model's JSON reply robustly: drop <think> blocks and ``` fences, accept control
     characters inside strings, and take the first {...} or [...] block when prose surrounds it.
     Raises ValueError naming the real parse error: the one that got furthest into the JSON."""
-    cleaned = _THINK.sub("", text or "").strip()
+    cleaned = _drop_think(text or "").strip()
     if not cleaned:
         raise ValueError("the reply was empty")
     fenced = _FENCE.search(cleaned)

@@ -52,7 +52,9 @@ ATTRIBUTE, INLINE, BLOCK = "attribute", "inline", "block"
 # the value, where the template's next character (or the next value) could complete it.
 _MARKUP_OPEN = re.compile(r"<(?=[A-Za-z!?|]|\s*/|\s*$)")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f\u0085\u2028\u2029]")
-_LINE_BREAKS = re.compile(r"\s*[\r\n\u0085\u2028\u2029]+\s*")
+# A run of whitespace holding a line break. It may only start where a whitespace run starts
+# (the look-behind), so a long run of spaces without a break is read once, not once per space.
+_LINE_BREAKS = re.compile(r"(?<![^\S\r\n\u0085\u2028\u2029])[^\S\r\n\u0085\u2028\u2029]*+[\r\n\u0085\u2028\u2029]\s*+")
 
 
 class PromptSafe(str):

@@ -4,6 +4,11 @@ server all call ``ask_events`` and differ only in how they present the events.
 Order (DESIGN.md): rewrite?, pages, token*, citations, suggestions?, usage, done — with
 ``notice`` events wherever something was degraded, trimmed or dropped, and ``error`` (then the
 stream ends) when a ``KaasError`` stops the answer.
+
+The event loop only waits: a server answers many readers on one loop, so no step of an answer
+reads page files or does CPU-heavy work on it. The catalog, the pages given or selected, the
+reading budget and the navigators' keyword work (BM25 indexes and searches, extractive answers)
+run in worker threads (``anyio.to_thread``); one slow question cannot freeze the others.
 """
 
 from __future__ import annotations
@@ -13,8 +18,11 @@ from contextlib import aclosing
 from dataclasses import dataclass
 from typing import AsyncIterator
 
+import anyio
+
 from kb_ai.config import Settings
-from kb_ai.errors import EmptyCatalogError, KaasError, LLMReplyCutOff, PageNotFoundError, UnsafePathError
+from kb_ai.errors import (BadRequestError, EmptyCatalogError, KaasError, LLMReplyCutOff, PageNotFoundError,
+                          UnsafePathError)
 from kb_ai.llm.usage import UsageMeter
 from kb_ai.navigate.citations import validate_citations
 from kb_ai.navigate.navigator import LexicalIndexCache, Navigator
@@ -29,6 +37,9 @@ from kb_ai.untrusted_text import lone_surrogate
 log = logging.getLogger(__name__)
 
 MAX_QUESTION_CHARS = 4_000
+# Pages one question may read: selected (``max_pages`` over HTTP) or named (``paths`` over MCP,
+# ``kaas ask --page``). Named pages are refused beyond it, before any is loaded.
+MAX_PAGES_PER_QUESTION = 20
 
 
 @dataclass
@@ -59,10 +70,11 @@ def build_service(settings: Settings) -> AskService:
 
 
 def _given_selection(kb: KnowledgeBase, paths: list[str], reader: Reader) -> Selection:
-    """The pages a caller named (``paths=``, ``kaas ask --page``): each must be a page this
-    reader may read (``load_page``: a hidden page is refused exactly like a missing one)."""
+    """The pages a caller named (``paths=``, ``kaas ask --page``), checked by ``_check_given``;
+    each must be a page this reader may read (``load_page``: a hidden page is refused exactly
+    like a missing one). Blocking: reads files."""
     chosen: list[str] = []
-    for raw in paths:
+    for raw in dict.fromkeys(paths):  # a repeated path is read once
         try:
             path = load_page(kb, raw, reader).path
         except UnsafePathError as exc:
@@ -70,6 +82,25 @@ def _given_selection(kb: KnowledgeBase, paths: list[str], reader: Reader) -> Sel
         if path not in chosen:
             chosen.append(path)
     return Selection(paths=chosen, method="given")
+
+
+def _check_given(paths: object) -> None:
+    """Refuse named pages beyond ``MAX_PAGES_PER_QUESTION`` (repeats count), before any work."""
+    if not isinstance(paths, list) or not all(isinstance(p, str) for p in paths):
+        raise BadRequestError("the pages to read must be a list of page paths")
+    if len(paths) > MAX_PAGES_PER_QUESTION:
+        raise BadRequestError(f"at most {MAX_PAGES_PER_QUESTION} pages can be named for one question "
+                              f"({len(paths)} given)")
+
+
+def _catalog_for(kb: KnowledgeBase, reader: Reader):
+    """The catalog ``reader`` may see (blocking: loads and cuts it)."""
+    catalog = kb.catalog().visible_to(reader)
+    if not catalog.entries:
+        if reader.admin:
+            kb.require_catalog()  # the message that says how to fill an empty wiki
+        raise EmptyCatalogError("the wiki has no pages you can read")  # same whether or not others exist
+    return catalog
 
 
 async def ask_events(service: AskService, request: AskRequest) -> AsyncIterator[AskEvent]:
@@ -86,13 +117,11 @@ async def ask_events(service: AskService, request: AskRequest) -> AsyncIterator[
             # Bytes that are not UTF-8 in a command line (Python keeps them as lone surrogates),
             # or an escaped lone surrogate: no model request, saved page or log line can hold it.
             raise KaasError("the question is not valid text (it holds bytes that are not UTF-8)")
+        if request.paths:
+            _check_given(request.paths)
         # Authorization is part of the query: from here on, pages this reader may not read do
         # not exist — not for navigation, the model, counts, reading, citations or suggestions.
-        catalog = service.kb.catalog().visible_to(request.reader)
-        if not catalog.entries:
-            if request.reader.admin:
-                service.kb.require_catalog()  # the message that says how to fill an empty wiki
-            raise EmptyCatalogError("the wiki has no pages you can read")  # same whether or not others exist
+        catalog = await anyio.to_thread.run_sync(_catalog_for, service.kb, request.reader)
         preflight = getattr(getattr(navigator, "gateway", None), "preflight", None)
         if preflight is not None:
             preflight()
@@ -106,14 +135,15 @@ async def ask_events(service: AskService, request: AskRequest) -> AsyncIterator[
                 yield AskEvent("notice", {"message": message})
 
         if request.paths:
-            selection = _given_selection(service.kb, request.paths, request.reader)
+            selection = await anyio.to_thread.run_sync(_given_selection, service.kb, request.paths, request.reader)
         else:
             selection = await navigator.select(query, catalog, max_pages, meter)
         for message in selection.notices:
             yield AskEvent("notice", {"message": message})
 
-        pages, read_notices = read_pages(service.kb, selection.paths, service.settings.read_budget, query,
-                                        catalog=catalog, reader=request.reader)
+        pages, read_notices = await anyio.to_thread.run_sync(
+            lambda: read_pages(service.kb, selection.paths, service.settings.read_budget, query,
+                               catalog=catalog, reader=request.reader))
         yield AskEvent("pages", {"pages": [p.ref() for p in pages], "method": selection.method})
         for message in read_notices:
             yield AskEvent("notice", {"message": message})

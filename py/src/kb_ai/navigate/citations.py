@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-import re
-
 from kb_ai.errors import UnsafePathError
 from kb_ai.navigate.records import Citation, ReadPage
+from kb_ai.store.markdown_text import find_links
 from kb_ai.store.paths import normalize_wiki_path
-
-_CITATION = re.compile(r"\[(?P<title>(?:\\.|[^\]\\])+)\]\((?P<target>[^)\s]+)(?:\s+\"[^\"]*\")?\)")
 
 
 def find_citation_targets(answer: str) -> list[tuple[str, str]]:
-    """Every Markdown link in ``answer`` as (title, target), in order of appearance."""
-    return [(m.group("title"), m.group("target")) for m in _CITATION.finditer(answer)]
+    """Every Markdown link in ``answer`` as (title, target), in order of appearance: inline
+    ``[Title](path)`` and reference ``[Title][1]`` links alike; links in code are not links."""
+    return [(link.text, link.target) for link in find_links(answer) if link.kind != "definition"]
 
 
 def validate_citations(answer: str, pages_read: list[ReadPage]) -> tuple[list[Citation], list[str]]:

@@ -7,6 +7,8 @@ import logging
 import re
 from typing import AsyncIterator
 
+import anyio
+
 from kb_ai.errors import LLMAuthError, LLMError, MissingApiKeyError, UnknownModelError
 from kb_ai.llm.gateway import LLMGateway
 from kb_ai.llm.plausible import one_line, plausible, unique
@@ -77,11 +79,15 @@ class LLMNavigator:
     async def select(self, question: str, catalog: Catalog, max_pages: int, meter: UsageMeter) -> Selection:
         budget = select_budget_for(self.gateway.context_window(), self.select_budget)
         notices: list[str] = []  # degradations on the way, for the reader (not only the log)
+        # The keyword index (loaded or built from every page) is what the shortlist and the
+        # fallback rank with: made in a worker thread, not on the event loop.
+        lexical = await anyio.to_thread.run_sync(self.lexical.get, catalog)
         try:
             selection = None
             if self.navigation == "topics" and catalog_tokens(catalog) > budget:
+                topics = await anyio.to_thread.run_sync(self.topics.get, catalog)
                 selection = await select_pages_by_topic(
-                    question, catalog, gateway=self.gateway, prompts=self.prompts, topics=self.topics.get(catalog),
+                    question, catalog, gateway=self.gateway, prompts=self.prompts, topics=topics,
                     lexical_for=self.lexical.get, max_pages=max_pages, budget_tokens=budget, meter=meter,
                 )
                 if selection is None:
@@ -91,26 +97,27 @@ class LLMNavigator:
             if selection is None:
                 selection = await select_pages_llm(
                     question, catalog, gateway=self.gateway, prompts=self.prompts, max_pages=max_pages,
-                    budget_tokens=budget, lexical=self.lexical.get(catalog), meter=meter,
+                    budget_tokens=budget, lexical=lexical, meter=meter,
                 )
                 selection.notices[:0] = notices
         except FATAL_LLM_ERRORS:
             raise
         except LLMError as exc:
-            fallback = self._fallback(question, catalog, max_pages, f"Page selection by the model failed ({exc.message})")
+            fallback = await self._fallback(question, catalog, max_pages, f"Page selection by the model failed ({exc.message})")
             fallback.notices[:0] = notices
             return fallback
         if selection.dropped and not selection.paths:
             # The model tried to choose but named no real page: that is a failed selection, not
             # the model's judgement that the wiki lacks the answer (an empty list is that).
-            fallback = self._fallback(question, catalog, max_pages, "The model named no page of the catalog")
+            fallback = await self._fallback(question, catalog, max_pages, "The model named no page of the catalog")
             fallback.notices[:0] = selection.notices
             return fallback
         return selection
 
-    def _fallback(self, question: str, catalog: Catalog, max_pages: int, reason: str) -> Selection:
+    async def _fallback(self, question: str, catalog: Catalog, max_pages: int, reason: str) -> Selection:
         log.warning("%s; falling back to keyword selection", reason)
-        selection = lexical_selection(self.lexical.get(catalog), question, max_pages, "lexical-fallback")
+        selection = await anyio.to_thread.run_sync(
+            lambda: lexical_selection(self.lexical.get(catalog), question, max_pages, "lexical-fallback"))
         selection.notices.append(f"{reason}; fell back to keyword selection.")
         return selection
 
@@ -130,7 +137,7 @@ class LLMNavigator:
     async def suggest(self, question: str, answer: str, pages: list[ReadPage], catalog: Catalog,
                       meter: UsageMeter) -> tuple[list[str], list[str]]:
         read = {p.path for p in pages}
-        related = self.lexical.get(catalog).search(question, 12)
+        related = await anyio.to_thread.run_sync(lambda: self.lexical.get(catalog).search(question, 12))
         other_titles = [catalog.by_path[h.path].title for h in related if h.path not in read and h.path in catalog][:8]
         messages = self.prompts.render(
             "suggest", question=question, answer=answer[:4_000],

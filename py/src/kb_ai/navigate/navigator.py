@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import shutil
+import threading
 from pathlib import Path
 from typing import AsyncIterator, Protocol
 
@@ -52,7 +53,10 @@ class LexicalIndexCache:
     back nor their order or scores can depend on hidden text. A topic's pages (a subset of a
     root) are a mask of the root's index. Indexes are rebuilt when the catalog object changes
     (the catalog store hands out a new object whenever master-index.md changes) and saved on
-    disk: the full one in ``cache_dir``, a view's in ``<cache_dir>-views/<view key>/``."""
+    disk: the full one in ``cache_dir``, a view's in ``<cache_dir>-views/<view key>/``.
+
+    Called from worker threads (never on a server's event loop): one lock makes each index be
+    loaded or built once, and saved by one thread at a time."""
 
     ROOTS = 8    # full catalog + kinds of readers kept in memory
     MASKS = 32   # topic subsets
@@ -64,10 +68,16 @@ class LexicalIndexCache:
         self._origin: Catalog | None = None  # the full catalog the cached indexes belong to
         self._roots: dict[int, tuple[Catalog, LexicalIndex]] = {}
         self._masks: dict[int, tuple[Catalog, LexicalIndex]] = {}
+        self._lock = threading.RLock()
 
     def get(self, catalog: Catalog) -> LexicalIndex:
         """The index of ``catalog``: its own for a root (full catalog or one reader's view); for a
-        subset (a topic's pages), its root's index restricted to the subset's pages."""
+        subset (a topic's pages), its root's index restricted to the subset's pages. Blocking
+        (it may read every page): call it in a worker thread from async code."""
+        with self._lock:
+            return self._get(catalog)
+
+    def _get(self, catalog: Catalog) -> LexicalIndex:
         root = catalog.root
         index = self._root_index(root)
         if catalog is root:

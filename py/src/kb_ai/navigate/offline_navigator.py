@@ -1,8 +1,14 @@
-"""Offline navigation: BM25 selection and extractive answers. Useful, fast, and it says what it is."""
+"""Offline navigation: BM25 selection and extractive answers. Useful, fast, and it says what it is.
+
+Every step is keyword work on page text (index loads and builds, searches, sentence scoring):
+it runs in a worker thread, never on the event loop a server shares between readers.
+"""
 
 from __future__ import annotations
 
 from typing import AsyncIterator
+
+import anyio
 
 from kb_ai.llm.usage import UsageMeter
 from kb_ai.navigate.navigator import LexicalIndexCache
@@ -39,10 +45,16 @@ class OfflineNavigator:
         return f"{previous[-1]} {question}", ["Offline rewrite: the previous question was added to the query."]
 
     async def select(self, question: str, catalog: Catalog, max_pages: int, meter: UsageMeter) -> Selection:
-        return lexical_selection(self.lexical.get(catalog), question, max_pages, "lexical")
+        return await anyio.to_thread.run_sync(
+            lambda: lexical_selection(self.lexical.get(catalog), question, max_pages, "lexical"))
 
     async def answer(self, question: str, history: list[Turn], pages: list[ReadPage], catalog: Catalog,
                      meter: UsageMeter) -> AsyncIterator[str]:
+        lines = await anyio.to_thread.run_sync(self._answer_lines, question, pages, catalog)
+        for line in lines:
+            yield line + "\n"
+
+    def _answer_lines(self, question: str, pages: list[ReadPage], catalog: Catalog) -> list[str]:
         evidence = best_sentences(question, [PageText(p.path, p.title, p.text) for p in pages if p.is_evidence])
         lines = [OFFLINE_LABEL, ""]
         if evidence:
@@ -53,11 +65,13 @@ class OfflineNavigator:
         _found, missing = self.lexical.get(catalog).known_terms(question)
         if missing:
             lines += ["", f"No page of the wiki mentions: {', '.join(missing)}."]
-        for line in lines:
-            yield line + "\n"
+        return lines
 
     async def suggest(self, question: str, answer: str, pages: list[ReadPage], catalog: Catalog,
                       meter: UsageMeter) -> tuple[list[str], list[str]]:
+        return await anyio.to_thread.run_sync(self._suggestions, question, pages, catalog)
+
+    def _suggestions(self, question: str, pages: list[ReadPage], catalog: Catalog) -> tuple[list[str], list[str]]:
         read = {p.path for p in pages}
         hits = self.lexical.get(catalog).search(question + " " + " ".join(p.title for p in pages), 10)
         related = [h.path for h in hits if h.path not in read and h.path in catalog]

@@ -9,26 +9,37 @@ it follows the pages it was made from, now and later (``save_answer``).
 from __future__ import annotations
 
 import datetime as dt
-import re
 import secrets
 
 from kb_ai.compile.lock import CompileLock
-from kb_ai.errors import KaasError, StorageError
+from kb_ai.errors import KaasError, NotSavedError, StorageError
 from kb_ai.navigate.records import AskResult
 from kb_ai.store.access import OWNER, Reader, derived_access
 from kb_ai.store.articles import SUMMARY_LIMIT, write_article
 from kb_ai.store.kb import KnowledgeBase
-from kb_ai.store.markdown_text import clip
+from kb_ai.store.markdown_text import clip, find_links
 from kb_ai.store.pages import load_page
 from kb_ai.store.paths import slugify
 
 ANSWERS_TOPIC = "answers"
-_LINK = re.compile(r"\]\(([^)\s]+)\)")
 
 
 def _relative_links(answer: str, cited: set[str]) -> str:
     """Citations are catalog paths; inside wiki/answers/ the same page is ``../<path>``."""
-    return _LINK.sub(lambda m: f"](../{m.group(1)})" if m.group(1) in cited else m.group(0), answer)
+    out: list[str] = []
+    position = 0
+    for link in find_links(answer):
+        if link.kind == "reference" or link.target not in cited or link.start < position:
+            continue
+        out.append(answer[position:link.text_end])
+        if link.kind == "definition":
+            newline = "\n" if answer[link.start:link.end].endswith("\n") else ""
+            out.append(f"]: ../{link.target}{newline}")
+        else:
+            out.append(f"](../{link.target})")
+        position = link.end
+    out.append(answer[position:])
+    return "".join(out)
 
 
 def save_answer(kb: KnowledgeBase, question: str, result: AskResult, today: dt.date | None = None,
@@ -46,9 +57,9 @@ def save_answer(kb: KnowledgeBase, question: str, result: AskResult, today: dt.d
     A reader who is not an admin gets a name with a random suffix: whether another answer
     already took the plain name (perhaps one they may not see) is not theirs to learn."""
     if result.error:
-        raise KaasError(f"not saved: the answer failed ({result.error['message']})")
+        raise NotSavedError(f"not saved: the answer failed ({result.error['message']})")
     if not result.citations:
-        raise KaasError("not saved: the answer cites no page of the wiki, so it cannot lead anywhere")
+        raise NotSavedError("not saved: the answer cites no page of the wiki, so it cannot lead anywhere")
     question = " ".join(question.split())
     today = today or dt.date.today()
     slug = slugify(question)[:60].rstrip("-") or "answer"

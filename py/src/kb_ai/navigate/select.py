@@ -12,6 +12,8 @@ import itertools
 import re
 from pathlib import PurePosixPath
 
+import anyio
+
 from kb_ai.errors import UnsafePathError
 from kb_ai.llm.gateway import LLMGateway
 from kb_ai.llm.prompts import PromptLibrary
@@ -143,7 +145,8 @@ async def select_pages_llm(
     meter: UsageMeter,
 ) -> Selection:
     """One selection call. Raises the gateway's LLMError on failure (the caller degrades)."""
-    entries, shortlisted = shortlist(catalog, question, budget_tokens, lexical)
+    # A keyword search over the whole catalog: in a worker thread, not on the event loop.
+    entries, shortlisted = await anyio.to_thread.run_sync(shortlist, catalog, question, budget_tokens, lexical)
     messages = prompts.render(
         "select",
         question=question,

@@ -9,8 +9,11 @@ pages of the chosen topics left out of the second prompt.
 
 from __future__ import annotations
 
+import threading
 from collections import Counter
 from pathlib import Path
+
+import anyio
 
 from kb_ai.llm.gateway import LLMGateway
 from kb_ai.llm.prompts import PromptLibrary
@@ -42,8 +45,14 @@ class TopicIndexCache:
     def __init__(self, state_dir: Path | None):
         self.state_dir = state_dir
         self._cache: dict[int, tuple[Catalog, TopicIndex]] = {}
+        self._lock = threading.Lock()
 
     def get(self, catalog: Catalog) -> TopicIndex:
+        """Blocking (builds the index): called in a worker thread, one at a time."""
+        with self._lock:
+            return self._get(catalog)
+
+    def _get(self, catalog: Catalog) -> TopicIndex:
         hit = self._cache.get(id(catalog))
         if hit is not None and hit[0] is catalog:
             return hit[1]
@@ -117,7 +126,8 @@ async def select_pages_by_topic(
 ) -> Selection | None:
     """Two calls: topics, then pages. Returns None when the model named no real topic (the
     caller falls back to the flat shortlist). Raises the gateway's LLMError on failure."""
-    lines, cut = topic_lines_within(topics, question, lexical_for(catalog), catalog, budget_tokens)
+    lines, cut = await anyio.to_thread.run_sync(
+        lambda: topic_lines_within(topics, question, lexical_for(catalog), catalog, budget_tokens))
     messages = prompts.render("select_topics", question=question, topic_lines=lines, total_pages=len(catalog),
                               max_topics=MAX_TOPICS, cut=cut)
     reply = await gateway.complete_json(messages, schema=TOPIC_SCHEMA, schema_name="topic_selection",
@@ -141,7 +151,7 @@ async def select_pages_by_topic(
     within = _pages_of(topics, catalog, chosen)
     selection = await select_pages_llm(
         question, within, gateway=gateway, prompts=prompts, max_pages=max_pages,
-        budget_tokens=budget_tokens, lexical=lexical_for(within), meter=meter,
+        budget_tokens=budget_tokens, lexical=await anyio.to_thread.run_sync(lexical_for, within), meter=meter,
     )
     head = [f"Navigated by topic: {', '.join(t.name for t in chosen)} ({len(within)} of {len(catalog)} pages)."]
     if cut:

@@ -62,21 +62,30 @@ def best_sentences(question: str, pages: list[PageText], limit: int = 4) -> list
     picked: list[Evidence] = []
     covered: set[str] = set()
     per_page: dict[str, int] = {}
-    remaining = set(range(len(candidates)))
+    remaining = list(range(len(candidates)))
     seen_sentences: set[str] = set()
-    while remaining and len(picked) < limit:
-        def gain(i: int) -> float:
-            matched = candidates[i][3] & query_terms
-            new = len(matched - covered) / max(len(matched), 1)
-            return base[i] * (0.4 + 0.6 * new)
 
-        best = max(sorted(remaining), key=gain)
-        remaining.discard(best)
+    def gain(i: int) -> float:
+        matched = candidates[i][3] & query_terms
+        new = len(matched - covered) / max(len(matched), 1)
+        return base[i] * (0.4 + 0.6 * new)
+
+    # Gains change only when a sentence is picked, so the candidates are ranked once per pick
+    # (at most ``limit`` times), and the ones passed over on the way are dropped for good.
+    while remaining and len(picked) < limit:
+        order = sorted(remaining, key=lambda i: (-gain(i), i))
+        best = None
+        for position, i in enumerate(order):
+            page, sentence = candidates[i][1], candidates[i][2]
+            key = " ".join(sentence.lower().split())
+            if per_page.get(page.path, 0) >= PER_PAGE or key in seen_sentences or gain(i) <= 0:
+                continue
+            best, remaining = i, order[position + 1:]
+            seen_sentences.add(key)
+            break
+        if best is None:
+            break
         rank, page, sentence, terms = candidates[best]
-        key = " ".join(sentence.lower().split())
-        if per_page.get(page.path, 0) >= PER_PAGE or key in seen_sentences or gain(best) <= 0:
-            continue
-        seen_sentences.add(key)
         per_page[page.path] = per_page.get(page.path, 0) + 1
         covered |= terms & query_terms
         picked.append(Evidence(page.path, page.title, clip(sentence, MAX_SENTENCE_CHARS), base[best]))

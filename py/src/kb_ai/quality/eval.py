@@ -47,8 +47,11 @@ from kb_ai.quality.scoring import normalize_answer, score_answer, scoring_text
 from kb_ai.store.catalog import Catalog
 from kb_ai.store.files import FileTooLargeError, atomic_write_text, read_regular_bytes
 from kb_ai.store.paths import normalize_wiki_path
+from kb_ai.untrusted_text import parse_json
 
 MAX_QUESTIONS_FILE_BYTES = 50_000_000
+MAX_QUESTION_DEPTH = 16  # a question line is an object of strings and lists of strings
+MAX_KEY_SHOWN = 60  # characters of an unknown key named in a warning
 # How answers say "the wiki does not know", besides reading no page at all (answer prompt wording).
 _ABSTAIN = re.compile(
     r"\b(wiki|pages?|catalog)\b[^.\n]{0,60}\b(does not|doesn't|do not|don't|did not)\s+(cover|contain|mention|say|answer)"
@@ -91,9 +94,9 @@ def parse_questions(text: str, label: str = "questions", warnings: list[str] | N
             continue
         where = f"{label} line {number}"
         try:
-            data = json.loads(line)
+            data = parse_json(line, MAX_QUESTION_DEPTH)
         except ValueError as exc:
-            raise KaasError(f"{where}: not valid JSON ({exc.msg})") from None
+            raise KaasError(f"{where}: {exc}") from None
         if not isinstance(data, dict):
             raise KaasError(f"{where}: expected a JSON object")
         for key in data:
@@ -127,6 +130,8 @@ def _unknown_key_warning(label: str, key: str, lines: list[int]) -> str:
     close = [k for k in KNOWN_KEYS if k.startswith(key.lower()) or key.lower().startswith(k)]
     close = close or difflib.get_close_matches(key.lower(), KNOWN_KEYS, n=1, cutoff=0.6)
     hint = f" — did you mean {close[0]!r}?" if close else ""
+    if len(key) > MAX_KEY_SHOWN:
+        key = key[:MAX_KEY_SHOWN] + f"… ({len(key):,} characters)"
     return (f"{label}: unknown key {key!r} ignored (line{'s' if len(lines) > 1 else ''} {where}){hint}; "
             f"expected keys: {', '.join(KNOWN_KEYS)}")
 
@@ -315,6 +320,19 @@ class EvalReport:
             atomic_write_text(Path(path), json.dumps(self.to_json(), ensure_ascii=False, indent=1) + "\n")
         except OSError as exc:
             raise KaasError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+    @property
+    def exit_code(self) -> int:
+        """1 when some question ended with an error (its metrics are missing), else 0."""
+        return 1 if any(r.error is not None for r in self.results) else 0
+
+    def error_lines(self, limit: int = 10) -> list[str]:
+        """One line per question that ended with an error (the first ``limit``), naming it."""
+        failed = [r for r in self.results if r.error is not None]
+        lines = [f"question {r.id}: {(r.error or {}).get('message', 'failed')}"[:300] for r in failed[:limit]]
+        if len(failed) > limit:
+            lines.append(f"and {len(failed) - limit} more questions failed (see --json-out)")
+        return lines
 
     def render_table(self) -> str:
         s = self.summary()

@@ -1,8 +1,10 @@
 """``kaas lint --fix``: the mechanical repairs, and nothing else.
 
 * **Dead links** are replaced by their text: ``see [Old page](old.md)`` becomes ``see Old page``.
-  Only the link spans change; the frontmatter and the rest of the file stay byte for byte, and
-  the file is replaced atomically.
+  A dead reference definition (``[r1]: old.md``) is removed with its line, and its uses
+  (``[Old page][r1]``) become their text. Links in code are not links and stay. Only the link
+  spans change; the frontmatter and the rest of the file stay byte for byte, and the file is
+  replaced atomically.
 * **Index drift** is repaired by re-indexing (``KnowledgeBase.reindex``), which regenerates
   ``master-index.md`` from the articles' frontmatter.
 
@@ -53,4 +55,4 @@ def _drop_dead_links(kb: KnowledgeBase, ctx: LintContext, path: str) -> int:
         atomic_write_text(target, text[: len(text) - len(article.body)] + body)
     else:
         write_article(kb.wiki_dir, path, article.meta, body)
-    return len(links)
+    return sum(1 for link in links if link.kind != "reference")  # as lint counted them

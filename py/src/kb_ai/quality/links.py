@@ -1,8 +1,10 @@
 """Links in an article body: where they are (offsets, for ``--fix``), and what they point to.
 
-Links inside fenced code blocks and inline code are not links. Targets are resolved the way a
-Markdown viewer resolves them: relative to the article's folder (``wiki/<topic>/``), so
-``../other/page.md`` is ``wiki/other/page.md`` and ``../../raw/a.pdf`` is ``raw/a.pdf``.
+Links are found by ``store.markdown_text.find_links``, the one link finder (links in code spans,
+fenced and indented code blocks are not links; ``[label]: target`` definitions and their uses
+are). Targets are resolved the way a Markdown viewer resolves them: relative to the article's
+folder (``wiki/<topic>/``), so ``../other/page.md`` is ``wiki/other/page.md`` and
+``../../raw/a.pdf`` is ``raw/a.pdf``.
 """
 
 from __future__ import annotations
@@ -12,29 +14,11 @@ import re
 from dataclasses import dataclass
 from urllib.parse import unquote
 
-from kb_ai.store.markdown_text import iter_lines_outside_fences
+from kb_ai.store.markdown_text import Link, find_links, replace_links
 
-_INLINE_LINK = re.compile(
-    r"(?P<bang>!?)\[(?P<text>(?:[^\[\]\\]|\\.|\[(?:[^\[\]\\]|\\.)*\])*)\]"
-    r"\((?P<dest><[^<>\n]*>|(?:[^()\s\\]|\\.|\((?:[^()\s\\]|\\.)*\))*)"
-    r"(?:\s+(?:\"[^\"\n]*\"|'[^'\n]*'|\([^()\n]*\)))?\s*\)"
-)
-_REFERENCE_DEF = re.compile(r"^ {0,3}\[(?P<text>[^\]\n]+)\]:[ \t]*(?P<dest><[^<>\n]*>|\S+)", re.MULTILINE)
-_INLINE_CODE = re.compile(r"(`+)[^\n]*?\1")
-_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*:")
+__all__ = ["Link", "LinkTarget", "find_links", "remove_links", "resolve_target"]
 
-
-@dataclass(frozen=True)
-class Link:
-    """One link in a body. ``start``/``end`` are offsets in the body; ``text`` is what a reader sees."""
-
-    start: int
-    end: int
-    line: int
-    text: str
-    target: str
-    image: bool = False
-    reference: bool = False  # a ``[label]: target`` definition, not an inline link
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*+:")
 
 
 @dataclass(frozen=True)
@@ -45,31 +29,6 @@ class LinkTarget:
     kind: str
     kb_path: str | None = None  # relative to the KB root, POSIX
     wiki_path: str | None = None  # relative to wiki/ (the catalog's form), for kind == "wiki"
-
-
-def _mask_code(body: str) -> str:
-    """``body`` with fenced blocks and inline code blanked out; offsets and line breaks kept."""
-    out: list[str] = []
-    for piece, (line, in_fence) in zip(body.splitlines(keepends=True), iter_lines_outside_fences(body)):
-        text = " " * len(line) if in_fence else _INLINE_CODE.sub(lambda m: " " * len(m.group(0)), line)
-        out.append(text + piece[len(line):])
-    return "".join(out)
-
-
-def find_links(body: str) -> list[Link]:
-    """Every inline link, image and reference definition outside code, in order."""
-    masked = _mask_code(body)
-    found: list[Link] = []
-    for match in _INLINE_LINK.finditer(masked):
-        dest = body[match.start("dest"):match.end("dest")]
-        found.append(Link(match.start(), match.end(), masked.count("\n", 0, match.start()) + 1,
-                          body[match.start("text"):match.end("text")], dest.strip("<>"), bool(match.group("bang"))))
-    for match in _REFERENCE_DEF.finditer(masked):
-        dest = body[match.start("dest"):match.end("dest")]
-        found.append(Link(match.start(), match.end(), masked.count("\n", 0, match.start()) + 1,
-                          match.group("text"), dest.strip("<>"), reference=True))
-    found.sort(key=lambda link: link.start)
-    return found
 
 
 def resolve_target(article_path: str, target: str) -> LinkTarget:
@@ -97,15 +56,6 @@ def resolve_target(article_path: str, target: str) -> LinkTarget:
 
 
 def remove_links(body: str, links: list[Link]) -> str:
-    """``body`` with each of ``links`` replaced by its text (a reference definition by nothing)."""
-    out: list[str] = []
-    position = 0
-    for link in sorted(links, key=lambda item: item.start):
-        if link.start < position:
-            continue
-        out.append(body[position:link.start])
-        if not link.reference:
-            out.append(link.text)
-        position = link.end
-    out.append(body[position:])
-    return "".join(out)
+    """``body`` with each of ``links`` replaced by its text; a reference definition (its whole
+    line) by nothing. Pass a definition's uses too, or they are left as plain bracketed text."""
+    return replace_links(body, links)

@@ -235,6 +235,8 @@ def check_links(ctx: LintContext) -> list[Finding]:
     findings: list[Finding] = []
     for path in ctx.articles:
         for link in dead_links(ctx, path):
+            if link.kind == "reference":
+                continue  # reported once, at its definition (``--fix`` removes the uses with it)
             target = resolve_target(path, link.target)
             what = "no such article" if target.kind == "wiki" and (target.wiki_path or "").endswith(".md") else "no such file"
             shown = target.kb_path if target.kind == "kb" else f"wiki/{target.wiki_path}"
@@ -263,20 +265,29 @@ def check_sources(ctx: LintContext) -> list[Finding]:
 
 def _source_path(ctx: LintContext, source: str) -> tuple[str, bool] | None:
     """(path relative to the KB, exists?) for a ``sources:`` entry; None when it leaves the KB.
-    Entries are relative to the KB root (``raw/a.pdf``); ``a.pdf`` is also looked up in raw/."""
-    text = source.strip().replace("\\", "/")
-    if text.startswith("/") or re.match(r"^[A-Za-z]:", text):
-        return None
-    candidates = [text] if text.startswith("raw/") else [text, f"raw/{text}"]
+    Entries are relative to the KB root (``raw/a.pdf``); ``a.pdf`` is also looked up in raw/.
+    A backslash is a character of a file name (``raw/back\\slash.md``); only when no such file
+    exists is it read as a Windows separator (``raw\\a.pdf``)."""
+    text = source.strip()
+    spellings = [text, text.replace("\\", "/")] if "\\" in text else [text]
     first: str | None = None
-    for candidate in candidates:
-        parts = [p for p in candidate.split("/") if p not in ("", ".")]
-        if ".." in parts:
-            return None
-        rel = "/".join(parts)
-        first = first or rel
-        if rel and ctx.exists(rel):
-            return rel, True
+    outside = False
+    for spelling in spellings:
+        if spelling.startswith("/") or re.match(r"[A-Za-z]:", spelling):
+            outside = True
+            continue
+        candidates = [spelling] if spelling.startswith("raw/") else [spelling, f"raw/{spelling}"]
+        for candidate in candidates:
+            parts = [p for p in candidate.split("/") if p not in ("", ".")]
+            if ".." in parts:
+                outside = True
+                break
+            rel = "/".join(parts)
+            first = first or rel
+            if rel and ctx.exists(rel):
+                return rel, True
+    if outside:
+        return None
     return first or text, False
 
 

@@ -14,12 +14,14 @@ import string
 from collections import Counter
 from dataclasses import dataclass
 
+from kb_ai.store.markdown_text import find_links
+
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCTUATION = frozenset(string.punctuation)
-# A Markdown link or image, as answers cite: [Title](path) — nested brackets allowed in the title.
-_LINK = re.compile(r"!?\[(?:[^\[\]\\]|\\.|\[[^\]]*\])*\]\((?:<[^>]*>|[^()\s]*(?:\([^()\s]*\)[^()\s]*)*)(?:\s+\"[^\"]*\")?\)")
-# Lines kaas adds around an offline answer that are about the answer, not part of it.
-_OFFLINE_NOTE = re.compile(r"^\s*\*?(Offline mode \(no model configured\)|No page of the wiki mentions:).*$", re.MULTILINE)
+# Lines kaas adds around an offline answer that are about the answer, not part of it. ("[ \t]",
+# not "\s": a run of blank lines must not be rescanned from each of its line starts.)
+_OFFLINE_NOTE = re.compile(r"^[ \t]*+\*?(?:Offline mode \(no model configured\)|No page of the wiki mentions:).*$",
+                           re.MULTILINE)
 _YES_NO = {"yes", "no", "noanswer"}
 
 
@@ -33,7 +35,14 @@ def scoring_text(answer: str) -> str:
     """The words of an answer that can match a gold answer: citation links and kaas's own
     notes about the answer removed, Markdown bullets and emphasis left to normalization."""
     text = _OFFLINE_NOTE.sub("", answer)
-    return " ".join(_LINK.sub(" ", text).split())
+    kept: list[str] = []
+    position = 0
+    for link in find_links(text):  # citation links (and images, definitions) go whole
+        if link.start >= position:
+            kept.append(text[position:link.start])
+            position = link.end
+    kept.append(text[position:])
+    return " ".join(" ".join(kept).split())
 
 
 def exact_match(prediction: str, gold: str) -> float:

@@ -15,11 +15,11 @@ import anyio
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from kb_ai.errors import KaasError, UnsafePathError
+from kb_ai.errors import BadRequestError, KaasError, UnsafePathError
 from kb_ai.navigate.ask import MAX_QUESTION_CHARS
 from kb_ai.navigate.records import AskResult
 from kb_ai.navigate.save import save_answer
-from kb_ai.server.chat import BadRequestError, read_json
+from kb_ai.server.chat import read_json
 from kb_ai.server.guard import reader_of
 from kb_ai.server.pages import error_response
 from kb_ai.store.access import Reader
@@ -73,7 +73,7 @@ async def save_answer_endpoint(request: Request) -> Response:
         question, result = await anyio.to_thread.run_sync(_result_from, payload, state.kb, reader)
         async with state.save_lock:
             path = await anyio.to_thread.run_sync(lambda: save_answer(state.kb, question, result, reader=reader))
-            state.watcher_seen_now()
+            await anyio.to_thread.run_sync(state.watcher_seen_now)
     except KaasError as exc:
         return error_response(exc)
     return JSONResponse({"path": path, "saved": True}, status_code=201, headers={"Cache-Control": "no-store"})

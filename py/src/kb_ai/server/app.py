@@ -62,6 +62,9 @@ class ServerState:
     web_dir: Path
     templates: jinja2.Environment
     watcher: WikiWatcher | None = None
+    # This run's secret, announced in .kaas/server.json (0600): /healthz proves the server holds
+    # it, so `kaas ask` never sends a question to whatever took a stale announcement's port.
+    proof_secret: str | None = field(default=None, repr=False)
     _save_lock: asyncio.Lock | None = field(default=None, repr=False)
 
     @property
@@ -88,8 +91,15 @@ async def ui_endpoint(request: Request) -> Response:
 
 
 async def health_endpoint(request: Request) -> Response:
+    """Liveness; with ``?challenge=<hex>``, also the proof that this is the announced server."""
+    from kb_ai.remote_ask import proof, valid_challenge
+
     state: ServerState = request.app.state.kaas
-    return JSONResponse({"status": "ok", "version": __version__, "mode": state.mode})
+    data: dict[str, Any] = {"status": "ok", "version": __version__, "mode": state.mode}
+    challenge = request.query_params.get("challenge")
+    if state.proof_secret and valid_challenge(challenge):
+        data["proof"] = proof(state.proof_secret, challenge)
+    return JSONResponse(data, headers={"Cache-Control": "no-store"})
 
 
 async def http_error(request: Request, exc: Exception) -> Response:
@@ -127,6 +137,10 @@ def create_app(settings: Settings, *, service: AskService | None = None, web_dir
         mcp_endpoint = MCPHttpEndpoint(settings, service)
     web = Path(web_dir) if web_dir else default_web_dir()
     state = ServerState(settings=settings, service=service, web_dir=web, templates=template_env(web))
+    if announce_url:
+        from kb_ai.remote_ask import new_secret
+
+        state.proof_secret = new_secret()
     if watch_interval:
         state.watcher = WikiWatcher(service.kb, watch_interval, lambda: state.save_lock)
 
@@ -138,7 +152,7 @@ def create_app(settings: Settings, *, service: AskService | None = None, web_dir
         if warm_up and not settings.offline:
             threading.Thread(target=_import_model_client, name="kaas-warm-up", daemon=True).start()
         if announce_url:
-            _announce(service.kb.state_dir, announce_url, settings.model)
+            _announce(service.kb.state_dir, announce_url, settings.model, state.proof_secret or "")
         try:
             if mcp_endpoint is not None:
                 async with mcp_endpoint.running():
@@ -177,11 +191,13 @@ def create_app(settings: Settings, *, service: AskService | None = None, web_dir
     return app
 
 
-def _announce(state_dir: Path, url: str, model: str | None) -> None:
+def _announce(state_dir: Path, url: str, model: str | None, secret: str) -> None:
+    """Write .kaas/server.json: atomically, and readable by the owner only (it holds the secret)."""
     from kb_ai.remote_ask import SERVER_FILE, announcement
 
     try:
-        write_state_bytes(state_dir / SERVER_FILE, (json.dumps(announcement(url, model)) + "\n").encode("utf-8"))
+        write_state_bytes(state_dir / SERVER_FILE,
+                          (json.dumps(announcement(url, model, secret)) + "\n").encode("utf-8"), mode=0o600)
     except OSError as exc:  # a read-only KB still serves; `kaas ask` just answers in-process
         log.warning("could not write %s: %s", state_dir / SERVER_FILE, exc)
 

@@ -19,8 +19,8 @@ import anyio
 from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.requests import Request
 
-from kb_ai.errors import KaasError
-from kb_ai.navigate.ask import MAX_QUESTION_CHARS, AskService, ask_events
+from kb_ai.errors import BadRequestError, KaasError
+from kb_ai.navigate.ask import MAX_PAGES_PER_QUESTION, MAX_QUESTION_CHARS, AskService, ask_events
 from kb_ai.navigate.records import AskRequest, Turn
 from kb_ai.server.guard import reader_of
 from kb_ai.untrusted_text import json_problem
@@ -30,15 +30,9 @@ log = logging.getLogger(__name__)
 MAX_BODY_BYTES = 256_000
 MAX_HISTORY_TURNS = 40
 MAX_TURN_CHARS = 20_000
-MAX_PAGES_LIMIT = 20
+MAX_PAGES_LIMIT = MAX_PAGES_PER_QUESTION
 PING_SECONDS = 15
 MAX_JSON_DEPTH = 32  # request bodies are shallow (chat: 3 levels); deeper is a mistake or an attack
-
-
-class BadRequestError(KaasError):
-    """The request itself is malformed (not JSON, wrong types, too large)."""
-
-    code = "bad_request"
 
 
 def parse_chat_request(payload: Any) -> AskRequest:

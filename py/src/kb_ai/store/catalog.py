@@ -35,11 +35,12 @@ INDEX_NOTE = (
 )
 SEPARATOR = " — "
 _LINE = re.compile(r"^\s*[-*]\s+\[(?P<title>(?:\\.|[^\]\\])+)\]\((?P<path>[^)\s]+)\)(?:\s*(?:—|–|-{1,2}|:)\s*(?P<summary>.*))?$")
-_TOPIC = re.compile(r"^##\s+(?P<topic>.+?)\s*$")
+_TOPIC = re.compile(r"##\s++(?P<topic>.+)")  # stripped by the caller: no "\s*$" to retry from every space
 # Who may read a page, in an HTML comment at the end of its line (invisible when rendered):
 # ``<!-- access: hr, eng; depends: a/b.md c/d.md -->``. Only the line's LAST comment can be the
-# rule: the title and summary before it are text from articles (and from sources, through a
-# model), and must not be able to write or bend a rule.
+# rule, and only kaas writes comments: the title and summary before it are text from articles
+# (and from sources, through a model), written with every ``<!-`` escaped (``<!\-``), so no text
+# can open a comment, let alone a rule, on a line (a public page's line has no rule of its own).
 _RULE = re.compile(r"<!--\s*(?P<body>(?:access|depends):[^>]*?)-->\s*$")
 # A saved answer whose chain of pages it was made from is deeper than this is for admins only.
 MAX_DEPENDENCY_DEPTH = 32
@@ -58,7 +59,7 @@ class CatalogEntry:
 
     def line(self) -> str:
         """The entry as a catalog line, exactly as the model and a reader see it."""
-        summary = " ".join(self.summary.split())
+        summary = _escape_summary(" ".join(self.summary.split()))
         return f"- [{_escape(self.title)}]({self.path}){SEPARATOR}{summary}" if summary else f"- [{_escape(self.title)}]({self.path})"
 
     def index_line(self) -> str:
@@ -86,11 +87,28 @@ def _parse_rule(body: str) -> tuple[tuple[str, ...] | None, tuple[str, ...]]:
 
 
 def _escape(title: str) -> str:
-    return title.replace("\\", "\\\\").replace("[", "\\[").replace("]", "\\]")
+    """A title between ``[`` and ``]``: backslash escapes for ``\\``, ``[``, ``]``, and the ``-``
+    of every ``<!-`` (so a title can never open an HTML comment)."""
+    return title.replace("\\", "\\\\").replace("[", "\\[").replace("]", "\\]").replace("<!-", "<!\\-")
 
 
 def _unescape(title: str) -> str:
     return re.sub(r"\\(.)", r"\1", title) if "\\" in title else title
+
+
+_SUMMARY_ESCAPE = re.compile(r"<!(?=[-\\])")
+_SUMMARY_UNESCAPE = re.compile(r"<!\\([-\\])")
+
+
+def _escape_summary(summary: str) -> str:
+    """A summary as a catalog line writes it: a backslash after every ``<!`` that a ``-`` or a
+    backslash follows, so no ``<!--`` (an HTML comment, and the only way to write a rule) is left.
+    Exactly undone by ``_unescape_summary``; any other text is unchanged."""
+    return _SUMMARY_ESCAPE.sub(r"<!\\", summary) if "<!" in summary else summary
+
+
+def _unescape_summary(summary: str) -> str:
+    return _SUMMARY_UNESCAPE.sub(r"<!\1", summary) if "<!\\" in summary else summary
 
 
 @dataclass
@@ -287,7 +305,7 @@ def parse_master_index(text: str) -> Catalog:
             warnings.append(f"master-index.md line {number}: {path} listed twice")
             continue
         seen.add(path)
-        summary = (match.group("summary") or "").strip()
+        summary = _unescape_summary((match.group("summary") or "").strip())
         entries.append(
             CatalogEntry(
                 path=path,

@@ -37,10 +37,10 @@ def _target_mode(path: Path) -> int:
         return 0o666 & ~_UMASK
 
 
-def atomic_write_text(path: Path, text: str, *, durable: bool = True) -> None:
+def atomic_write_text(path: Path, text: str, *, durable: bool = True, mode: int | None = None) -> None:
     """Write ``text`` to ``path`` via a temp file in the same folder, fsync, then rename.
     ``durable=False`` skips the fsync: for caches whose readers verify what they read."""
-    atomic_write_bytes(path, text.encode("utf-8"), durable=durable)
+    atomic_write_bytes(path, text.encode("utf-8"), durable=durable, mode=mode)
 
 
 def write_text_if_changed(path: Path, text: str) -> bool:
@@ -56,9 +56,11 @@ def write_text_if_changed(path: Path, text: str) -> bool:
     return True
 
 
-def atomic_write_bytes(path: Path, data: bytes, *, durable: bool = True) -> None:
+def atomic_write_bytes(path: Path, data: bytes, *, durable: bool = True, mode: int | None = None) -> None:
     """Errors (disk full, permission denied, ...) are raised as the same ``OSError`` subclass
-    naming ``path`` (not the temp file), and no temp file is left behind."""
+    naming ``path`` (not the temp file), and no temp file is left behind. ``mode``: the new
+    file's permissions (e.g. 0o600 for a secret, private from its first byte); default: the
+    existing file's, or what a plain open() would give."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp_name = tempfile.mkstemp(prefix=TEMP_PREFIX, dir=path.parent)
@@ -66,7 +68,7 @@ def atomic_write_bytes(path: Path, data: bytes, *, durable: bool = True) -> None
         raise _naming(exc, path) from None
     try:
         with os.fdopen(fd, "wb") as handle:  # owns fd from here: closed on every path
-            os.fchmod(handle.fileno(), _target_mode(path))
+            os.fchmod(handle.fileno(), mode if mode is not None else _target_mode(path))
             handle.write(data)
             handle.flush()
             if durable:
@@ -285,13 +287,14 @@ def state_folder(folder: Path) -> bool:
     return True
 
 
-def write_state_bytes(path: Path, data: bytes, *, durable: bool = True) -> None:
+def write_state_bytes(path: Path, data: bytes, *, durable: bool = True, mode: int | None = None) -> None:
     """``atomic_write_bytes`` for a state file: a folder in the file's place, or anything but a
-    folder in place of the folder it goes in, is removed first."""
+    folder in place of the folder it goes in, is removed first. ``mode``: as for
+    ``atomic_write_bytes`` (0o600 for a file holding a secret)."""
     state_folder(path.parent)
     if path.is_dir() and not path.is_symlink():
         remove_state_entry(path)
-    atomic_write_bytes(path, data, durable=durable)
+    atomic_write_bytes(path, data, durable=durable, mode=mode)
 
 
 def open_state_file(path: Path, *, append: bool = False) -> tuple[int, str | None]:

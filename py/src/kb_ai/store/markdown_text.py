@@ -1,16 +1,51 @@
-"""Plain-text views of Markdown that several parts need: headings, lead sentence, sections."""
+"""Plain-text views of Markdown that several parts need: headings, lead sentence, sections, links.
+
+Everything here reads text kaas does not control (sources, pages people edit, model replies), so
+every function runs in time linear in its input (tests/test_linear_time.py times them on
+adversarial shapes). The rules that keep it so:
+
+* a regular expression either has no two repeated parts that can match the same characters, or
+  uses possessive quantifiers (``*+``, ``++``) so that it never gives characters back;
+* nothing is searched for again from every starting position of a long run: brackets are matched
+  with a stack, code spans by the lengths of their backtick runs, headings with string methods;
+* the block structure (fenced and indented code, reference definitions) is found in one pass
+  over the lines.
+
+``find_links`` is the one link finder: ``kaas lint`` and ``lint --fix``, the renderer (which
+links to look up), citations in answers and answer scoring all use it, so "links in code are not
+links" and reference definitions mean the same thing everywhere.
+"""
 
 from __future__ import annotations
 
+import bisect
 import re
 from dataclasses import dataclass
 
-_HEADING = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$")
-_FENCE = re.compile(r"^\s*(```|~~~)")
-_SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[A-Z0-9\"'(\[`*_])")
-_INLINE_LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
+_FENCE = re.compile(r"[ \t]*+(`{3,}+|~{3,}+)")
+_SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*+\s++(?=[A-Z0-9\"'(\[`*_])")
 # Emphasis markers at word edges and code backticks; underscores inside words (KAAS_MODEL) stay.
-_MARKUP = re.compile(r"`+|(?<!\w)[*_]+|[*_]+(?!\w)")
+_MARKUP = re.compile(r"`++|(?<!\w)[*_]++|[*_]++(?!\w)")
+_LIST_ITEM = re.compile(r"[ \t]*+(?:[-*+]|\d{1,9}+[.)])(?:[ \t]|$)")
+_NUMBERED = re.compile(r"\d++[.)]\s")
+_BULLET = re.compile(r"^(?:[-*+]|\d++[.)])\s++")
+
+# After the "]" of a link text: "(destination "title")". Possessive throughout: on a failure
+# nothing is given back, so a long run of spaces or parentheses is read once.
+_INLINE_TAIL = re.compile(
+    r"\(\s*+(?P<dest><[^<>\n]*+>|(?:[^\s()\\]++|\\.|\((?:[^\s()\\]++|\\.)*+\))*+)"
+    r"(?:\s++(?:\"[^\"\n]*+\"|'[^'\n]*+'|\([^()\n]*+\)))?+\s*+\)",
+    re.DOTALL,
+)
+_REFERENCE_TAIL = re.compile(r"\[(?P<label>[^\[\]\\]*+(?:\\.[^\[\]\\]*+)*+)\]", re.DOTALL)
+_DEFINITION = re.compile(
+    r" {0,3}+\[(?P<label>[^\[\]\n]++)\][ \t]*+:[ \t]*+(?P<dest><[^<>\n]*+>|\S++)"
+    r"(?:[ \t]++(?:\"[^\"\n]*+\"|'[^'\n]*+'|\([^()\n]*+\)))?+[ \t]*+$"
+)
+_BRACKET_TOKEN = re.compile(r"\\.|!\[|[\[\]]", re.DOTALL)
+_TICK_TOKEN = re.compile(r"\\++|`++")
+_NOT_NEWLINE = re.compile(r"[^\n]++")
+_ESCAPED = re.compile(r"\\([!-/:-@\[-`{-~])")
 
 
 @dataclass(frozen=True)
@@ -22,30 +57,345 @@ class Section:
     text: str  # the section's full Markdown, heading line included
 
 
+# ---------------------------------------------------------------------------------------------
+# headings and code blocks
+
+
+def atx_heading(line: str, max_level: int = 6) -> tuple[int, str] | None:
+    """``(level, text)`` when ``line`` is a heading (``## Title``, closing ``#`` run dropped),
+    else None. The ``#`` run starts the line and is followed by whitespace (``#tag`` is text)."""
+    if not line.startswith("#"):
+        return None
+    rest = line.lstrip("#")
+    level = len(line) - len(rest)
+    if level > max_level or not rest or not rest[0].isspace():
+        return None
+    text = rest.strip()
+    closed = text.rstrip("#")
+    if closed != text:
+        text = closed.rstrip() if not closed.endswith("\\") else closed + "#"  # "C\#" keeps its "#"
+    return level, text
+
+
+def _fence_of(line: str) -> str | None:
+    match = _FENCE.match(line)
+    return match.group(1) if match else None
+
+
+def _closes(line: str, fence: str) -> bool:
+    """A closing fence: the same character, at least as long, nothing after it."""
+    found = _fence_of(line)
+    return bool(found) and found[0] == fence[0] and len(found) >= len(fence) and not line.strip().strip(found[0])
+
+
 def iter_lines_outside_fences(body: str):
-    """Yield (line, in_fence) so callers can ignore headings inside code blocks."""
-    in_fence = False
+    """Yield (line, in_fence) so callers can ignore headings inside code blocks. Fence lines
+    themselves count as in the fence; a fence is closed by the same character, as long or longer."""
+    fence: str | None = None
     for line in body.splitlines():
-        if _FENCE.match(line):
-            in_fence = not in_fence
+        if fence is None:
+            opened = _fence_of(line)
+            if opened:
+                fence = opened
+                yield line, True
+                continue
+            yield line, False
+        else:
+            if _closes(line, fence):
+                fence = None
             yield line, True
+
+
+def _indent(line: str) -> int:
+    """Columns of leading whitespace (a tab counts to the next multiple of 4), up to 8: no
+    caller needs to tell more, and a line of a million spaces is not walked."""
+    columns = 0
+    for char in line[:8]:
+        if char == " ":
+            columns += 1
+        elif char == "\t":
+            columns += 4 - columns % 4
+        else:
+            break
+    return columns
+
+
+@dataclass(frozen=True)
+class _Line:
+    start: int  # offset in the body
+    text: str
+    kind: str  # "text", "blank", "code" (fenced or indented), "definition", "heading"
+
+
+def _block_lines(body: str) -> list[_Line]:
+    """Every line of ``body`` (split at "\\n" only, so offsets are exact) with its block kind.
+
+    Code is what Python-Markdown (the renderer) shows as code: fenced blocks, and blocks indented
+    by 4 columns that start a block (after a blank line, a heading or the start), or 8 inside a
+    list, whose items continue at 4. An indented line right after a text line continues it."""
+    lines: list[_Line] = []
+    fence: str | None = None
+    last = ""  # kind of the last non-blank line ("" at the start)
+    after_blank = True
+    in_list = False
+    offset = 0
+    for text in body.split("\n"):
+        start, offset = offset, offset + len(text) + 1
+        if fence is not None:
+            if _closes(text, fence):
+                fence = None
+            kind = "code"
+        elif not text.strip():
+            lines.append(_Line(start, text, "blank"))
+            after_blank = True
             continue
-        yield line, in_fence
+        elif _fence_of(text):
+            fence, kind = _fence_of(text), "code"
+        else:
+            indent = _indent(text)
+            block_start = after_blank or last in ("", "heading", "definition", "code")
+            if indent >= (8 if in_list else 4) and block_start:
+                kind = "code"
+            elif _DEFINITION.match(text):
+                kind = "definition"
+            elif atx_heading(text):
+                kind = "heading"
+            else:
+                kind = "text"
+            if indent < 4 and kind != "code":
+                if _LIST_ITEM.match(text) and (block_start or in_list):
+                    in_list = True
+                elif after_blank:
+                    in_list = False
+        lines.append(_Line(start, text, kind))
+        last, after_blank = kind, False
+    return lines
+
+
+# ---------------------------------------------------------------------------------------------
+# links
+
+
+@dataclass(frozen=True)
+class Link:
+    """One link in a text. Offsets are in the text: ``start``/``end`` the whole link,
+    ``text_start``/``text_end`` what a reader sees (between the brackets).
+
+    ``kind``: ``inline`` (``[text](target)``, or an image ``![alt](src)``), ``definition``
+    (a ``[label]: target`` line; ``start``/``end`` are the whole line) or ``reference`` (a use,
+    ``[text][label]``, ``[label][]`` or ``[label]``, of a definition in the same text)."""
+
+    start: int
+    end: int
+    line: int
+    text: str
+    target: str
+    image: bool = False
+    kind: str = "inline"
+    label: str = ""  # the normalized label, for definitions and references
+    text_start: int = 0
+    text_end: int = 0
+
+    @property
+    def reference(self) -> bool:
+        """A ``[label]: target`` definition, not a link in running text."""
+        return self.kind == "definition"
+
+
+def link_label(label: str) -> str:
+    """How labels are compared: case and runs of whitespace ignored."""
+    return " ".join(label.split()).casefold()
+
+
+def _destination(dest: str) -> str:
+    """A link destination as written to what it points at: ``<...>`` unwrapped, backslash
+    escapes of punctuation undone (``a\\_b.md`` is ``a_b.md``, as the renderer reads it)."""
+    if dest.startswith("<") and dest.endswith(">"):
+        dest = dest[1:-1]
+    return _ESCAPED.sub(r"\1", dest) if "\\" in dest else dest
+
+
+def _blank_code_spans(text: str) -> str:
+    """``text`` (one paragraph) with its code spans blanked out, offsets and line breaks kept.
+
+    A span opens with a run of backticks and closes at the next run of exactly that length; a
+    backslash before the run makes its first backtick literal."""
+    runs: list[tuple[int, int, bool]] = []  # (start, end, first backtick escaped)
+    escaped_until = -1
+    for match in _TICK_TOKEN.finditer(text):
+        if match.group()[0] == "\\":
+            if len(match.group()) % 2:
+                escaped_until = match.end()
+            continue
+        runs.append((match.start(), match.end(), match.start() == escaped_until))
+    if len(runs) < 2:
+        return text
+    by_length: dict[int, list[int]] = {}
+    for index, (start, end, _escaped) in enumerate(runs):
+        by_length.setdefault(end - start, []).append(index)
+    spans: list[tuple[int, int]] = []
+    index = 0
+    while index < len(runs):
+        start, end, escaped = runs[index]
+        if escaped:
+            start += 1
+        candidates = by_length.get(end - start, [])
+        at = bisect.bisect_right(candidates, index)
+        if end > start and at < len(candidates):
+            closer = candidates[at]
+            spans.append((start, runs[closer][1]))
+            index = closer + 1
+        else:
+            index += 1
+    if not spans:
+        return text
+    out: list[str] = []
+    position = 0
+    for start, end in spans:
+        out.append(text[position:start])
+        out.append(_NOT_NEWLINE.sub(lambda run: " " * len(run.group()), text[start:end]))
+        position = end
+    out.append(text[position:])
+    return "".join(out)
+
+
+def _inline_links(text: str, base: int, definitions: dict[str, str], found: list[Link]) -> None:
+    """Append the links of one paragraph (``text``, at offset ``base`` of the whole text; code
+    spans already blanked) to ``found``. Brackets are matched with a stack, as CommonMark does:
+    the innermost ``]`` closes the nearest ``[``, and a link cannot contain another link."""
+    openers: list[tuple[int, bool]] = []  # (offset of "[" or "![", is an image)
+    barrier = 0  # openers below this index are inside a link already made: not links ("[" only)
+    skip_until = -1
+    for match in _BRACKET_TOKEN.finditer(text):
+        at = match.start()
+        if at < skip_until:
+            continue
+        token = match.group()
+        if token[0] == "\\":
+            continue
+        if token != "]":
+            openers.append((at, token == "!["))
+            continue
+        if not openers:
+            continue
+        opener, image = openers.pop()
+        inactive = not image and len(openers) < barrier
+        barrier = min(barrier, len(openers))
+        if inactive:
+            continue
+        text_start, text_end, after = opener + (2 if image else 1), at, match.end()
+        tail = _INLINE_TAIL.match(text, after)
+        kind, label = "inline", ""
+        if tail:
+            target, end = _destination(tail.group("dest")), tail.end()
+        else:
+            reference = _REFERENCE_TAIL.match(text, after)
+            label = link_label(reference.group("label")) if reference else ""
+            end = reference.end() if reference else after
+            if not label:  # "[text][]" or "[text]": the text is the label
+                label = link_label(text[text_start:text_end])
+            if label not in definitions:
+                continue
+            kind, target = "reference", definitions[label]
+        found.append(Link(base + opener, base + end, 0, text[text_start:text_end], target, image, kind, label,
+                          base + text_start, base + text_end))
+        skip_until = end
+        if not image:
+            barrier = len(openers)  # every "[" still open is now inside a link
+
+
+def find_links(body: str) -> list[Link]:
+    """Every link, image, reference definition and reference outside code, in order."""
+    lines = _block_lines(body)
+    definitions: dict[str, str] = {}
+    found: list[Link] = []
+    for line in lines:
+        if line.kind == "definition":
+            match = _DEFINITION.match(line.text)
+            label = link_label(match.group("label"))
+            target = _destination(match.group("dest"))
+            definitions.setdefault(label, target)  # the first definition of a label wins
+            end = line.start + len(line.text) + (1 if line.start + len(line.text) < len(body) else 0)
+            text_start = line.start + match.start("label")
+            found.append(Link(line.start, end, 0, match.group("label"), target, kind="definition", label=label,
+                              text_start=text_start, text_end=text_start + len(match.group("label"))))
+    paragraph: list[_Line] = []
+
+    def flush() -> None:
+        if paragraph:
+            start = paragraph[0].start
+            text = body[start:paragraph[-1].start + len(paragraph[-1].text)]
+            _inline_links(_blank_code_spans(text), start, definitions, found)
+            paragraph.clear()
+
+    for line in lines:
+        if line.kind == "text":
+            paragraph.append(line)
+            continue
+        flush()
+        if line.kind == "heading":
+            paragraph.append(line)
+            flush()
+    flush()
+    found.sort(key=lambda link: link.start)
+    line_starts = [line.start for line in lines]
+    return [_with_line(link, bisect.bisect_right(line_starts, link.start)) for link in found]
+
+
+def _with_line(link: Link, line: int) -> Link:
+    return Link(link.start, link.end, line, link.text, link.target, link.image, link.kind, link.label,
+                link.text_start, link.text_end)
+
+
+def inline_links(text: str) -> list[Link]:
+    """The inline links and images of one paragraph (no block structure, no definitions)."""
+    found: list[Link] = []
+    _inline_links(_blank_code_spans(text), 0, {}, found)
+    return found
+
+
+def replace_links(text: str, links: list[Link]) -> str:
+    """``text`` with each of ``links`` replaced by what a reader sees of it (its text; a
+    definition by nothing). Nested links (an image inside a link) are handled: only the
+    brackets and targets are cut, so each text is kept once."""
+    cuts: list[tuple[int, int]] = []
+    for link in links:
+        if link.kind == "definition":
+            cuts.append((link.start, link.end))
+        else:
+            cuts.append((link.start, link.text_start))
+            cuts.append((link.text_end, link.end))
+    cuts.sort()
+    out: list[str] = []
+    position = 0
+    for start, end in cuts:
+        if start < position:  # inside a definition already cut
+            start = position
+        if end <= start:
+            continue
+        out.append(text[position:start])
+        position = end
+    out.append(text[position:])
+    return "".join(out)
+
+
+# ---------------------------------------------------------------------------------------------
+# plain text, paragraphs, sentences, sections
 
 
 def first_heading(body: str) -> str | None:
     for line, in_fence in iter_lines_outside_fences(body):
         if in_fence:
             continue
-        match = _HEADING.match(line)
-        if match:
-            return plain_text(match.group(2))
+        heading = atx_heading(line)
+        if heading:
+            return plain_text(heading[1])
     return None
 
 
 def plain_text(markdown: str) -> str:
     """Links to their text, emphasis and code markers removed, whitespace folded."""
-    text = _INLINE_LINK.sub(r"\1", markdown)
+    text = replace_links(markdown, inline_links(markdown)) if "[" in markdown else markdown
     text = _MARKUP.sub("", text)
     return " ".join(text.split())
 
@@ -56,21 +406,21 @@ def prose_paragraphs(body: str) -> list[str]:
     current: list[str] = []
     for line, in_fence in iter_lines_outside_fences(body):
         stripped = line.strip()
-        skip = in_fence or not stripped or _HEADING.match(line) or stripped.startswith(("|", "<", ">"))
+        skip = in_fence or not stripped or atx_heading(line) or stripped.startswith(("|", "<", ">"))
         if skip:
             if current:
                 paragraphs.append(" ".join(current))
                 current = []
             continue
-        if stripped.startswith(("- ", "* ", "+ ")) or re.match(r"^\d+[.)]\s", stripped):
+        if stripped.startswith(("- ", "* ", "+ ")) or _NUMBERED.match(stripped):
             if current:
                 paragraphs.append(" ".join(current))
                 current = []
-            stripped = re.sub(r"^([-*+]|\d+[.)])\s+", "", stripped)
+            stripped = _BULLET.sub("", stripped, count=1)
         current.append(stripped)
     if current:
         paragraphs.append(" ".join(current))
-    return [plain_text(p) for p in paragraphs if plain_text(p)]
+    return [text for text in (plain_text(p) for p in paragraphs) if text]
 
 
 def split_sentences(text: str) -> list[str]:
@@ -99,11 +449,11 @@ def split_sections(body: str) -> list[Section]:
     sections: list[Section] = []
     heading, level, lines = "", 0, []
     for line, in_fence in iter_lines_outside_fences(body):
-        match = None if in_fence else _HEADING.match(line)
-        if match:
+        found = None if in_fence else atx_heading(line)
+        if found:
             if lines or heading:
                 sections.append(Section(heading, level, "\n".join(lines).strip("\n")))
-            heading, level, lines = plain_text(match.group(2)), len(match.group(1)), [line]
+            heading, level, lines = plain_text(found[1]), found[0], [line]
         else:
             lines.append(line)
     if lines or heading:

@@ -1,0 +1,210 @@
+"""Every pass kaas makes over text it does not control runs in time linear in that text.
+
+Pages a non-admin edits, sources in raw/, model replies and question files all reach regular
+expressions and parsers. One that backtracks (a heading regex cubic on a run of spaces), or
+that searches again from every position of a long run (a link regex on "[[[[", a "\\s*\\n"
+on a line of spaces), lets a 20 KB page freeze the server or stall a compile for hours.
+
+Each function below runs on every adversarial shape at two sizes, ``SMALL`` and ``FACTOR``
+times that, and the time may grow at most ``RATIO`` times (linear growth is ``FACTOR``; a
+quadratic pass grows ``FACTOR ** 2``). Times are ratios, not seconds, so a slow machine does
+not fail the test; a floor keeps timer noise on tiny times from counting. A call that runs
+longer than ``CALL_LIMIT`` seconds fails at once (SIGALRM interrupts regular expressions too).
+Times are CPU seconds of this process (``time.process_time``), not wall-clock time, so other
+processes on a busy machine do not count.
+
+A new text pass belongs in ``FUNCTIONS``. Python-Markdown, which kaas cannot make linear, is
+covered by its own bound (tests/test_render_bounded.py).
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import signal
+import time
+
+import pytest
+
+from kb_ai import render
+from kb_ai.compile import dedup, ingest, offline, topic_summaries, write
+from kb_ai.errors import KaasError
+from kb_ai.llm import gateway, plausible, prompts, tokens
+from kb_ai.navigate import citations, read, save
+from kb_ai.navigate.records import ReadPage
+from kb_ai.offline import extractive, text
+from kb_ai.quality import eval as quality_eval, links, scoring
+from kb_ai.store import articles, catalog, markdown_text as md, words
+
+SMALL = 1_500
+FACTOR = 8
+RATIO = 24  # 3 times linear growth: room for noise, far below quadratic (64)
+FLOOR = 0.002  # seconds: small times below this count as this
+CALL_LIMIT = 20  # seconds for one call, at either size
+ATTEMPTS = 3
+
+# Units repeated to the size, and whole shapes built for it.
+UNITS = [
+    "[", "![", "[^", "*[", "]", "[]", "[a]", "[a](", "](", "](<", "[(", "(", ")", "\\[", "\\", "\\`",
+    "`", "``a", "`a", "<", "<a ", "<!", "<!--", "<http://", "<think>", "</", "&", "&#", "*a", "_a", "*_",
+    "a_", "* ", "- ", "1. ", ".) ", ". ", "A. ", "#", "# ", "#\n", "=\n", "a\n=\n", "-\n", ":\n", "| a |\n",
+    "|", ">", "> ", "```\n", "```", "~~~\n", "    x\n", "- x\n    y\n", "\n", "\n ", " \n", " ", "\t",
+    "[a]: ", "[a]: b\n", "[a][b]", "[a][", '[a](b "', "[a](b ", '"', "'", ":", "http://", "a.md", "/", "a.",
+    "[Superseded ", "<!-- access:", "date ", "{", "[[", "{\"a\":", "\u2028", "é", "lorem ipsum dolor sit. ",
+]
+
+
+def _shapes(n: int) -> dict[str, str]:
+    shapes = {f"unit {unit!r}": (unit * (n // len(unit) + 1))[:n] for unit in UNITS}
+    shapes.update({
+        "heading with a run of spaces": "# a" + " " * n + "x",
+        "heading ending in spaces": "## a" + " " * n,
+        "heading of hashes and spaces": "# " + "# " * (n // 2) + "x",
+        "date line with spaces": "Date" + " " * n + "x",
+        "trail with many 'earlier'": "[Superseded 2024-01-01 by raw/a.md: earlier " + ": earlier " * (n // 10),
+        "one long line after a title": "# Title\n\n" + "word " * (n // 5),
+        "nested list": "".join("  " * (i % 50) + "- x\n" for i in range(n // 20))[:n],
+        "many links": "[a](b.md) " * (n // 10),
+        "many sentences on one page": "Alpha lorem ipsum dolor sit amet. " * (n // 34),
+        "link with a long destination": "[a](" + "x" * n,
+        "code span never closed": "``" + "a`" * (n // 2),
+    })
+    return shapes
+
+
+def _page(text: str) -> list:
+    return [extractive.PageText("t/a.md", "A", text)]
+
+
+def _catalog_line(text: str) -> str:
+    return f"## {text}\n- [{text}](t/a.md) — {text} <!-- access: {text}\n"
+
+
+FUNCTIONS = {
+    # store: Markdown views, the one link finder, articles, the catalog
+    "atx_heading": lambda t: md.atx_heading(t),
+    "first_heading": lambda t: md.first_heading(t),
+    "plain_text": lambda t: md.plain_text(t),
+    "prose_paragraphs": lambda t: md.prose_paragraphs(t),
+    "first_sentence": lambda t: md.first_sentence(t),
+    "split_sentences": lambda t: md.split_sentences(t),
+    "split_sections": lambda t: md.split_sections(t),
+    "lines_outside_fences": lambda t: list(md.iter_lines_outside_fences(t)),
+    "find_links": lambda t: links.find_links(t),
+    "remove_links": lambda t: links.remove_links(t, links.find_links(t)),
+    "resolve_links": lambda t: [links.resolve_target("t/a.md", link.target) for link in links.find_links(t)],
+    "parse_article": lambda t: articles.parse_article("---\ntitle: x\n---\n" + t, "t/a.md"),
+    "parse_master_index": lambda t: catalog.parse_master_index(t),
+    "catalog_line": lambda t: catalog.parse_master_index(_catalog_line(t)),
+    "words": lambda t: (words.words(t), words.label_words(t), text.tokenize(t), tokens.estimate_tokens(t)),
+    # answering: reading, extractive answers, citations, saved answers
+    "trim_to_budget": lambda t: read._trim_to_budget(t, "a x lorem", 50),
+    "best_sentences": lambda t: extractive.best_sentences("alpha lorem a x", _page(t)),
+    "citations": lambda t: citations.validate_citations(t, [ReadPage("b.md", "B", "")]),
+    "relative_links": lambda t: save._relative_links(t, {"b.md"}),
+    "render_link_lookups": lambda t: (render._bracket_scan_cost(t), render._known_pages(t, "t/a.md", lambda p: True)),
+    # compile: ingest, dedup, the offline writer, model output checks
+    "decode_text": lambda t: ingest.decode_text(t.encode("utf-8")),
+    "markdown_source": lambda t: ingest.parse_document("raw/a.md", t.encode("utf-8")),
+    "text_source": lambda t: ingest.parse_document("raw/a.txt", t.encode("utf-8")),
+    "html_source": lambda t: ingest.parse_document("raw/a.html", t.encode("utf-8")),
+    "html_fallback": lambda t: ingest._html_text(t),
+    "date_from_text": lambda t: ingest.date_from_text(t),
+    "cut_text": lambda t: ingest.cut_text(t, len(t) // 2),
+    "fingerprint": lambda t: (dedup.fingerprint(t), dedup.blocks(t)),
+    "article_body": lambda t: offline.article_body("T", t),
+    "lead_summary": lambda t: offline.lead_summary(t, "T"),
+    "supersede": lambda t: offline.supersede(t, "# T\n\nNew text here.\n", date="2024-01-02", source="raw/a.md"),
+    "supersede_kept": lambda t: offline.supersede(t, t + "\n\nNew text.", date="2024-01-02", source="raw/a.md"),
+    "topic_summary": lambda t: topic_summaries.clean_summary(t),
+    "section_split": lambda t: write.split_top_sections(t),
+    "clean_body": lambda t: write.clean_body(t, "T"),
+    "check_trails": lambda t: write.check_trails(t, {"raw/a.md"}),
+    # model replies, prompts, scoring, questions
+    "parse_json_reply": lambda t: _quietly(gateway.parse_json_reply, t),
+    "escape_data": lambda t: [prompts.escape_data(t, context) for context in ("attribute", "inline", "block")],
+    "plausible": lambda t: (plausible.implausible(t, "Summarize the article in one sentence."), plausible.unique([t, t + "x"])),
+    "scoring": lambda t: (scoring.score_answer(t, ["a x", "lorem"]), scoring.normalize_answer(t)),
+    "eval_questions": lambda t: quality_eval.parse_questions(json.dumps({"question": t[:3000], "gold_answer": t}) + "\n" + t, "q"),
+}
+
+
+def _quietly(func, text):
+    try:
+        return func(text)
+    except ValueError:
+        return None
+
+
+class _TooSlow(Exception):
+    pass
+
+
+def _alarm(_signum, _frame):
+    raise _TooSlow
+
+
+def _seconds(func, text: str, runs: int) -> float:
+    best = float("inf")
+    for _ in range(runs):
+        signal.alarm(CALL_LIMIT)
+        gc.disable()  # a collection of the whole heap is not the function's cost
+        started = time.process_time()
+        try:
+            func(text)
+        except _TooSlow:
+            return float("inf")
+        except (KaasError, ingest.UnreadableError, ValueError, RecursionError):
+            pass  # junk may be refused; how long refusing takes is what counts
+        finally:
+            gc.enable()
+            signal.alarm(0)
+        best = min(best, time.process_time() - started)
+    return best
+
+
+def growth(func) -> list[str]:
+    """The shapes on which ``func``'s time grows faster than allowed, with their times.
+
+    A shape over the ratio is measured again, both sizes, up to ``ATTEMPTS`` times: another
+    process on a shared machine can slow one run down, but not every run of a linear pass by
+    a factor of ``RATIO / FACTOR``, while a quadratic pass stays over on every attempt."""
+    small, large = _shapes(SMALL), _shapes(SMALL * FACTOR)
+    bad = []
+    for name in small:
+        for attempt in range(ATTEMPTS):
+            short = _seconds(func, small[name], 3 + 2 * attempt)
+            if short == float("inf"):
+                verdict = f"{name}: over {CALL_LIMIT} s at {SMALL} characters"
+                break
+            long = _seconds(func, large[name], 1 + attempt)
+            if long <= RATIO * max(short, FLOOR):
+                verdict = None
+                break
+            verdict = (f"{name}: {short * 1000:.1f} ms at {SMALL} characters, "
+                       f"{'over %d s' % CALL_LIMIT if long == float('inf') else '%.1f ms' % (long * 1000)} "
+                       f"at {SMALL * FACTOR}")
+            if long == float("inf"):
+                break
+        if verdict:
+            bad.append(verdict)
+    return bad
+
+
+@pytest.fixture(autouse=True)
+def _alarm_handler():
+    previous = signal.signal(signal.SIGALRM, _alarm)
+    yield
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, previous)
+
+
+@pytest.mark.parametrize("name", sorted(FUNCTIONS))
+def test_time_grows_linearly_with_hostile_text(name):
+    assert growth(FUNCTIONS[name]) == []
+
+
+def test_the_shapes_are_the_sizes_they_claim():
+    for size in (SMALL, SMALL * FACTOR):
+        for name, text in _shapes(size).items():
+            assert size * 0.9 <= len(text) <= size * 1.1 + 100, name
