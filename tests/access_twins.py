@@ -15,10 +15,14 @@ from kb_ai.store.kb import KnowledgeBase
 from helpers import build_kb, write_page
 
 ALICE, BOB, OPS = "alice-token-0123456789", "bob-token-0123456789ab", "ops-token-0123456789ab"
-USERS_TOML = f"""
+
+
+def users_toml(alice_group: str = "payroll") -> str:
+    """kaas.toml with alice (in ``alice_group``), bob (eng) and ops (admin, by token hash)."""
+    return f"""
 [users.alice]
 token = "{ALICE}"
-groups = ["payroll"]
+groups = ["{alice_group}"]
 
 [users.bob]
 token = "{BOB}"
@@ -28,6 +32,9 @@ groups = ["eng"]
 token_sha256 = "{hashlib.sha256(OPS.encode()).hexdigest()}"
 admin = true
 """
+
+
+USERS_TOML = users_toml()
 
 # Words that exist only in what bob may not read. The paths bob types are echoed back to him
 # ("no page 'hr/salaries.md' ..."), so these are titles, text, group names and paths he never types.

@@ -3,7 +3,6 @@ or error message for that reader — over HTTP, SSE, MCP, and in what the model 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 
@@ -21,26 +20,14 @@ from kb_ai.store.pages import load_page
 from kb_ai.store.topics import build_topic_index
 from kb_ai.users import UserDirectory
 
+from access_twins import ALICE, BOB, OPS, users_toml
 from helpers import SAMPLE_PAGES
 from llm_fakes import API_BASE, MODEL, FakeOpenAI, all_text
 from server_fakes import ServerThread, parse_sse
 
-ALICE, BOB, OPS = "alice-token-0123456789", "bob-token-0123456789ab", "ops-token-0123456789ab"
 # Everything that identifies the hidden pages: none of it may reach bob.
 SECRETS = ("zanzibarite", "Zanzibarite", "hr/salaries.md", "salaries", "Quorvex", "board/minutes.md", "91,000")
-USERS_TOML = f"""
-[users.alice]
-token = "{ALICE}"
-groups = ["hr"]
-
-[users.bob]
-token = "{BOB}"
-groups = ["eng"]
-
-[users.ops]
-token_sha256 = "{hashlib.sha256(OPS.encode()).hexdigest()}"
-admin = true
-"""
+USERS_TOML = users_toml(alice_group="hr")
 
 
 @pytest.fixture

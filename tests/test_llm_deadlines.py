@@ -21,12 +21,12 @@ from starlette.requests import Request
 from starlette.responses import StreamingResponse
 from starlette.routing import Route
 
-from kb_ai.config import Settings
 from kb_ai.llm.gateway import GatewayConfig, LLMGateway
 from kb_ai.llm.usage import UsageMeter
 from kb_ai.navigate.ask import ask, build_service
 from kb_ai.navigate.records import AskRequest
 
+from helpers import llm_settings
 from server_fakes import ServerThread
 from wikigen import DEPOT_QUESTION, generate_depot_wiki
 
@@ -114,8 +114,8 @@ async def test_a_json_reply_that_never_ends_is_stopped_and_not_retried(forever_s
 
 async def test_an_ask_against_a_model_that_never_stops_finishes_with_notices(forever_server, tmp_path):
     generate_depot_wiki(tmp_path)
-    settings = Settings(kb=tmp_path, model="openai/forever", api_base=forever_server.url + "/v1", api_key="k",
-                        timeout=0.4, max_retries=2, cache=False)
+    settings = llm_settings(tmp_path, model="openai/forever", api_base=forever_server.url + "/v1", timeout=0.4,
+                            max_retries=2)
     started = time.monotonic()
     result = await asyncio.wait_for(
         ask(build_service(settings), AskRequest(question=DEPOT_QUESTION)), 30)

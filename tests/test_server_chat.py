@@ -176,8 +176,7 @@ def test_disconnect_stops_the_model_stream_over_real_http(sample_kb):
     """Real uvicorn, real litellm, a real (loopback) model server: when the browser goes away,
     the model's HTTP stream is closed too."""
     with FakeLLMServer(token_delay=0.05) as llm:
-        settings = Settings(kb=sample_kb.root, model="openai/fake", api_base=llm.api_base, api_key="k",
-                            max_retries=0, timeout=10.0, cache=False)
+        settings = llm_settings(sample_kb, model="openai/fake", api_base=llm.api_base, timeout=10.0)
         with ServerThread(create_app(settings)) as server:
             with httpx.Client(base_url=server.url, timeout=30) as client:
                 with client.stream("POST", "/api/chat", json={"question": "How are citations validated?"}) as response:
