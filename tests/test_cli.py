@@ -75,9 +75,12 @@ def test_error_unreachable_server(runner, sample_kb, monkeypatch):
     monkeypatch.setenv("KAAS_MAX_RETRIES", "1")
     monkeypatch.setenv("KAAS_TIMEOUT", "5")
     result = runner.invoke(cli, ["--kb", str(sample_kb.root), "ask", "citations?"])
-    assert result.exit_code != 0
-    assert "kaas: error: " in result.stderr and "cannot reach" in result.stderr
-    assert "fell back to keyword selection" in result.stderr  # selection degraded before answering failed
+    # Degrade, don't fail: once the model did not answer (the selection), the ask does not ask it
+    # again; the answer is the offline extract, whose first line says why (red team B6).
+    assert result.exit_code == 0, result.output
+    assert "fell back to keyword selection" in result.stderr and "cannot reach" in result.stderr
+    first = result.stdout.splitlines()[0]
+    assert first.startswith("*The model did not answer (cannot reach") and "passages of the wiki" in first
     assert "Traceback" not in result.output
 
 

@@ -56,8 +56,11 @@ def test_model_output_larger_than_the_reader_accepts_is_not_written(tmp_path):
     assert len(huge.encode()) > MAX_ARTICLE_BYTES
     report, _ = compile_with(tmp_path, writing(lambda r: {"summary": "Alpha.", "tags": [], "body": huge}))
     assert not (tmp_path / "wiki" / "general" / "alpha.md").exists()
-    assert report.created == [] and [h["path"] for h in report.held] == ["general/alpha.md"]
-    assert f"larger than {MAX_ARTICLE_BYTES} bytes" in report.held[0]["reason"]
+    # The gateway stops it first: a write reply may be at most what 6,000 tokens can hold, so a
+    # server that ignores max_tokens is cut off there (bad output, one repair round) and the
+    # source fails; the writer's own check (larger than the reader accepts) is the second wall.
+    assert report.created == [] and [f["path"] for f in report.failed] == ["general/alpha.md"]
+    assert "ignored max_tokens" in report.failed[0]["reason"]
     assert report.exit_code == 1
     assert manifest(tmp_path)["sources"]["raw/alpha.md"]["status"] == "planned"
     report, _ = compile_with(tmp_path, compile_responder)  # a sane answer next time is written

@@ -405,9 +405,18 @@ def test_retry_after_http_date_and_cap():
 
 async def test_retry_after_is_capped(route, make_gateway):
     route.side_effect = [error_response(429, "later", headers={"Retry-After": "3600"}), chat_json("ok")]
-    gw = make_gateway()
+    gw = make_gateway(call_deadline=600)
     await gw.complete(MESSAGES, purpose="t", max_tokens=100)
     assert gw.sleeps == [gateway_module.RETRY_AFTER_CAP]
+
+
+async def test_a_wait_past_the_call_deadline_is_not_waited(route, make_gateway):
+    # The deadline covers the whole call: a Retry-After that would end past it gives up now.
+    route.side_effect = [error_response(429, "later", headers={"Retry-After": "30"}), chat_json("ok")]
+    gw = make_gateway(call_deadline=10)
+    with pytest.raises(LLMRateLimitError, match="later"):
+        await gw.complete(MESSAGES, purpose="t", max_tokens=100)
+    assert gw.sleeps == [] and route.call_count == 1
 
 
 async def test_server_error_is_retried_with_backoff(route, make_gateway):

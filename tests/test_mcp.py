@@ -14,7 +14,7 @@ from kb_ai.config import load_settings
 from kb_ai.server_mcp import build_mcp_server
 
 from helpers import llm_settings
-from llm_fakes import MODEL, FakeOpenAI
+from llm_fakes import FakeOpenAI
 
 KAAS = str(Path(sys.executable).with_name("kaas"))
 

@@ -12,7 +12,7 @@ from kb_ai.navigate.records import AskRequest, Turn
 from kb_ai.store.kb import KnowledgeBase
 
 from helpers import build_kb, llm_settings
-from llm_fakes import MODEL, STREAMING, FakeOpenAI, all_text, chat_sse
+from llm_fakes import STREAMING, FakeOpenAI, all_text, chat_sse
 from wikigen import generate_wiki
 
 SELECT = "You are the navigator of a wiki"

@@ -33,8 +33,10 @@ class Settings:
     api_token: str | None = None
     # LLM gateway
     timeout: float = 60.0  # seconds to connect, and for each read of a reply
-    call_deadline: float | None = None  # seconds one model call may take in all, stream included; None: 3 x timeout
+    call_deadline: float | None = None  # seconds one model call may take in all, retries and stream included; None: 3 x timeout
     max_retries: int = 3
+    breaker_failures: int = 3  # calls in a row the model did not answer, after which it is treated as down (0: never)
+    breaker_cooldown: float = 60.0  # seconds it is then treated as down (calls fail at once) before one call probes it
     concurrency: int = 4
     cache: bool = True
     direct_http: bool = True  # talk to OpenAI-compatible servers over httpx, not through litellm
@@ -59,9 +61,9 @@ class Settings:
         return replace(self, **{k: v for k, v in changes.items() if v is not None})
 
 
-_INT_FIELDS = {"max_retries", "concurrency", "select_budget", "read_budget", "max_pages"}
-_ZERO_ALLOWED = {"max_retries"}
-_FLOAT_FIELDS = {"timeout", "call_deadline"}
+_INT_FIELDS = {"max_retries", "breaker_failures", "concurrency", "select_budget", "read_budget", "max_pages"}
+_ZERO_ALLOWED = {"max_retries", "breaker_failures"}
+_FLOAT_FIELDS = {"timeout", "call_deadline", "breaker_cooldown"}
 _BOOL_FIELDS = {"cache", "debug", "direct_http"}
 _PATH_FIELDS = {"kb", "prompts_dir"}
 _CHOICE_FIELDS = {"navigation": ("shortlist", "topics")}

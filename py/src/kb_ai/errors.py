@@ -128,6 +128,13 @@ class LLMUnreachableError(LLMError):
     retryable = True
 
 
+class LLMModelDownError(LLMUnreachableError):
+    """The gateway's circuit breaker is open: the last calls got no answer, so this one was not
+    sent (it fails at once until a cool-down passes). Same code as unreachable: a compile stops."""
+
+    retryable = False
+
+
 class LLMTimeoutError(LLMError):
     code = "llm_timeout"
     retryable = True
@@ -164,8 +171,9 @@ class LLMOutputError(LLMError):
 
 
 class LLMReplyCutOff(LLMOutputError):
-    """A reply stopped before the model finished: at its ``max_tokens`` (``reason`` "length") or
-    at the call deadline ("deadline"). ``text`` is what came; a streamed answer keeps it."""
+    """A reply stopped before the model finished: at its ``max_tokens`` (``reason`` "length"),
+    at the call deadline ("deadline") or at the size a reply of ``max_tokens`` may have ("size":
+    the server ignored max_tokens). ``text`` is what came; a streamed answer keeps it."""
 
     code = "llm_reply_cut_off"
     retryable = False

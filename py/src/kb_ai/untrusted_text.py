@@ -42,6 +42,15 @@ def json_problem(value: Any, max_depth: int) -> str | None:
     return None
 
 
+def as_text(text: str) -> str:
+    """``text`` with every lone surrogate replaced by U+FFFD (and a surrogate pair held as two
+    code points joined into its character): what can be written, sent and printed. For text
+    kaas must keep rather than refuse (a model's reply, an event about to be sent)."""
+    if _LONE_SURROGATE.search(text) is None:
+        return text
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+
+
 # -- text for a terminal ------------------------------------------------------------------------
 # Wiki text, source text (through ingest), model replies and file names can hold terminal
 # control sequences: OSC 52 writes the clipboard (xterm, kitty, iTerm2), OSC 0 sets the window

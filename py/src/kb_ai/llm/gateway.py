@@ -17,13 +17,21 @@ Design, briefly:
   to a plain instruction when a server rejects a shape, remembers what worked per
   (model, api_base), validates the reply with ``jsonschema`` and allows one repair round.
 * **Every call is bounded.** ``max_tokens`` is a required argument of every call, sized by the
-  caller for its purpose, and every attempt has a wall-clock deadline (``call_deadline``, default
-  3 x ``timeout``) that covers a whole streamed reply too: httpx's ``timeout`` is per read, so a
-  model that keeps generating (a repeating answer, whitespace inside grammar-constrained JSON)
-  would otherwise never be cut off. A reply stopped by either is a cut-off reply: JSON that did
-  not complete is bad output (one repair round, then ``LLMOutputError``); a streamed answer keeps
-  what came and ends with ``LLMReplyCutOff``, which the ask turns into a notice. A call that ran
-  out its deadline is not retried (``LLMDeadlineError``): a retry would wait as long again.
+  caller for its purpose, and bounds the size of the reply too (``replies.py``: a server that
+  ignores it is cut off there). Every call has one wall-clock deadline (``call_deadline``, default
+  3 x ``timeout``) that covers all its attempts, the waits between them, response-format probes,
+  the repair round and a whole streamed reply: httpx's ``timeout`` is per read, so a model that
+  keeps generating (a repeating answer, whitespace inside grammar-constrained JSON) or a server
+  that never answers would otherwise never be cut off. A reply stopped by either is a cut-off
+  reply: JSON that did not complete is bad output (one repair round, then ``LLMOutputError``); a
+  streamed answer keeps what came and ends with ``LLMReplyCutOff``, which the ask turns into a
+  notice. A call that ran out its deadline ends with ``LLMDeadlineError``; a retry is only made
+  while its wait ends before the deadline.
+* **A circuit breaker** (``breaker.py``): after ``breaker_failures`` calls in a row that the model
+  did not answer at all (timeout, deadline, unreachable), calls fail at once with
+  ``LLMModelDownError`` (code ``llm_unreachable``: a compile stops, keeping its work) until
+  ``breaker_cooldown`` seconds pass and one call probes the model again. Such a call also marks
+  the request's ``UsageMeter.model_down``, so an ask answers the rest without the model.
 * **Accounting, caching, tracing.** Every call attempt, failed ones included (and every cache hit)
   adds a ``CallUsage`` to the meter;
   temperature-0 calls are cached on disk (``cache.py``); with ``trace_file`` set every request and
@@ -33,6 +41,7 @@ Design, briefly:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import email.utils
 import functools
 import json
@@ -55,6 +64,7 @@ from kb_ai.errors import (
     LLMBadRequestError,
     LLMDeadlineError,
     LLMError,
+    LLMModelDownError,
     LLMOutputError,
     LLMRateLimitError,
     LLMReplyCutOff,
@@ -64,10 +74,21 @@ from kb_ai.errors import (
     MissingApiKeyError,
     UnknownModelError,
 )
+from kb_ai.llm.breaker import Admission, CircuitBreaker
 from kb_ai.llm.cache import ResponseCache, cache_key
-from kb_ai.llm.tokens import estimate_tokens
+from kb_ai.llm.replies import (
+    ReplyLimits,
+    ReplyTooLarge,
+    StreamText,
+    clean_json,
+    member,
+    quote_for_repair,
+    reply_limits,
+    usage_numbers,
+)
 from kb_ai.llm.usage import CallUsage, UsageMeter
 from kb_ai.store.files import DamagedFileError, append_state_text, read_state_json, write_state_bytes
+from kb_ai.untrusted_text import as_text
 
 Message = dict[str, str]
 
@@ -138,8 +159,10 @@ class GatewayConfig:
     api_base: str | None = None
     api_key: str | None = None
     timeout: float = 60.0  # seconds: connecting, and each read (httpx's timeout)
-    call_deadline: float | None = None  # seconds for one whole attempt, stream included; None: 3 x timeout
+    call_deadline: float | None = None  # seconds for one whole call, retries and stream included; None: 3 x timeout
     max_retries: int = 3
+    breaker_failures: int = 3  # calls in a row without an answer after which the model is treated as down (0: never)
+    breaker_cooldown: float = 60.0  # seconds the model is then treated as down before one call probes it
     concurrency: int = 4
     cache_dir: Path | None = None  # None: no response cache
     trace_file: Path | None = None  # JSONL of every prompt and raw reply, when set
@@ -158,6 +181,8 @@ def gateway_config(settings: Settings, model: str, state_dir: Path) -> GatewayCo
         timeout=settings.timeout,
         call_deadline=settings.call_deadline,
         max_retries=settings.max_retries,
+        breaker_failures=settings.breaker_failures,
+        breaker_cooldown=settings.breaker_cooldown,
         concurrency=settings.concurrency,
         cache_dir=(state_dir / "cache" / "llm") if settings.cache else None,
         trace_file=(state_dir / "logs" / "llm-trace.jsonl") if settings.debug else None,
@@ -174,6 +199,28 @@ class _Reply:
     completion_tokens: int
     cost_usd: float
     finish_reason: str | None = None
+    over_limit: bool = False  # longer than a reply of max_tokens may be: cut there, never cached
+
+
+class _Call:
+    """One call of the gateway's API (``complete``, ``complete_json``, ``stream``), all its
+    attempts, response-format probes and repair round included: its wall-clock deadline, which
+    starts when the call first gets a concurrency slot, and the size its replies may have."""
+
+    def __init__(self, seconds: float, max_tokens: int):
+        self.seconds = seconds
+        self.limits: ReplyLimits = reply_limits(max_tokens)
+        self.deadline_at: float | None = None  # event-loop time
+
+    def start(self) -> float:
+        if self.deadline_at is None:
+            self.deadline_at = asyncio.get_running_loop().time() + self.seconds
+        return self.deadline_at
+
+    def left(self) -> float:
+        if self.deadline_at is None:
+            return self.seconds
+        return self.deadline_at - asyncio.get_running_loop().time()
 
 
 class _ResponseFormatRejected(LLMBadRequestError):
@@ -202,6 +249,8 @@ class LLMGateway:
         self._omit_temperature = False  # set when the model refuses temperature (o-series, gpt-5)
         self._supported_params: set[str] | None = None
         self._trace_lock = threading.Lock()
+        where = f"the model {config.model}" + (f" at {config.api_base}" if config.api_base else "")
+        self.breaker = CircuitBreaker(config.breaker_failures, config.breaker_cooldown, where=where)
 
     # -- checks that need no network ----------------------------------------------------------
 
@@ -259,16 +308,20 @@ class LLMGateway:
     async def complete(self, messages: list[Message], *, purpose: str, max_tokens: int,
                        meter: UsageMeter | None = None, temperature: float = 0.0) -> str:
         """Send a chat request and return the reply text. Empty replies raise LLMOutputError; a
-        reply cut off at ``max_tokens`` raises LLMReplyCutOff carrying the text that came."""
+        reply cut off at ``max_tokens`` (or at the size such a reply may have) raises
+        LLMReplyCutOff carrying the text that came."""
         _check_max_tokens(max_tokens)
         key = self._key("text", messages, temperature, max_tokens)
         hit = self._cache_get(key, messages, purpose=purpose, meter=meter, kind="text")
         if hit is not None:
             return hit
-        reply = await self._call(messages, purpose=purpose, meter=meter, temperature=temperature,
-                                 max_tokens=max_tokens, kind="text")
+        async with self._guarded(meter, max_tokens) as call:
+            reply = await self._call(messages, purpose=purpose, meter=meter, temperature=temperature,
+                                     call=call, kind="text")
         if not reply.text or not reply.text.strip():
             raise LLMOutputError(f"the model {self.config.model} returned an empty reply ({purpose})")
+        if reply.over_limit:
+            raise LLMReplyCutOff(self._too_large_message(call.limits, purpose), text=reply.text, reason="size")
         if reply.finish_reason == "length":
             raise LLMReplyCutOff(self._cut_off_message(max_tokens, purpose), text=reply.text)
         self._cache_put(key, reply)
@@ -280,10 +333,11 @@ class LLMGateway:
 
         Failures before the first delta are retried like ``complete``; after it they raise (the
         caller already showed part of the answer). A stream that ends without a finish reason
-        raises LLMOutputError after yielding what came. A reply stopped at ``max_tokens`` or at
-        the call deadline raises LLMReplyCutOff after yielding what came: the caller keeps it and
-        says it was cut off. The concurrency slot is held while the caller iterates, so do not
-        make other calls through this gateway from inside the loop when ``concurrency`` is 1.
+        raises LLMOutputError after yielding what came. A reply stopped at ``max_tokens``, at
+        the call deadline or at the size a reply of ``max_tokens`` may have raises LLMReplyCutOff
+        after yielding what came: the caller keeps it and says it was cut off. The concurrency
+        slot is held while the caller iterates, so do not make other calls through this gateway
+        from inside the loop when ``concurrency`` is 1.
         """
         _check_max_tokens(max_tokens)
         return self._stream(messages, purpose=purpose, meter=meter, temperature=temperature,
@@ -296,8 +350,9 @@ class LLMGateway:
 
         The response_format shape adapts to the server (see the module docstring). An invalid
         reply — including one cut off at ``max_tokens`` before its JSON was complete — gets one
-        repair round (the bad reply plus what was wrong); a second invalid reply raises
-        LLMOutputError. Only validated JSON is cached.
+        repair round (the bad reply, at most ``REPAIR_QUOTE_CHARS`` of it, plus what was wrong);
+        a second invalid reply raises LLMOutputError. The call deadline covers all of it. Only
+        validated JSON is cached.
         """
         _check_max_tokens(max_tokens)
         validator = _validator(schema)
@@ -310,53 +365,89 @@ class LLMGateway:
                     self._record_hit(cached, messages, purpose=purpose, meter=meter, kind="json")
                     return value
 
-        start = SHAPES.index(self._remembered_shape())
-        reply: _Reply | None = None
-        request_messages: list[Message] = messages
-        response_format: dict[str, Any] | None = None
-        shape = SHAPES[start]
-        for index in range(start, len(SHAPES)):
-            shape = SHAPES[index]
-            request_messages, response_format = _shape_request(messages, schema, schema_name, shape)
-            try:
-                reply = await self._call(request_messages, purpose=purpose, meter=meter,
-                                         temperature=temperature, max_tokens=max_tokens, kind="json",
-                                         response_format=response_format, shape=shape)
-            except _ResponseFormatRejected:
-                log.info("%s rejected response_format shape %s; trying the next", self.config.model, shape)
-                continue
-            self._remember_shape(shape)
-            break
-        assert reply is not None
+        async with self._guarded(meter, max_tokens) as call:
+            start = SHAPES.index(self._remembered_shape())
+            reply: _Reply | None = None
+            request_messages: list[Message] = messages
+            response_format: dict[str, Any] | None = None
+            shape = SHAPES[start]
+            for index in range(start, len(SHAPES)):
+                shape = SHAPES[index]
+                request_messages, response_format = _shape_request(messages, schema, schema_name, shape)
+                try:
+                    reply = await self._call(request_messages, purpose=purpose, meter=meter,
+                                             temperature=temperature, call=call, kind="json",
+                                             response_format=response_format, shape=shape)
+                except _ResponseFormatRejected:
+                    log.info("%s rejected response_format shape %s; trying the next", self.config.model, shape)
+                    continue
+                self._remember_shape(shape)
+                break
+            assert reply is not None
 
-        value, problem = self._json_value(reply, validator, max_tokens)
-        if problem is not None:
-            repair_messages = [
-                *request_messages,
-                {"role": "assistant", "content": reply.text or ""},
-                {"role": "user", "content": _repair_instruction(problem, schema)},
-            ]
-            reply = await self._call(repair_messages, purpose=purpose, meter=meter,
-                                     temperature=temperature, max_tokens=max_tokens, kind="json-repair",
-                                     response_format=response_format, shape=shape)
-            value, problem = self._json_value(reply, validator, max_tokens)
+            value, problem = self._json_value(reply, validator, call.limits, purpose)
             if problem is not None:
-                raise LLMOutputError(
-                    f"the model {self.config.model} did not return valid {schema_name} JSON "
-                    f"after a repair attempt ({purpose}): {problem}"
-                )
-        self._cache_put(key, reply, text=json.dumps(value, ensure_ascii=False))
+                repair_messages = [
+                    *request_messages,
+                    {"role": "assistant", "content": quote_for_repair(reply.text or "")},
+                    {"role": "user", "content": _repair_instruction(problem, schema)},
+                ]
+                reply = await self._call(repair_messages, purpose=purpose, meter=meter,
+                                         temperature=temperature, call=call, kind="json-repair",
+                                         response_format=response_format, shape=shape)
+                value, problem = self._json_value(reply, validator, call.limits, purpose)
+                if problem is not None:
+                    raise LLMOutputError(
+                        f"the model {self.config.model} did not return valid {schema_name} JSON "
+                        f"after a repair attempt ({purpose}): {problem}"
+                    )
+        if not reply.over_limit:
+            self._cache_put(key, reply, text=json.dumps(value, ensure_ascii=False))
         return value
 
-    def _json_value(self, reply: _Reply, validator: Any, max_tokens: int) -> tuple[Any, str | None]:
+    def _json_value(self, reply: _Reply, validator: Any, limits: ReplyLimits,
+                    purpose: str) -> tuple[Any, str | None]:
         """The reply's validated JSON, or what was wrong. A reply cut off at ``max_tokens`` is
         bad output unless its JSON is complete and valid anyway (a grammar-constrained reply
-        can be complete and then run into the limit with trailing whitespace)."""
+        can be complete and then run into the limit with trailing whitespace); so is one cut at
+        the size a reply of ``max_tokens`` may have."""
         value, problem = _parse_and_validate(reply.text or "", validator)
-        if problem is not None and reply.finish_reason == "length":
-            problem = (f"the reply was cut off at the limit of {max_tokens} tokens before the JSON was "
+        if problem is not None and reply.over_limit:
+            problem = f"{self._too_large_message(limits, purpose)} ({problem}); answer with shorter JSON"
+        elif problem is not None and reply.finish_reason == "length":
+            problem = (f"the reply was cut off at the limit of {limits.max_tokens} tokens before the JSON was "
                        f"complete ({problem}); answer with shorter JSON")
         return value, problem
+
+    def _too_large_message(self, limits: ReplyLimits, purpose: str) -> str:
+        return (f"{self._where()} sent more than a reply of at most {limits.max_tokens} tokens can hold "
+                f"({limits.chars:,} characters or {limits.bytes:,} bytes): it ignored max_tokens, and the "
+                f"reply was cut off there ({purpose})")
+
+    @contextlib.asynccontextmanager
+    async def _guarded(self, meter: UsageMeter | None, max_tokens: int) -> AsyncIterator[_Call]:
+        """One call of the API, through the circuit breaker: refused at once (LLMModelDownError)
+        while the model is treated as down; its outcome — answered or not — counted. A call the
+        model did not answer also marks ``meter`` (``UsageMeter.model_down``), so the rest of the
+        request (an ask) can stop asking it."""
+        try:
+            admission: Admission = self.breaker.admit()
+        except LLMModelDownError as err:
+            _mark_down(meter, err)
+            raise
+        try:
+            yield _Call(self._call_deadline(), max_tokens)
+        except LLMError as err:
+            unanswered = model_unanswered(err)
+            self.breaker.settle(admission, answered=not unanswered, reason=err.message)
+            if unanswered:
+                _mark_down(meter, err)
+            raise
+        except BaseException:
+            self.breaker.settle(admission, answered=None)  # cancelled, or a bug: nothing learnt
+            raise
+        else:
+            self.breaker.settle(admission, answered=True)
 
     def _cut_off_message(self, max_tokens: int, purpose: str) -> str:
         return f"the model {self.config.model} reached its limit of {max_tokens} tokens ({purpose})"
@@ -416,14 +507,17 @@ class LLMGateway:
                 kwargs["stream_options"] = {"include_usage": True}
         return kwargs
 
-    async def _acompletion(self, messages: list[Message], *, temperature: float, max_tokens: int | None,
-                           stream: bool, response_format: dict[str, Any] | None, deadline_at: float) -> Any:
-        """One call (direct HTTP or litellm); raises mapped errors. Retries once without
-        temperature if refused. ``deadline_at`` (event-loop time) ends the call: LLMDeadlineError."""
+    async def _acompletion(self, messages: list[Message], *, temperature: float, call: _Call,
+                           stream: bool, response_format: dict[str, Any] | None) -> Any:
+        """One attempt (direct HTTP or litellm); raises mapped errors, or ReplyTooLarge when the
+        direct transport stops reading at the byte limit. Retries once without temperature if
+        refused. The call's deadline ends the attempt: LLMDeadlineError."""
         direct = self._direct
         if direct:
             from kb_ai.llm import openai_http  # noqa: PLC0415 (httpx only when a model is called)
         litellm = None if direct else _litellm()
+        deadline_at = call.start()
+        max_tokens = call.limits.max_tokens
         for _ in range(2):
             kwargs = self._request_kwargs(messages, temperature=temperature, max_tokens=max_tokens,
                                           stream=stream, response_format=response_format)
@@ -432,9 +526,12 @@ class LLMGateway:
                 # httpx's timeout is per read: a reply that keeps coming would never time out.
                 # The deadline caps the whole call (a stream's reads are capped in _stream).
                 async with asyncio.timeout_at(deadline_at) as limit:
-                    if stream:
-                        return await (openai_http.open_stream(kwargs) if direct else litellm.acompletion(**kwargs))
-                    return await (openai_http.complete(kwargs) if direct else litellm.acompletion(**kwargs))
+                    if direct:
+                        transport = openai_http.open_stream if stream else openai_http.complete
+                        return await transport(kwargs, max_bytes=call.limits.bytes)
+                    return await litellm.acompletion(**kwargs)
+            except ReplyTooLarge:
+                raise
             except Exception as exc:  # noqa: BLE001 (mapped below; cancellation passes through)
                 if limit is not None and limit.expired():
                     raise self._deadline_error() from None
@@ -450,28 +547,31 @@ class LLMGateway:
         raise AssertionError("unreachable")
 
     async def _call(self, messages: list[Message], *, purpose: str, meter: UsageMeter | None,
-                    temperature: float, max_tokens: int | None, kind: str,
+                    temperature: float, call: _Call, kind: str,
                     response_format: dict[str, Any] | None = None, shape: str | None = None) -> _Reply:
-        """A non-streaming call with retries, usage and trace."""
+        """A non-streaming request with retries (within the call's deadline), usage and trace."""
         if not self._direct:
             _litellm()  # the one-off import is not part of any call's time
+        max_tokens = call.limits.max_tokens
         attempt = 0
         while True:
             started = time.monotonic()
             try:
-                async with self._semaphore():
-                    response = await self._acompletion(messages, temperature=temperature,
-                                                       max_tokens=max_tokens, stream=False,
-                                                       response_format=response_format,
-                                                       deadline_at=self._deadline_at())
-                reply = self._reply_from_response(response, messages)
+                try:
+                    async with self._semaphore():
+                        response = await self._acompletion(messages, temperature=temperature, call=call,
+                                                           stream=False, response_format=response_format)
+                    reply = self._reply_from_response(response, messages, call.limits)
+                except ReplyTooLarge:
+                    # Nothing of a body cut short can be parsed: an empty reply, cut off.
+                    reply = self._reply_of("", None, messages, finish_reason="length", over_limit=True)
             except LLMError as err:
                 seconds = time.monotonic() - started
                 self._record_failure(meter, purpose, err, seconds)
                 self._trace(kind=kind, purpose=purpose, shape=shape, messages=messages, reply=None,
                             usage=None, cached=False, error=err, attempt=attempt, seconds=seconds,
                             max_tokens=max_tokens)
-                delay = self._retry_delay(err, attempt)
+                delay = self._retry_delay(err, attempt, call)
                 if delay is None:
                     raise
                 attempt += 1
@@ -485,108 +585,128 @@ class LLMGateway:
             return reply
 
     async def _stream(self, messages: list[Message], *, purpose: str, meter: UsageMeter | None,
-                      temperature: float, max_tokens: int | None) -> AsyncIterator[str]:
+                      temperature: float, max_tokens: int) -> AsyncIterator[str]:
         key = self._key("stream", messages, temperature, max_tokens)
         if self._cache is not None and key is not None:
             cached = self._cache.get(key)
             if cached is not None:
                 self._record_hit(cached, messages, purpose=purpose, meter=meter, kind="stream")
-                for piece in _pieces(cached.text):
+                for piece in _pieces(as_text(cached.text)):
                     yield piece
                 return
 
         if not self._direct:
             _litellm()  # the one-off import is not part of any call's time
-        attempt = 0
-        while True:
-            started = time.monotonic()
-            pieces: list[str] = []
-            finish_reason: str | None = None
-            usage: Any = None
-            delay: float | None = None
-            cut_off: LLMReplyCutOff | None = None
-            async with self._semaphore():
-                deadline_at = self._deadline_at()  # the slot's wait is not the call's time
-                response: Any = None
-                consumed = False
-                try:
+        async with self._guarded(meter, max_tokens) as call:
+            limits = call.limits
+            attempt = 0
+            while True:
+                started = time.monotonic()
+                pieces: list[str] = []
+                received = 0  # characters of text so far
+                joiner = StreamText()
+                finish_reason: str | None = None
+                usage: Any = None
+                delay: float | None = None
+                cut_off: LLMReplyCutOff | None = None
+                async with self._semaphore():
+                    deadline_at = call.start()  # the first wait for a slot is not the call's time
+                    response: Any = None
+                    consumed = False
                     try:
-                        response = await self._acompletion(messages, temperature=temperature,
-                                                           max_tokens=max_tokens, stream=True,
-                                                           response_format=None, deadline_at=deadline_at)
-                        chunks = response.__aiter__()
-                        while True:
-                            # The whole stream, not each read, is bounded: a reply that keeps
-                            # coming ends at the deadline.
-                            try:
-                                async with asyncio.timeout_at(deadline_at):
-                                    chunk = await chunks.__anext__()
-                            except StopAsyncIteration:
-                                break
-                            usage = getattr(chunk, "usage", None) or usage
-                            for choice in getattr(chunk, "choices", None) or []:
-                                delta = getattr(getattr(choice, "delta", None), "content", None)
-                                finish_reason = getattr(choice, "finish_reason", None) or finish_reason
-                                if delta:
-                                    pieces.append(delta)
-                                    yield delta
-                        consumed = True
-                    except LLMError:
-                        raise
-                    except TimeoutError:
-                        if asyncio.get_running_loop().time() < deadline_at:
-                            raise self._map_error(TimeoutError()) from None
+                        try:
+                            response = await self._acompletion(messages, temperature=temperature, call=call,
+                                                               stream=True, response_format=None)
+                            chunks = response.__aiter__()
+                            while True:
+                                # The whole stream, not each read, is bounded: a reply that keeps
+                                # coming ends at the deadline.
+                                try:
+                                    async with asyncio.timeout_at(deadline_at):
+                                        chunk = await chunks.__anext__()
+                                except StopAsyncIteration:
+                                    break
+                                usage = member(chunk, "usage") or usage
+                                for choice in self._chunk_choices(chunk):
+                                    finish_reason = _finish_reason(member(choice, "finish_reason")) or finish_reason
+                                    delta = self._content(member(member(choice, "delta"), "content"), "stream chunk")
+                                    text = joiner.push(delta) if delta else ""
+                                    if received + len(text) > limits.chars:
+                                        text = text[:max(0, limits.chars - received)]
+                                        if text:
+                                            pieces.append(text)
+                                            yield text
+                                        raise ReplyTooLarge(limits.bytes)
+                                    if text:
+                                        received += len(text)
+                                        pieces.append(text)
+                                        yield text
+                            tail = joiner.flush()
+                            if tail:
+                                pieces.append(tail)
+                                yield tail
+                            consumed = True
+                        except LLMError:
+                            raise
+                        except ReplyTooLarge:
+                            message = self._too_large_message(limits, purpose)
+                            if not pieces:
+                                raise LLMOutputError(message) from None
+                            cut_off = LLMReplyCutOff(message, text="".join(pieces), reason="size")
+                            raise cut_off from None
+                        except TimeoutError:
+                            if asyncio.get_running_loop().time() < deadline_at:
+                                raise self._map_error(TimeoutError()) from None
+                            if not pieces:
+                                raise self._deadline_error() from None
+                            cut_off = LLMReplyCutOff(
+                                f"{self._where()} was still sending the reply when the call deadline of "
+                                f"{self._call_deadline():g} s ran out ({purpose})", text="".join(pieces),
+                                reason="deadline")
+                            raise cut_off from None
+                        except Exception as exc:  # noqa: BLE001 (cancellation and GeneratorExit pass through)
+                            raise self._map_error(exc) from exc
                         if not pieces:
-                            raise self._deadline_error() from None
-                        cut_off = LLMReplyCutOff(
-                            f"{self._where()} was still sending the reply when the call deadline of "
-                            f"{self._call_deadline():g} s ran out ({purpose})", text="".join(pieces), reason="deadline")
-                        raise cut_off from None
-                    except Exception as exc:  # noqa: BLE001 (cancellation and GeneratorExit pass through)
-                        raise self._map_error(exc) from exc
-                    if not pieces:
-                        raise LLMOutputError(f"the model {self.config.model} returned an empty reply ({purpose})")
-                    if finish_reason is None:
-                        raise LLMOutputError(
-                            f"the reply stream from {self._where()} ended early (no finish reason); "
-                            "the answer may be incomplete"
-                        )
-                    if finish_reason == "length":
-                        cut_off = LLMReplyCutOff(self._cut_off_message(max_tokens or 0, purpose),
-                                                 text="".join(pieces), reason="length")
-                except (GeneratorExit, asyncio.CancelledError):
-                    # The consumer stopped early (client went away): the tokens were still spent.
-                    if pieces:
-                        self._record_partial(meter, purpose, messages, pieces, usage, started, attempt,
-                                             note="abandoned by the caller", max_tokens=max_tokens)
-                    raise
-                except LLMError as err:
-                    if pieces:
-                        self._record_partial(meter, purpose, messages, pieces, usage, started, attempt,
-                                             error=None if err is cut_off else err, max_tokens=max_tokens,
-                                             note="cut off at the call deadline" if err is cut_off else None)
-                        raise  # part of the answer is out: a retry would repeat it
-                    seconds = time.monotonic() - started
-                    self._record_failure(meter, purpose, err, seconds)
-                    self._trace(kind="stream", purpose=purpose, shape=None, messages=messages, reply=None,
-                                usage=None, cached=False, error=err, attempt=attempt, seconds=seconds,
-                                max_tokens=max_tokens)
-                    delay = self._retry_delay(err, attempt)
-                    if delay is None:
+                            raise LLMOutputError(f"the model {self.config.model} returned an empty reply ({purpose})")
+                        if finish_reason is None:
+                            raise LLMOutputError(
+                                f"the reply stream from {self._where()} ended early (no finish reason); "
+                                "the answer may be incomplete"
+                            )
+                        if finish_reason == "length":
+                            cut_off = LLMReplyCutOff(self._cut_off_message(max_tokens, purpose),
+                                                     text="".join(pieces), reason="length")
+                    except (GeneratorExit, asyncio.CancelledError):
+                        # The consumer stopped early (client went away): the tokens were still spent.
+                        if pieces:
+                            self._record_partial(meter, purpose, messages, pieces, usage, started, attempt,
+                                                 note="abandoned by the caller", max_tokens=max_tokens)
                         raise
-                finally:
-                    if response is not None and not consumed:
-                        await _aclose_quietly(response)  # release the connection
-            if delay is not None:
-                attempt += 1
-                await self._sleep(delay)  # outside the semaphore: others may use the slot meanwhile
-                continue
-            break
+                    except LLMError as err:
+                        if pieces:
+                            self._record_partial(meter, purpose, messages, pieces, usage, started, attempt,
+                                                 error=None if err is cut_off else err, max_tokens=max_tokens,
+                                                 note=f"cut off ({cut_off.reason})" if err is cut_off else None)
+                            raise  # part of the answer is out: a retry would repeat it
+                        seconds = time.monotonic() - started
+                        self._record_failure(meter, purpose, err, seconds)
+                        self._trace(kind="stream", purpose=purpose, shape=None, messages=messages, reply=None,
+                                    usage=None, cached=False, error=err, attempt=attempt, seconds=seconds,
+                                    max_tokens=max_tokens)
+                        delay = self._retry_delay(err, attempt, call)
+                        if delay is None:
+                            raise
+                    finally:
+                        if response is not None and not consumed:
+                            await _aclose_quietly(response)  # release the connection
+                if delay is not None:
+                    attempt += 1
+                    await self._sleep(delay)  # outside the semaphore: others may use the slot meanwhile
+                    continue
+                break
 
         text = "".join(pieces)
-        prompt_tokens, completion_tokens = _usage_numbers(usage, messages, text)
-        reply = _Reply(text=text, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
-                       cost_usd=self._cost(prompt_tokens, completion_tokens), finish_reason=finish_reason)
+        reply = self._reply_of(text, usage, messages, finish_reason=finish_reason)
         seconds = time.monotonic() - started
         self._record(meter, purpose, reply, seconds)
         self._trace(kind="stream", purpose=purpose, shape=None, messages=messages, reply=text, usage=reply,
@@ -596,33 +716,52 @@ class LLMGateway:
         if text.strip():
             self._cache_put(key, reply)
 
+    def _chunk_choices(self, chunk: Any) -> list[Any]:
+        choices = member(chunk, "choices")
+        if choices is None:
+            return []  # a usage-only chunk, a keep-alive
+        if not isinstance(choices, (list, tuple)):
+            raise LLMOutputError(f"{self._where()} sent a stream chunk whose choices are not a list")
+        return list(choices)
+
+    def _content(self, content: Any, what: str) -> str | None:
+        """A reply's or chunk's ``content``: text (lone surrogates made U+FFFD by the caller's
+        joiner or here), None when absent; anything else is bad output."""
+        if content is None or isinstance(content, str):
+            return content
+        raise LLMOutputError(f"{self._where()} sent a {what} whose content is not text "
+                             f"({type(content).__name__}); the protocol promises a string")
+
     def _record_partial(self, meter: UsageMeter | None, purpose: str, messages: list[Message],
                         pieces: list[str], usage: Any, started: float, attempt: int, *,
                         error: LLMError | None = None, note: str | None = None,
                         max_tokens: int | None = None) -> None:
         """Usage and trace for a stream that stopped part-way (estimated when the server sent none)."""
-        text = "".join(pieces)
-        prompt_tokens, completion_tokens = _usage_numbers(usage, messages, text)
-        reply = _Reply(text=text, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
-                       cost_usd=self._cost(prompt_tokens, completion_tokens))
+        reply = self._reply_of("".join(pieces), usage, messages)
         seconds = time.monotonic() - started
         self._record(meter, purpose, reply, seconds, error=error)
-        self._trace(kind="stream", purpose=purpose, shape=None, messages=messages, reply=text or None,
+        self._trace(kind="stream", purpose=purpose, shape=None, messages=messages, reply=reply.text or None,
                     usage=reply, cached=False, error=error, attempt=attempt, seconds=seconds, note=note,
                     max_tokens=max_tokens)
 
     # -- retries --------------------------------------------------------------------------------
 
-    def _retry_delay(self, err: LLMError, attempt: int) -> float | None:
-        """Seconds to wait before retrying ``err``, or None to give up."""
+    def _retry_delay(self, err: LLMError, attempt: int, call: _Call) -> float | None:
+        """Seconds to wait before retrying ``err``, or None to give up: not retryable, out of
+        retries, or the wait would reach the call's deadline (the deadline covers all attempts).
+        A timeout given up on for that reason raises LLMDeadlineError instead."""
         if isinstance(err, LLMOutputError) or not err.retryable or attempt >= self.config.max_retries:
             return None
         retry_after = getattr(err, "retry_after", None)
         if retry_after is not None:
-            return min(RETRY_AFTER_CAP, max(0.0, retry_after))
-        return _backoff(attempt)
-
-    # -- error mapping ----------------------------------------------------------------------------
+            delay = min(RETRY_AFTER_CAP, max(0.0, retry_after))
+        else:
+            delay = _backoff(attempt)
+        if delay >= call.left():
+            if isinstance(err, LLMTimeoutError):
+                raise self._deadline_error(attempts=attempt + 1) from err
+            return None
+        return delay
 
     def _where(self) -> str:
         if self.config.api_base:
@@ -634,7 +773,15 @@ class LLMGateway:
             return "the LLM server"
 
     def _map_error(self, exc: BaseException) -> LLMError:
-        """Turn litellm/openai/httpx exceptions into kb_ai.errors, with a one-line message."""
+        """Turn litellm/openai/httpx exceptions into kb_ai.errors, with a one-line message that
+        is text (a server's error message may hold a lone surrogate too)."""
+        err = self._mapped(exc)
+        clean = as_text(err.message)
+        if clean is not err.message:
+            err.message, err.args = clean, (clean,)
+        return err
+
+    def _mapped(self, exc: BaseException) -> LLMError:
         if isinstance(exc, LLMError):
             return exc
         if isinstance(exc, KaasError):
@@ -653,6 +800,10 @@ class LLMGateway:
             original = getattr(exc, "original_exception", None)
             if isinstance(original, BaseException) and original is not exc:
                 return self._map_error(original)
+        if _unreadable_reply(chain):
+            # litellm could not build its response object from what the server sent (content
+            # that is not text, usage that is not a count...): the reply is bad output.
+            return LLMOutputError(f"{where} sent a reply that is not what the protocol promises: {detail}")
 
         status = _status_code(exc)
         if name == "Timeout" or isinstance(exc, (asyncio.TimeoutError, TimeoutError)) or names & _TIMEOUT_NAMES:
@@ -688,18 +839,29 @@ class LLMGateway:
 
     # -- responses, usage, cost -----------------------------------------------------------------
 
-    def _reply_from_response(self, response: Any, messages: list[Message]) -> _Reply:
-        try:
-            choice = response.choices[0]
-            text = choice.message.content
-            finish_reason = getattr(choice, "finish_reason", None)
-        except (AttributeError, IndexError, TypeError):
-            raise LLMOutputError(f"{self._where()} sent a reply without choices") from None
-        if text is not None and not isinstance(text, str):
-            text = str(text)
-        prompt_tokens, completion_tokens = _usage_numbers(getattr(response, "usage", None), messages, text or "")
+    def _reply_from_response(self, response: Any, messages: list[Message], limits: ReplyLimits) -> _Reply:
+        """The reply of a non-streamed response (the direct transport's JSON or litellm's object),
+        checked: text that is text, at most ``limits.chars`` of it (more is cut there and marked)."""
+        choices = member(response, "choices")
+        if not isinstance(choices, (list, tuple)) or not choices:
+            raise LLMOutputError(f"{self._where()} sent a reply without choices")
+        choice = choices[0]
+        text = self._content(member(member(choice, "message"), "content"), "reply")
+        finish_reason = _finish_reason(member(choice, "finish_reason"))
+        over_limit = False
+        if text is not None:
+            text = as_text(text)
+            if len(text) > limits.chars:
+                text, finish_reason, over_limit = text[:limits.chars], "length", True
+        return self._reply_of(text, member(response, "usage"), messages, finish_reason=finish_reason,
+                              over_limit=over_limit)
+
+    def _reply_of(self, text: str | None, usage: Any, messages: list[Message], *,
+                  finish_reason: str | None = None, over_limit: bool = False) -> _Reply:
+        prompt_tokens, completion_tokens = usage_numbers(usage, messages, text or "")
         return _Reply(text=text, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
-                      cost_usd=self._cost(prompt_tokens, completion_tokens), finish_reason=finish_reason)
+                      cost_usd=self._cost(prompt_tokens, completion_tokens), finish_reason=finish_reason,
+                      over_limit=over_limit)
 
     def _cost(self, prompt_tokens: int, completion_tokens: int) -> float:
         """USD per litellm's price list; 0.0 for local or unknown models. Never raises."""
@@ -727,14 +889,11 @@ class LLMGateway:
 
     # -- deadline ---------------------------------------------------------------------------------
 
-    def _deadline_at(self) -> float:
-        """The event-loop time at which an attempt starting now must have finished."""
-        return asyncio.get_running_loop().time() + self._call_deadline()
-
-    def _deadline_error(self) -> LLMDeadlineError:
+    def _deadline_error(self, attempts: int | None = None) -> LLMDeadlineError:
+        tried = f"{attempts} attempts, " if attempts and attempts > 1 else ""
         return LLMDeadlineError(
             f"{self._where()} did not finish within the call deadline of {self._call_deadline():g} s "
-            f"({self.config.model}; KAAS_CALL_DEADLINE)")
+            f"({tried}{self.config.model}; KAAS_CALL_DEADLINE)")
 
     # -- cache ------------------------------------------------------------------------------------
 
@@ -754,7 +913,7 @@ class LLMGateway:
         if cached is None or not cached.text:
             return None
         self._record_hit(cached, messages, purpose=purpose, meter=meter, kind=kind)
-        return cached.text
+        return as_text(cached.text)
 
     def _record_hit(self, cached: Any, messages: list[Message], *, purpose: str, meter: UsageMeter | None,
                     kind: str) -> None:
@@ -906,7 +1065,8 @@ def _model_map_entry(model: str) -> dict[str, Any] | None:
 
 
 def call_deadline(config: GatewayConfig) -> float:
-    """Seconds one call attempt may take in all, a whole streamed reply included."""
+    """Seconds one call may take in all: every attempt, the waits between them and a whole
+    streamed reply included."""
     if config.call_deadline:
         return float(config.call_deadline)
     return 3.0 * float(config.timeout)
@@ -927,6 +1087,23 @@ def _exception_chain(exc: BaseException) -> list[BaseException]:
         chain.append(current)
         current = current.__cause__ or current.__context__
     return chain
+
+
+_SHAPE_ERRORS = (TypeError, AttributeError, KeyError, IndexError)
+
+
+def _unreadable_reply(chain: list[BaseException]) -> bool:
+    """litellm failed to read what the server sent: it raised one of its own errors over a
+    pydantic validation error or a type/attribute/key error met while building its response
+    objects (content that is not text, a usage that is not a count, choices that are not a list)."""
+    if not any((type(e).__module__ or "").startswith("litellm") for e in chain) or _is_connection_failure(chain):
+        return False
+    for e in chain:
+        if type(e).__name__ == "ValidationError" and (type(e).__module__ or "").startswith("pydantic"):
+            return True
+        if isinstance(e, _SHAPE_ERRORS) or str(e).startswith("Invalid response object"):
+            return True
+    return False
 
 
 def _is_connection_failure(chain: list[BaseException]) -> bool:
@@ -1049,17 +1226,21 @@ def _rejects_response_format(exc: BaseException) -> bool:
     return status == 422 or any(word in text for word in _FORMAT_WORDS)
 
 
-def _usage_numbers(usage: Any, messages: list[Message], text: str) -> tuple[int, int]:
-    prompt = completion = 0
-    if usage is not None:
-        get = usage.get if isinstance(usage, dict) else (lambda k: getattr(usage, k, None))
-        prompt = int(get("prompt_tokens") or 0)
-        completion = int(get("completion_tokens") or 0)
-    if prompt <= 0:
-        prompt = sum(estimate_tokens(str(m.get("content") or "")) for m in messages)
-    if completion <= 0 and text:
-        completion = estimate_tokens(text)
-    return prompt, completion
+def _finish_reason(value: Any) -> str | None:
+    """A finish reason is a word; anything else a server sends there is no finish reason."""
+    return value if isinstance(value, str) and value else None
+
+
+def model_unanswered(err: BaseException) -> bool:
+    """The model did not answer the call at all: a timeout, the call deadline, a connection that
+    could not be made, or the circuit breaker (which stands for those). A reply of any kind — an
+    error status, bad output, a cut-off — is an answer."""
+    return isinstance(err, (LLMTimeoutError, LLMUnreachableError))
+
+
+def _mark_down(meter: UsageMeter | None, err: LLMError) -> None:
+    if meter is not None and meter.model_down is None:
+        meter.model_down = err.message
 
 
 def _pieces(text: str, size: int = 200) -> list[str]:
@@ -1175,7 +1356,7 @@ def parse_json_reply(text: str) -> Any:
         starts = [0] + sorted(i for i in (candidate.find("{"), candidate.find("[")) if i > 0)
         for start in starts:
             try:
-                value, end = _DECODER.raw_decode(candidate, start)
+                value, end = _decoded(candidate, start)
             except RecursionError:  # valid JSON nested past Python's stack: no schema wants that
                 raise ValueError("the reply is nested too deeply") from None
             except json.JSONDecodeError as exc:
@@ -1190,6 +1371,13 @@ def parse_json_reply(text: str) -> Any:
     if best is None:
         raise ValueError("no JSON found in the reply")
     raise _parse_error(best)
+
+
+def _decoded(candidate: str, start: int) -> tuple[Any, int]:
+    """The JSON value at ``start`` of ``candidate`` and where it ends, its strings made text (a
+    ``"\\ud83d"`` escape, half an emoji, is valid JSON but not text: it becomes U+FFFD)."""
+    value, end = _DECODER.raw_decode(candidate, start)
+    return clean_json(value), end
 
 
 def _parse_error(exc: json.JSONDecodeError) -> ValueError:

@@ -28,6 +28,10 @@ class UsageMeter:
     """Collects the calls of one request (an ask, a compile stage). Thread-safe."""
 
     calls: list[CallUsage] = field(default_factory=list)
+    # Why the model did not answer a call of this request (a timeout, the call deadline, an
+    # unreachable server, the circuit breaker), set by the gateway; None while it answers. An
+    # ask stops asking it then: the rest of the answer is made without it.
+    model_down: str | None = None
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()

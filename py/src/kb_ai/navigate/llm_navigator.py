@@ -1,5 +1,11 @@
 """Navigation with a model: selection, answer, rewrite and suggestions are one call each,
-each with its own prompt file. Selection degrades to keyword ranking when the model fails."""
+each with its own prompt file. Selection degrades to keyword ranking when the model fails.
+
+When the model does not answer a call of an ask at all (a timeout, the call deadline, an
+unreachable server, or the gateway's circuit breaker: ``UsageMeter.model_down``), the rest of
+that ask does not wait for it again: pages are chosen by keyword, the answer is the offline
+extract (its first line says why), suggestions are the offline ones. An ask against a server
+that never answers so takes about one call deadline, not one per step."""
 
 from __future__ import annotations
 
@@ -10,12 +16,12 @@ from typing import AsyncIterator
 import anyio
 
 from kb_ai.errors import LLMAuthError, LLMError, MissingApiKeyError, UnknownModelError
-from kb_ai.llm.gateway import LLMGateway
+from kb_ai.llm.gateway import LLMGateway, model_unanswered
 from kb_ai.llm.plausible import one_line, plausible, unique
 from kb_ai.llm.prompts import PromptLibrary
 from kb_ai.llm.usage import UsageMeter
 from kb_ai.navigate.navigator import LexicalIndexCache
-from kb_ai.navigate.offline_navigator import lexical_selection
+from kb_ai.navigate.offline_navigator import OfflineNavigator, lexical_selection
 from kb_ai.navigate.records import ReadPage, Selection, Turn
 from kb_ai.navigate.select import catalog_tokens, select_budget_for, select_pages_llm
 from kb_ai.navigate.topic_select import TopicIndexCache, select_pages_by_topic
@@ -33,6 +39,8 @@ HISTORY_CHARS = 1_500
 REWRITE_MAX_TOKENS = 300  # one query of at most 1,000 characters
 SUGGEST_MAX_TOKENS = 300  # three short questions
 ANSWER_MAX_TOKENS = 1_500  # a concise answer with citations; a longer one ends with a notice
+MODEL_DOWN_LABEL = ("*The model did not answer ({reason}); instead, the passages of the wiki that best "
+                    "match the question.*")
 
 REWRITE_SCHEMA = {"type": "object", "properties": {"query": {"type": "string", "minLength": 1}}, "required": ["query"]}
 SUGGEST_SCHEMA = {
@@ -77,6 +85,8 @@ class LLMNavigator:
         return query, []
 
     async def select(self, question: str, catalog: Catalog, max_pages: int, meter: UsageMeter) -> Selection:
+        if meter.model_down:
+            return await self._fallback(question, catalog, max_pages, f"The model did not answer ({meter.model_down})")
         budget = select_budget_for(self.gateway.context_window(), self.select_budget)
         notices: list[str] = []  # degradations on the way, for the reader (not only the log)
         # The keyword index (loaded or built from every page) is what the shortlist and the
@@ -123,19 +133,36 @@ class LLMNavigator:
 
     async def answer(self, question: str, history: list[Turn], pages: list[ReadPage], catalog: Catalog,
                      meter: UsageMeter) -> AsyncIterator[str]:
-        messages = self.prompts.render(
-            "answer",
-            question=question,
-            history=_history(history),
-            pages=[{"path": p.path, "title": p.title, "text": p.text, "truncated": p.truncated,
-                    "saved_answer": not p.is_evidence} for p in pages],
-        )
-        async for delta in self.gateway.stream(messages, purpose="answer", meter=meter,
-                                               max_tokens=ANSWER_MAX_TOKENS):
-            yield delta
+        if not meter.model_down:
+            messages = self.prompts.render(
+                "answer",
+                question=question,
+                history=_history(history),
+                pages=[{"path": p.path, "title": p.title, "text": p.text, "truncated": p.truncated,
+                        "saved_answer": not p.is_evidence} for p in pages],
+            )
+            started = False
+            try:
+                async for delta in self.gateway.stream(messages, purpose="answer", meter=meter,
+                                                       max_tokens=ANSWER_MAX_TOKENS):
+                    started = started or bool(delta)
+                    yield delta
+                return
+            except LLMError as exc:
+                if started or not model_unanswered(exc):
+                    raise
+        # The model did not answer: the offline extract, saying so in its first line.
+        offline = self._offline(MODEL_DOWN_LABEL.format(reason=meter.model_down or "no reply"))
+        async for line in offline.answer(question, history, pages, catalog, meter):
+            yield line
+
+    def _offline(self, label: str = "") -> OfflineNavigator:
+        return OfflineNavigator(self.lexical, label) if label else OfflineNavigator(self.lexical)
 
     async def suggest(self, question: str, answer: str, pages: list[ReadPage], catalog: Catalog,
                       meter: UsageMeter) -> tuple[list[str], list[str]]:
+        if meter.model_down:
+            return await self._offline().suggest(question, answer, pages, catalog, meter)
         read = {p.path for p in pages}
         related = await anyio.to_thread.run_sync(lambda: self.lexical.get(catalog).search(question, 12))
         other_titles = [catalog.by_path[h.path].title for h in related if h.path not in read and h.path in catalog][:8]

@@ -35,8 +35,9 @@ def lexical_selection(index, question: str, max_pages: int, method: str) -> Sele
 class OfflineNavigator:
     mode = "offline"
 
-    def __init__(self, lexical: LexicalIndexCache):
+    def __init__(self, lexical: LexicalIndexCache, label: str = OFFLINE_LABEL):
         self.lexical = lexical
+        self.label = label  # the answer's first line: says what the answer is, and why
 
     async def rewrite(self, question: str, history: list[Turn], meter: UsageMeter) -> tuple[str, list[str]]:
         previous = [t.content for t in history if t.role == "user"]
@@ -56,7 +57,7 @@ class OfflineNavigator:
 
     def _answer_lines(self, question: str, pages: list[ReadPage], catalog: Catalog) -> list[str]:
         evidence = best_sentences(question, [PageText(p.path, p.title, p.text) for p in pages if p.is_evidence])
-        lines = [OFFLINE_LABEL, ""]
+        lines = [self.label, ""]
         if evidence:
             lines += [f"- {e.sentence} [{e.title}]({e.path})" for e in evidence]
         else:

@@ -23,7 +23,7 @@ from kb_ai.errors import BadRequestError, KaasError
 from kb_ai.navigate.ask import MAX_PAGES_PER_QUESTION, MAX_QUESTION_CHARS, AskService, ask_events
 from kb_ai.navigate.records import AskRequest, Turn
 from kb_ai.server.guard import reader_of
-from kb_ai.untrusted_text import json_problem
+from kb_ai.untrusted_text import as_text, json_problem
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +69,10 @@ def parse_chat_request(payload: Any) -> AskRequest:
 
 
 def _frame(name: str, data: dict[str, Any]) -> ServerSentEvent:
-    return ServerSentEvent(event=name, data=json.dumps(data, ensure_ascii=False, default=str))
+    """One event, made here (inside ``chat_events``'s error handling) as the text it is sent as:
+    a frame that could not be encoded would otherwise fail in the response, after the stream's
+    generator, and cut the stream off without an ``error`` or ``done`` event."""
+    return ServerSentEvent(event=name, data=as_text(json.dumps(data, ensure_ascii=False, default=str)))
 
 
 async def chat_events(service: AskService, request: AskRequest) -> AsyncIterator[ServerSentEvent]:
