@@ -219,6 +219,7 @@ class StdioSession:
         return self.process.stderr.read().decode()
 
 
+@pytest.mark.slow
 def test_stdio_mcp_answers_unreadable_messages_with_errors_and_keeps_serving(sample_kb):
     session = StdioSession(sample_kb.root)
     try:
@@ -245,6 +246,7 @@ def test_stdio_mcp_answers_unreadable_messages_with_errors_and_keeps_serving(sam
     assert "Traceback" not in stderr
 
 
+@pytest.mark.slow
 def test_stdio_mcp_refuses_an_endless_line_without_holding_it(sample_kb):
     session = StdioSession(sample_kb.root)
     try:
@@ -381,7 +383,7 @@ def test_a_question_with_bytes_that_are_not_utf8_is_a_one_line_error(sample_kb, 
     ("[" * 5000 + "x" + "]" * 5000, "brackets"),
 ], ids=["emphasis-run", "open-brackets", "open-links", "nested-brackets"])
 def test_an_article_too_complex_to_render_is_shown_as_text_at_once(sample_kb, body, why):
-    from conftest import write_page
+    from helpers import write_page
 
     write_page(sample_kb.wiki_dir, "ops/hard.md", "Hard to render", "Pathological Markdown.", "# Hard\n\n" + body)
     sample_kb.reindex()
@@ -459,7 +461,7 @@ def test_a_fifo_in_place_of_the_log_or_the_server_announcement_never_blocks(samp
     os.mkfifo(sample_kb.wiki_dir / "log.md")
     (sample_kb.root / ".kaas").mkdir(exist_ok=True)
     os.mkfifo(sample_kb.root / ".kaas" / "server.json")
-    from conftest import write_page
+    from helpers import write_page
 
     write_page(sample_kb.wiki_dir, "ops/new.md", "New page", "Added by hand.", "# New\n\nNew text.")
     try:

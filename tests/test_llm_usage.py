@@ -9,10 +9,10 @@ from click.testing import CliRunner
 
 from kb_ai.cli import cli
 from kb_ai.compile.pipeline import run_compile
-from kb_ai.config import Settings
 from kb_ai.llm.gateway import build_gateway
 from kb_ai.store.kb import KnowledgeBase
 
+from helpers import llm_settings
 from llm_fakes import API_BASE, JSON_MODE, MODEL, FakeOpenAI, all_text
 
 
@@ -43,7 +43,7 @@ def test_failed_calls_of_an_ask_are_counted_and_reported(sample_kb, monkeypatch)
 def test_failed_calls_of_a_compile_are_counted_and_reported(tmp_path):
     (tmp_path / "raw").mkdir()
     (tmp_path / "raw" / "a.md").write_text("# Alpha\n\nAlpha is the first project of the team and ships in May.\n")
-    settings = Settings(kb=tmp_path, model=MODEL, api_base=API_BASE, api_key="k", max_retries=1, cache=False)
+    settings = llm_settings(tmp_path, max_retries=1)
 
     async def no_wait(seconds: float) -> None:
         return None

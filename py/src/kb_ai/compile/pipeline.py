@@ -51,6 +51,7 @@ from kb_ai.compile.write import (
 )
 from kb_ai.config import Settings
 from kb_ai.errors import ArticleFormatError, LLMError, NoWikiError, UnsafePathError
+from kb_ai.faults import fault_point
 from kb_ai.llm.tokens import estimate_tokens
 from kb_ai.llm.usage import UsageMeter
 from kb_ai.store.articles import iter_article_paths, load_article, read_article_text
@@ -637,6 +638,7 @@ class Compiler:
                               plan=work.plan, plan_prompt=self.planner.prompt_version, notes=source.notes)
         if not self.dry_run:
             self.state.record_source(record)
+        fault_point("compile.plan.after_record")
 
     def _record_failed(self, work: SourceWork, reason: str) -> None:
         source = work.source

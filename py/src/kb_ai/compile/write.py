@@ -32,6 +32,7 @@ from kb_ai.compile.ingest import Source
 from kb_ai.compile.offline import TRAIL, article_body, lead_summary, supersede
 from kb_ai.compile.state import ArticleRecord, CompileState, PlanTarget, text_hash
 from kb_ai.errors import ArticleFormatError, KaasError, LLMError, UnsafePathError
+from kb_ai.faults import fault_point
 from kb_ai.llm.plausible import implausible, one_line
 from kb_ai.llm.tokens import chars_for_tokens, estimate_tokens
 from kb_ai.store.articles import (
@@ -684,6 +685,7 @@ class ArticleWriter:
         self.state.keep_written(text)
         self.state.record_article(new_record)
         if not same:
+            fault_point("compile.write.before_file")  # journaled, file not replaced yet
             try:
                 write_article_text(self.wiki_dir, article.path, text)
             except UnsafePathError as exc:  # a link put in its place since it was read
@@ -692,6 +694,7 @@ class ArticleWriter:
                 else:
                     self.state.drop_article(article.path)
                 raise LinkRefused(exc.message) from None
+            fault_point("compile.write.after_file")  # file replaced, source not marked compiled yet
         return not same, text
 
     async def run(self, job: ArticleJob) -> ArticleOutcome:
