@@ -5,7 +5,12 @@ crash points kill trials use (``FAULT_POINTS``, ``fault_spec``)."""
 
 from __future__ import annotations
 
+import json
 import os
+import select
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -112,3 +117,57 @@ def fault_spec(point: str, nth: int = 1, action: str = "kill") -> str:
     """The ``KAAS_FAULT`` value that does ``action`` the ``nth`` time ``point`` is passed."""
     assert point in FAULT_POINTS, f"{point!r} is not in helpers.FAULT_POINTS"
     return f"{point}@{nth}:{action}"
+
+
+# -- kaas mcp over stdio ----------------------------------------------------------------------------
+
+KAAS = str(Path(sys.executable).with_name("kaas"))
+
+
+class McpStdio:
+    """A raw JSON-RPC conversation with a ``kaas mcp`` child process: byte lines in, JSON lines out,
+    initialized. Only PATH (and PYTHONPATH) reach the child, so no KAAS_* setting of the caller does."""
+
+    def __init__(self, kb_root: Path):
+        self._pending = b""
+        env = {"PATH": "/usr/bin:/bin", **({"PYTHONPATH": os.environ["PYTHONPATH"]} if os.environ.get("PYTHONPATH") else {})}
+        self.process = subprocess.Popen([KAAS, "--kb", str(kb_root), "mcp"], stdin=subprocess.PIPE,
+                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+        self.send({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}})
+        assert self.receive()["id"] == 0
+        self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+    def send(self, message: dict | str | bytes) -> None:
+        line = message if isinstance(message, (str, bytes)) else json.dumps(message)
+        self.process.stdin.write((line if isinstance(line, bytes) else line.encode("utf-8")) + b"\n")
+        self.process.stdin.flush()
+
+    def receive(self, timeout: float = 60) -> dict | None:
+        """The next JSON line, or None after ``timeout`` seconds without one. Reads the pipe's file
+        descriptor itself: two answers written at once (a batch) arrive in one read, and a
+        buffered ``readline`` would keep the second where ``select`` cannot see it."""
+        deadline = time.monotonic() + timeout
+        fd = self.process.stdout.fileno()
+        while b"\n" not in self._pending:
+            ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+            chunk = os.read(fd, 65536) if ready else b""
+            if not chunk:
+                return None
+            self._pending += chunk
+        line, self._pending = self._pending.split(b"\n", 1)
+        return json.loads(line)
+
+    @staticmethod
+    def call(request_id: int, tool: str, arguments_json: str) -> str:
+        return ('{"jsonrpc": "2.0", "id": %d, "method": "tools/call", "params": {"name": "%s", "arguments": %s}}'
+                % (request_id, tool, arguments_json))
+
+    def close(self) -> str:
+        """Close stdin, wait for the child to end, and return what it wrote on stderr."""
+        self.process.stdin.close()
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+        return self.process.stderr.read().decode()
