@@ -51,6 +51,7 @@ from kb_ai.compile.write import (
 )
 from kb_ai.config import Settings
 from kb_ai.errors import ArticleFormatError, LLMError, NoWikiError, UnsafePathError
+from kb_ai.faults import fault_point
 from kb_ai.llm.tokens import estimate_tokens
 from kb_ai.llm.usage import UsageMeter
 from kb_ai.store.articles import iter_article_paths, load_article, read_article_text
@@ -60,7 +61,6 @@ from kb_ai.store.kb import KnowledgeBase
 
 log = logging.getLogger(__name__)
 
-FATAL_LLM_CODES = {"unknown_model", "missing_api_key", "llm_auth", "llm_unreachable"}
 MANIFEST_LABEL = ".kaas/manifest.json"
 
 
@@ -79,7 +79,10 @@ async def compile_async(settings: Settings, *, full: bool = False, dry_run: bool
     if not kb.raw_dir.is_dir():
         raise NoWikiError(f"no raw/ folder in {kb.root} (run `kaas init` there, or pass --kb DIR)")
     if gateway is None and settings.effective_compile_model:
-        gateway = build_gateway(settings, kb)  # KAAS_COMPILE_MODEL alone is enough to compile with a model
+        from kb_ai.llm.gateway import build_gateway  # noqa: PLC0415 (offline compiles never load the gateway)
+
+        # KAAS_COMPILE_MODEL alone is enough to compile with a model
+        gateway = build_gateway(settings, kb, model=settings.effective_compile_model)
     compiler = Compiler(settings, kb, gateway=gateway, full=full, dry_run=dry_run, progress=Progress(progress))
     if dry_run:
         return await compiler.run()
@@ -96,14 +99,6 @@ async def compile_async(settings: Settings, *, full: bool = False, dry_run: bool
 
 
 TOPIC_SUMMARY_PROMPT_TOKENS = 1_500  # estimate: instructions + a topic's catalog lines (capped at 3,000)
-
-
-def build_gateway(settings: Settings, kb: KnowledgeBase):
-    from kb_ai.llm.gateway import LLMGateway, gateway_config  # noqa: PLC0415
-
-    model = settings.effective_compile_model
-    assert model
-    return LLMGateway(gateway_config(settings, model, kb.state_dir))
 
 
 def _prompt_library(settings: Settings):
@@ -568,7 +563,7 @@ class Compiler:
                 try:
                     return await self.planner.propose(work.source, catalog, previous)
                 except LLMError as exc:
-                    if exc.code in FATAL_LLM_CODES:
+                    if exc.stops_compile:
                         raise
                     return exc
 
@@ -643,6 +638,7 @@ class Compiler:
                               plan=work.plan, plan_prompt=self.planner.prompt_version, notes=source.notes)
         if not self.dry_run:
             self.state.record_source(record)
+        fault_point("compile.plan.after_record")
 
     def _record_failed(self, work: SourceWork, reason: str) -> None:
         source = work.source
@@ -711,14 +707,10 @@ class Compiler:
         cost = None
         model = self.report.model
         if model:
-            try:
-                from kb_ai.llm.gateway import _litellm  # noqa: PLC0415
+            from kb_ai.llm.transports.litellm import token_cost  # noqa: PLC0415
 
-                p, c = _litellm().cost_per_token(model=model, prompt_tokens=prompt_tokens,
-                                                 completion_tokens=completion_tokens)
-                cost = round(float(p) + float(c), 6)
-            except Exception:  # noqa: BLE001 - unknown price is an answer
-                cost = None
+            cost = token_cost(model, prompt_tokens, completion_tokens)
+            cost = None if cost is None else round(cost, 6)
         self.report.estimate = {"llm_calls": len(need) + write_calls + topic_calls, "plan_calls": len(need),
                                 "write_calls": write_calls, "topic_calls": topic_calls, "prompt_tokens": prompt_tokens,
                                 "completion_tokens": completion_tokens, "cost_usd": cost}

@@ -32,6 +32,7 @@ from kb_ai.compile.ingest import Source
 from kb_ai.compile.offline import TRAIL, article_body, lead_summary, supersede, trail_lines
 from kb_ai.compile.state import ArticleRecord, CompileState, PlanTarget, text_hash
 from kb_ai.errors import ArticleFormatError, KaasError, LLMError, UnsafePathError
+from kb_ai.faults import fault_point
 from kb_ai.llm.plausible import implausible, one_line
 from kb_ai.llm.tokens import chars_for_tokens, estimate_tokens
 from kb_ai.offline.lexical import by_shared_terms
@@ -668,6 +669,7 @@ class ArticleWriter:
         self.state.keep_written(text)
         self.state.record_article(new_record)
         if not same:
+            fault_point("compile.write.before_file")  # journaled, file not replaced yet
             try:
                 write_article_text(self.wiki_dir, article.path, text)
             except UnsafePathError as exc:  # a link put in its place since it was read
@@ -676,6 +678,7 @@ class ArticleWriter:
                 else:
                     self.state.drop_article(article.path)
                 raise LinkRefused(exc.message) from None
+            fault_point("compile.write.after_file")  # file replaced, source not marked compiled yet
         return not same, text
 
     async def run(self, job: ArticleJob) -> ArticleOutcome:
@@ -686,7 +689,7 @@ class ArticleWriter:
                 self.state.set_rejection(job.path, str(exc))
             return ArticleOutcome(job.path, "held", str(exc))
         except LLMError as exc:
-            if exc.code in ("unknown_model", "missing_api_key", "llm_auth", "llm_unreachable"):
+            if exc.stops_compile:
                 raise
             return ArticleOutcome(job.path, "failed", exc.message)
         except KaasError as exc:
