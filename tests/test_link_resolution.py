@@ -19,7 +19,7 @@ from kb_ai.render import render_markdown
 from kb_ai.store.articles import parse_article
 from kb_ai.store.kb import KnowledgeBase
 
-from conftest import write_page
+from helpers import write_page
 
 REPO = Path(__file__).resolve().parents[1]
 
