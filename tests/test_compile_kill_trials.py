@@ -9,7 +9,7 @@ from pathlib import Path
 
 from compile_checks import compile_offline, invariant_violations, make_kb
 from kb_ai.store.articles import render_article
-from kb_ai.store.files import TEMP_PREFIX
+from kb_ai.files import TEMP_PREFIX
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 

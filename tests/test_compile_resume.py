@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from kb_ai.compile.lock import CompileLock
+from kb_ai.store.lock import CompileLock
 from kb_ai.errors import LockedError
 
 from compile_checks import assert_consistent, compile_offline, make_kb, manifest, wiki_snapshot

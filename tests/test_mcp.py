@@ -10,7 +10,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
 from kb_ai.config import Settings, load_settings
-from kb_ai.server_mcp import build_mcp_server
+from kb_ai.server.mcp import build_mcp_server
 
 from llm_fakes import API_BASE, MODEL, FakeOpenAI
 

@@ -42,7 +42,7 @@ from kb_ai.store.articles import (
     split_frontmatter,
     validate_article_text,
 )
-from kb_ai.store.files import atomic_write_text
+from kb_ai.files import atomic_write_text
 from kb_ai.store.markdown_text import atx_heading, clip, first_sentence, iter_lines_outside_fences, plain_text
 from kb_ai.store.paths import safe_wiki_file, slugify
 

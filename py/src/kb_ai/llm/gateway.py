@@ -87,7 +87,7 @@ from kb_ai.llm.replies import (
     usage_numbers,
 )
 from kb_ai.llm.usage import CallUsage, UsageMeter
-from kb_ai.store.files import DamagedFileError, append_state_text, read_state_json, write_state_bytes
+from kb_ai.files import DamagedFileError, append_state_text, read_state_json, write_state_bytes
 from kb_ai.untrusted_text import as_text
 
 Message = dict[str, str]

@@ -15,11 +15,11 @@ with a compile writing the same files.
 
 from __future__ import annotations
 
-from kb_ai.compile.lock import CompileLock
+from kb_ai.store.lock import CompileLock
 from kb_ai.quality.links import remove_links
 from kb_ai.quality.lint import Finding, LintContext, dead_links
 from kb_ai.store.articles import write_article
-from kb_ai.store.files import atomic_write_text
+from kb_ai.files import atomic_write_text
 from kb_ai.store.kb import KnowledgeBase
 from kb_ai.store.paths import safe_wiki_file
 

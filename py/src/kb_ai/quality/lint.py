@@ -45,7 +45,7 @@ from kb_ai.store.articles import (
 from kb_ai.store.catalog import Catalog, entry_from_article, parse_master_index, read_master_index, render_master_index
 from kb_ai.store.kb import KnowledgeBase
 from kb_ai.store.paths import safe_wiki_file
-from kb_ai.users import configured_groups
+from kb_ai.store.users import configured_groups
 
 ERROR, WARNING, INFO = "error", "warning", "info"
 SEVERITIES = (ERROR, WARNING, INFO)

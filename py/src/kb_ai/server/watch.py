@@ -18,7 +18,7 @@ from typing import Callable
 
 import anyio
 
-from kb_ai.compile.lock import CompileLock
+from kb_ai.store.lock import CompileLock
 from kb_ai.errors import KaasError
 from kb_ai.store.articles import RESERVED_NAMES
 from kb_ai.store.kb import KnowledgeBase

@@ -19,7 +19,7 @@ import yaml
 
 from kb_ai.errors import ArticleFormatError, UnsafePathError
 from kb_ai.store.access import parse_access
-from kb_ai.store.files import FileTooLargeError, NotRegularFileError, atomic_write_text, read_regular_bytes
+from kb_ai.files import FileTooLargeError, NotRegularFileError, atomic_write_text, read_regular_bytes
 from kb_ai.store.markdown_text import clip, first_heading, first_sentence
 from kb_ai.store.paths import normalize_wiki_path, safe_wiki_file
 

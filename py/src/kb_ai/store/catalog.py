@@ -23,7 +23,7 @@ from urllib.parse import quote, unquote
 from kb_ai.errors import ArticleFormatError, UnsafePathError
 from kb_ai.store.access import Reader, format_access
 from kb_ai.store.articles import Article, load_article, iter_article_paths
-from kb_ai.store.files import NotRegularFileError, append_text, read_regular_bytes, write_text_if_changed
+from kb_ai.files import NotRegularFileError, append_text, read_regular_bytes, write_text_if_changed
 from kb_ai.store.paths import normalize_wiki_path
 
 log = logging.getLogger(__name__)
