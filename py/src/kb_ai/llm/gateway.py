@@ -312,7 +312,8 @@ class LLMGateway:
         LLMReplyCutOff carrying the text that came."""
         _check_max_tokens(max_tokens)
         key = self._key("text", messages, temperature, max_tokens)
-        hit = self._cache_get(key, messages, purpose=purpose, meter=meter, kind="text")
+        hit = None if key is None else await asyncio.to_thread(  # disk: off the event loop
+            self._cache_get, key, messages, purpose=purpose, meter=meter, kind="text")
         if hit is not None:
             return hit
         async with self._guarded(meter, max_tokens) as call:
@@ -324,7 +325,8 @@ class LLMGateway:
             raise LLMReplyCutOff(self._too_large_message(call.limits, purpose), text=reply.text, reason="size")
         if reply.finish_reason == "length":
             raise LLMReplyCutOff(self._cut_off_message(max_tokens, purpose), text=reply.text)
-        self._cache_put(key, reply)
+        if key is not None:
+            await asyncio.to_thread(self._cache_put, key, reply)  # a durable write: off the event loop
         return reply.text
 
     def stream(self, messages: list[Message], *, purpose: str, max_tokens: int, meter: UsageMeter | None = None,
@@ -358,7 +360,7 @@ class LLMGateway:
         validator = _validator(schema)
         key = self._key("json", messages, temperature, max_tokens, schema=schema)
         if self._cache is not None and key is not None:
-            cached = self._cache.get(key)
+            cached = await asyncio.to_thread(self._cache.get, key)  # disk: off the event loop
             if cached is not None:
                 value, problem = _parse_and_validate(cached.text, validator)
                 if problem is None:
@@ -401,8 +403,8 @@ class LLMGateway:
                         f"the model {self.config.model} did not return valid {schema_name} JSON "
                         f"after a repair attempt ({purpose}): {problem}"
                     )
-        if not reply.over_limit:
-            self._cache_put(key, reply, text=json.dumps(value, ensure_ascii=False))
+        if not reply.over_limit and key is not None:
+            await asyncio.to_thread(self._cache_put, key, reply, text=json.dumps(value, ensure_ascii=False))
         return value
 
     def _json_value(self, reply: _Reply, validator: Any, limits: ReplyLimits,
@@ -588,7 +590,7 @@ class LLMGateway:
                       temperature: float, max_tokens: int) -> AsyncIterator[str]:
         key = self._key("stream", messages, temperature, max_tokens)
         if self._cache is not None and key is not None:
-            cached = self._cache.get(key)
+            cached = await asyncio.to_thread(self._cache.get, key)  # disk: off the event loop
             if cached is not None:
                 self._record_hit(cached, messages, purpose=purpose, meter=meter, kind="stream")
                 for piece in _pieces(as_text(cached.text)):
@@ -713,8 +715,8 @@ class LLMGateway:
                     cached=False, error=None, attempt=attempt, seconds=seconds, max_tokens=max_tokens)
         if cut_off is not None:
             raise cut_off  # not cached: a replay would hide that the answer was cut off
-        if text.strip():
-            self._cache_put(key, reply)
+        if text.strip() and key is not None:
+            await asyncio.to_thread(self._cache_put, key, reply)  # a durable write: off the event loop
 
     def _chunk_choices(self, chunk: Any) -> list[Any]:
         choices = member(chunk, "choices")

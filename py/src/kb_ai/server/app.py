@@ -142,7 +142,7 @@ def create_app(settings: Settings, *, service: AskService | None = None, web_dir
 
         state.proof_secret = new_secret()
     if watch_interval:
-        state.watcher = WikiWatcher(service.kb, watch_interval, lambda: state.save_lock)
+        state.watcher = WikiWatcher(service.kb, watch_interval, lambda: state.save_lock, warm=service.warm)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

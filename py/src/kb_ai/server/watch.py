@@ -56,10 +56,12 @@ def wiki_fingerprint(wiki_dir: Path) -> str:
 class WikiWatcher:
     """Polls the wiki every ``interval`` seconds and re-indexes when articles changed."""
 
-    def __init__(self, kb: KnowledgeBase, interval: float, lock: Callable[[], asyncio.Lock]):
+    def __init__(self, kb: KnowledgeBase, interval: float, lock: Callable[[], asyncio.Lock],
+                 warm: Callable[[], None] | None = None):
         self.kb = kb
         self.interval = interval
         self._lock = lock
+        self._warm = warm  # blocking: run in a worker thread after each re-index, outside the locks
         self._seen: str | None = None
         self.reindexed = 0
 
@@ -86,6 +88,7 @@ class WikiWatcher:
                 log.info("wiki changed; not re-indexed now: %s", exc.message)
                 return False
             self._seen = await anyio.to_thread.run_sync(wiki_fingerprint, self.kb.wiki_dir)
+        await anyio.to_thread.run_sync(self._warm_caches)  # outside the save lock: saves need not wait
         self.reindexed += 1
         return True
 
@@ -93,6 +96,14 @@ class WikiWatcher:
         with CompileLock(self.kb.state_dir):
             result = self.kb.reindex()
         log.info("wiki changed on disk: re-indexed %d articles", result.articles)
+
+    def _warm_caches(self) -> None:
+        if self._warm is None:
+            return
+        try:  # the new catalog and keyword index, built here rather than by the next question
+            self._warm()
+        except Exception:  # noqa: BLE001 (warming is an optimisation; the next question reports errors)
+            log.warning("warming the caches after a re-index failed", exc_info=True)
 
     async def run(self) -> None:
         while True:
