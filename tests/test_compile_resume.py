@@ -42,16 +42,16 @@ CHILD = textwrap.dedent('''
         seen["n"] += 1
         return seen["n"] >= count
 
-    real_write = write.atomic_write_text
-    def atomic_write_text(path, text):
+    real_write = write.write_article_text
+    def write_article_text(wiki_dir, path, text):
         if delay:
             time.sleep(delay)
         if point == "before-article-file" and tick():
             die()  # journaled, file not replaced yet
-        real_write(path, text)
+        real_write(wiki_dir, path, text)
         if point == "after-article-file" and tick():
             die()  # file replaced, source not yet marked compiled
-    write.atomic_write_text = atomic_write_text
+    write.write_article_text = write_article_text
 
     real_append = state.CompileState._append
     def append(self, entry):

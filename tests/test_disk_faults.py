@@ -59,8 +59,12 @@ class DiskFault:
         raise OSError(self.err, os.strerror(self.err), path)
 
     def _replace(self, src, dst, *args, **kwargs):
-        if self.at == "replace" and self._matches(str(dst)):
-            self._raise(str(src))
+        # The article writer renames inside a folder descriptor (store.files.write_below): the
+        # names are relative to src_dir_fd / dst_dir_fd.
+        where = lambda name, fd: (os.path.join(os.readlink(f"/proc/self/fd/{fd}"), str(name))  # noqa: E731
+                                  if fd is not None and not os.path.isabs(str(name)) else str(name))
+        if self.at == "replace" and self._matches(where(dst, kwargs.get("dst_dir_fd"))):
+            self._raise(where(src, kwargs.get("src_dir_fd")))
         return self._real_replace(src, dst, *args, **kwargs)
 
     def _fsync(self, fd):

@@ -84,6 +84,103 @@ def atomic_write_bytes(path: Path, data: bytes, *, durable: bool = True, mode: i
         raise
 
 
+class LinkInPathError(OSError):
+    """A symbolic link sits where a write below a root would have to follow it."""
+
+
+def write_below(root: Path, rel: str, data: bytes, *, durable: bool = True) -> Path:
+    """Atomically write ``data`` at ``root/rel`` without following any symbolic link below
+    ``root``: each folder of ``rel`` is opened with O_NOFOLLOW (made when missing), the temp file
+    is created in the last one and renamed onto the name. A link in place of a folder or of the
+    file itself raises ``LinkInPathError`` (naming it): a write meant for one page never lands in
+    another page, or anywhere else, through a link. ``root`` itself may be a link (a wiki kept on
+    another disk). Returns ``root/rel``. Errors name ``root/rel``; no temp file is left."""
+    path = root / rel
+    parts = [p for p in rel.split("/") if p]
+    if not parts or any(p in (".", "..") for p in parts):
+        raise ValueError(f"not a relative path: {rel!r}")
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | _CLOEXEC
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        dfd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | _CLOEXEC)
+    except OSError as exc:
+        raise _naming(exc, path) from None
+    try:
+        for i, part in enumerate(parts[:-1]):
+            try:
+                fd = os.open(part, flags, dir_fd=dfd)
+            except FileNotFoundError:
+                try:
+                    os.mkdir(part, 0o777, dir_fd=dfd)
+                except FileExistsError:
+                    pass
+                fd = os.open(part, flags, dir_fd=dfd)
+            except OSError as exc:
+                if exc.errno in (errno.ELOOP, errno.ENOTDIR) and _is_link(part, dfd):
+                    raise LinkInPathError(errno.ELOOP, "a symbolic link is in the way (not followed)",
+                                          str(root / "/".join(parts[: i + 1]))) from None
+                raise _naming(exc, path) from None
+            os.close(dfd)
+            dfd = fd
+        name = parts[-1]
+        if _is_link(name, dfd):
+            raise LinkInPathError(errno.ELOOP, "a symbolic link (not followed)", str(path))
+        try:
+            mode = os.stat(name, dir_fd=dfd, follow_symlinks=False).st_mode & 0o7777
+        except FileNotFoundError:
+            mode = 0o666 & ~_UMASK
+        tmp = None
+        for _ in range(100):
+            candidate = f"{TEMP_PREFIX}{os.urandom(6).hex()}"
+            try:
+                fd = os.open(candidate, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | _CLOEXEC, 0o600,
+                             dir_fd=dfd)
+            except FileExistsError:
+                continue
+            tmp = candidate
+            break
+        if tmp is None:
+            raise FileExistsError(errno.EEXIST, "no free temp file name", str(path))
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                os.fchmod(handle.fileno(), mode)
+                handle.write(data)
+                handle.flush()
+                if durable:
+                    os.fsync(handle.fileno())
+            # rename() replaces the name itself: a link swapped in since the check above is
+            # replaced, never written through.
+            os.replace(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+        except BaseException as exc:
+            try:
+                os.unlink(tmp, dir_fd=dfd)
+            except FileNotFoundError:
+                pass
+            if isinstance(exc, OSError):
+                raise _naming(exc, path) from None
+            raise
+    finally:
+        os.close(dfd)
+    return path
+
+
+def _is_link(name: str, dir_fd: int) -> bool:
+    try:
+        return stat.S_ISLNK(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
+    except OSError:
+        return False
+
+
+def link_below(root: Path, rel: str) -> Path | None:
+    """The first symbolic link on ``root/rel`` below ``root`` (a folder or the file itself), or None."""
+    path = root
+    for part in (p for p in rel.split("/") if p):
+        path = path / part
+        if path.is_symlink():
+            return path
+    return None
+
+
 def _naming(exc: OSError, path: Path) -> OSError:
     """``exc`` as the same kind of error, about ``path`` (what a person can act on)."""
     if exc.filename == str(path):

@@ -121,6 +121,7 @@ class SourceWork:
     change: str  # new | changed | pending | full
     record: SourceRecord | None
     revision_of: str | None = None
+    renamed_from: str | None = None  # a deleted source with this one's checksum (``_relink``)
     plan: list[PlanTarget] | None = None
     rejected: list[str] = field(default_factory=list)
 
@@ -271,10 +272,11 @@ class Compiler:
             if isinstance(result, SkippedSource):
                 counts["skipped"] += 1
                 self.report.skipped.append({"path": raw.path, "reason": result.reason})
-                if record is not None and record.articles:
-                    self.became_duplicate[raw.path] = list(record.articles)  # detach like a deletion
+                # The file is still there: unreadable for now (saved as UTF-16, emptied while an
+                # editor rewrites it), not deleted. It keeps its articles (their text is its last
+                # readable version), so when it reads again it updates them, never a copy of them.
                 new_record = SourceRecord(raw.path, SKIPPED, result.checksum, result.size, result.mtime_ns,
-                                          reason=result.reason)
+                                          reason=result.reason, articles=list(record.articles) if record else [])
                 if record is None or record.to_json() != new_record.to_json():
                     state.record_source(new_record)
                     state.set_fingerprint(raw.path, None)
@@ -297,6 +299,7 @@ class Compiler:
             counts["new" if change == "new" else "changed" if change == "changed" else "unchanged"] += 1
             self.work[raw.path] = SourceWork(result, change, record)
         self.deleted = sorted(p for p in state.sources if p not in self.present)
+        self._relink()
         self.progress.done()
         stage.counts = counts
         stage.seconds = round(time.perf_counter() - t0, 3)
@@ -305,6 +308,61 @@ class Compiler:
             "unchanged": counts["unchanged"], "deleted": len(self.deleted), "skipped": counts["skipped"],
             "duplicates": 0, "revisions": 0,
         }
+
+    def _relink(self) -> None:
+        """A source keeps the articles it feeds when the manifest's link to them was lost, so an
+        article is updated in place, never forked into a ``-2`` copy beside it:
+
+        * a source renamed (or moved) in raw/: a new path with the checksum of a deleted source
+          takes over that source's articles (the old path is removed from their ``sources:``);
+        * an article moved or renamed by hand in wiki/: an article whose frontmatter names the
+          source in ``sources:`` stands for the ones the manifest names that no longer exist (its
+          record moves with it when the file is what kaas wrote).
+        (No state at all is handled in ``_stage_ingest`` the same way, through ``sources:``.)"""
+        state, wiki = self.state, self.kb.wiki_dir
+        linked = lambda work: [a for a in (work.record.articles if work.record else []) if (wiki / a).is_file()]  # noqa: E731
+        lost = [w for w in self.work.values()
+                if w.record is None or not w.record.articles or len(linked(w)) < len(w.record.articles)]
+        if not lost:
+            return
+        renamed: dict[str, str] = {}
+        for path in self.deleted:
+            record = state.sources[path]
+            if record.articles and record.checksum:
+                renamed.setdefault(record.checksum, path)
+        named: dict[str, list[str]] | None = None
+        for work in sorted(lost, key=lambda w: w.source.path):
+            before = list(work.record.articles) if work.record else []
+            articles = linked(work)
+            old = renamed.pop(work.source.checksum, None) if work.record is None or not before else None
+            if old is not None:
+                articles += [a for a in state.sources[old].articles if (wiki / a).is_file() and a not in articles]
+                work.renamed_from = old
+                self.report.notes.append(f"{work.source.path}: renamed from {old}; it keeps its article(s)")
+            if before and any(a not in articles for a in before):  # an article of it is gone from its path
+                if named is None:
+                    named = self._articles_naming_sources()
+                found = [a for a in named.get(work.source.path, []) if a not in articles]
+                for gone in (a for a in before if a not in articles):
+                    self._move_record(gone, found)
+                articles += found
+            if articles != before:
+                record = work.record or SourceRecord(work.source.path, FAILED)
+                work.record = SourceRecord(**{**record.__dict__, "articles": articles})
+
+    def _move_record(self, gone: str, candidates: list[str]) -> None:
+        """The record of article ``gone`` (its file no longer exists) moves to the candidate that
+        holds exactly the text kaas last wrote there (the same file, moved by hand)."""
+        record = self.state.articles.get(gone)
+        if record is None or not record.written_hash:
+            return
+        for path in candidates:
+            if path not in self.state.articles and file_hash(self.kb.wiki_dir / path) == record.written_hash:
+                self.state.record_article(ArticleRecord(path, record.written_hash, dict(record.merged),
+                                                        record.hand_edited, record.orphaned, list(record.hand_lines)))
+                self.state.drop_article(gone)
+                self.report.notes.append(f"{gone} was moved to {path}; kaas follows it")
+                return
 
     def _articles_naming_sources(self) -> dict[str, list[str]]:
         """raw/ path -> the articles whose frontmatter lists it in ``sources`` (saved answers and
@@ -326,7 +384,7 @@ class Compiler:
             digest = file_hash(self.kb.wiki_dir / path)
             if path not in self.state.articles and self.state.written_text(digest, quiet=True) is not None:
                 self.state.articles[path] = ArticleRecord(path, written_hash=digest)
-        if named:
+        if named and not self.state.sources:
             self.report.notes.append(
                 f"no compile state: {len(named)} sources found again in the `sources:` of the articles they feed")
         return named
@@ -449,8 +507,10 @@ class Compiler:
             catalog = build_catalog(self.kb.wiki_dir)
         items = [CatalogItem(e.path, e.title, e.summary, e.topic, e.access) for e in (catalog.entries if catalog else [])]
         known = {i.path for i in items}
-        # Articles written by a run that was killed before it re-indexed.
-        for path in sorted(self.state.articles):
+        # Articles written by a run that was killed before it re-indexed, and articles sources
+        # were linked to again (``_relink``) that the catalog does not list yet.
+        linked = {a for w in self.work.values() if w.record for a in w.record.articles}
+        for path in sorted(set(self.state.articles) | linked):
             if path in known or path in replayed:
                 continue
             try:
@@ -686,6 +746,10 @@ class Compiler:
                 record = state.articles.get(target.path)
                 merged = record.merged.get(path) if record else None
                 if merged == work.source.checksum and not self.full:
+                    continue
+                if (work.renamed_from and record is not None and not self.full
+                        and record.merged.get(work.renamed_from) == work.source.checksum):
+                    job_for(target).adopt[path] = work.source.checksum  # its text is there: a new name only
                     continue
                 status = "revision" if work.revision_of else ("revised" if merged else "new")
                 job_for(target).contributions.append(Contribution(work.source, status))

@@ -326,9 +326,32 @@ class CompileState:
             prev_hash = prev_record.written_hash if prev_record else None
             if prev_record is not None and current == prev_hash:
                 self.articles[path] = prev_record
-            elif prev_record is None and current is None:
-                del self.articles[path]
-            # else: edited by hand after the entry; the hand-edit check will see the mismatch.
+            elif current is None or not self._landed(wiki_dir / path, record, prev_record):
+                # The file never got the journaled text (and was edited by hand, or deleted,
+                # since): what it merged is what the previous record says, so the new source
+                # versions are merged again rather than counted as merged.
+                if prev_record is None:
+                    del self.articles[path]
+                else:
+                    self.articles[path] = prev_record
+            # else: the text got there and was edited by hand after; the hand-edit check sees it.
+
+    def _landed(self, file: Path, record: "ArticleRecord", prev: "ArticleRecord | None") -> bool:
+        """Whether ``file`` (which matches neither hash) holds the journaled text, edited after:
+        every line that text added to the previous one is still there. Unknown (a kept text
+        lost): no, so the work is redone rather than lost."""
+        new = self.written_text(record.written_hash, quiet=True)
+        old = self.written_text(prev.written_hash, quiet=True) if prev is not None else ""
+        if new is None or old is None:
+            return False
+        try:
+            now = read_regular_bytes(file, MAX_WRITTEN_BYTES).decode("utf-8", "replace")
+        except OSError:
+            return False
+        now_lines = {line.strip() for line in now.splitlines()}
+        old_lines = {line.strip() for line in old.splitlines()}
+        added = {line.strip() for line in new.splitlines() if line.strip()} - old_lines
+        return added <= now_lines
 
     # -- recording units of work ------------------------------------------------------------
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import json
 import re
 from collections import Counter
 from dataclasses import dataclass, field
@@ -36,13 +37,16 @@ from kb_ai.llm.tokens import chars_for_tokens, estimate_tokens
 from kb_ai.store.articles import (
     RESERVED_NAMES,
     SUMMARY_LIMIT,
+    jsonable,
     parse_article,
+    link_on_path,
+    link_refusal,
     read_article_text,
     render_article,
     split_frontmatter,
     validate_article_text,
+    write_article_text,
 )
-from kb_ai.files import atomic_write_text
 from kb_ai.store.markdown_text import atx_heading, clip, first_sentence, iter_lines_outside_fences, plain_text
 from kb_ai.store.paths import safe_wiki_file, slugify
 
@@ -104,6 +108,9 @@ class ArticleJob:
     target: PlanTarget
     contributions: list[Contribution] = field(default_factory=list)
     detach: set[str] = field(default_factory=set)  # sources to remove from ``sources:``
+    # Sources to add to ``sources:`` whose text the article already has (a source renamed in
+    # raw/, same checksum): source path -> checksum. No writer is asked.
+    adopt: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -149,6 +156,12 @@ class WriteRefused(Exception):
     tell_model = True
 
 
+class LinkRefused(WriteRefused):
+    """The article's path is (or goes through) a symbolic link: kaas never writes through one."""
+
+    tell_model = False
+
+
 class ArticleChanged(WriteRefused):
     """The file changed on disk while kaas was working on it: a person is editing it."""
 
@@ -179,15 +192,41 @@ def _text_lines(meta: dict[str, Any], body: str) -> tuple[Counter, Counter, dict
             shown.setdefault(key, line.strip())
     fields: Counter = Counter()
     summary = meta.get("summary")
-    if isinstance(summary, str) and summary.strip():
-        key = _line_key(_SUMMARY_MARK + one_line(summary))
+    if _present(summary):
+        key = _summary_key(summary)
         fields[key] = 1
-        shown[key] = f"summary: {one_line(summary)}"
-    for tag in _string_list(meta.get("tags")) if isinstance(meta.get("tags"), list) else []:
-        key = _line_key(_TAG_MARK + tag)
+        shown[key] = f"summary: {clip(_value_text(summary), 200)}"
+    tags = meta.get("tags")
+    if isinstance(tags, list):
+        for tag in _string_list(tags):
+            key = _line_key(_TAG_MARK + tag)
+            fields[key] = 1
+            shown[key] = f"tag: {tag}"
+    elif _present(tags):  # ``tags: release`` (one string, as Jekyll and Hugo take it), or any other value
+        key = _tags_value_key(tags)
         fields[key] = 1
-        shown[key] = f"tag: {tag}"
+        shown[key] = f"tags: {clip(_value_text(tags), 200)}"
     return lines, fields, shown
+
+
+def _present(value: Any) -> bool:
+    return value is not None and not (isinstance(value, str) and not value.strip()) and value != [] and value != {}
+
+
+def _value_text(value: Any) -> str:
+    """A frontmatter value as one comparable line: a string as shown (one line), anything else
+    (a number, a list, a date) as its JSON, so ``1984`` and ``"1984"`` are different values."""
+    if isinstance(value, str):
+        return one_line(value)
+    return json.dumps(jsonable(value), sort_keys=True, ensure_ascii=False)
+
+
+def _summary_key(value: Any) -> str:
+    return _line_key(_SUMMARY_MARK + _value_text(value))
+
+
+def _tags_value_key(value: Any) -> str:
+    return _line_key(_TAG_MARK + "\x00value\x00" + _value_text(value))
 
 
 @dataclass
@@ -225,8 +264,12 @@ class HandText:
     def keys(self) -> list[str]:
         return sorted((self.lines + self.fields).elements())
 
-    def summary_kept(self, summary: str) -> bool:
-        return _line_key(_SUMMARY_MARK + one_line(summary)) in self.fields
+    def summary_kept(self, summary: Any) -> bool:
+        return _present(summary) and _summary_key(summary) in self.fields
+
+    def tags_value_kept(self, tags: Any) -> bool:
+        """Whether ``tags`` is a value a person wrote that is not a list (kept as it is)."""
+        return not isinstance(tags, list) and _present(tags) and _tags_value_key(tags) in self.fields
 
     def tags_kept(self, tags: list[str]) -> list[str]:
         return [t for t in tags if _line_key(_TAG_MARK + t) in self.fields]
@@ -496,17 +539,29 @@ def relevant_sections(body: str, query: str) -> tuple[str, list[str]]:
 
 
 def apply_edits(body: str, edits: list[Any], title: str) -> str:
-    """Apply section edits to ``body``; sections not named stay byte-for-byte as they were."""
+    """Apply section edits to ``body``; sections not named stay byte-for-byte as they were.
+
+    All or nothing: an edit that cannot be applied (not a table, no heading, no text) raises
+    ``WriteRefused`` naming it, so the article is held and its sources are retried (the next
+    prompt says why), never counted as merged with part of the answer dropped."""
+    unusable: list[str] = []
+    for number, edit in enumerate(edits, 1):
+        if not isinstance(edit, dict):
+            unusable.append(f"edit {number} is not an object")
+            continue
+        if not _edit_heading(edit):
+            unusable.append(f"edit {number} has no heading")
+        if not str(edit.get("text") or "").strip():
+            unusable.append(f"edit {number} has no text")
+    if unusable:
+        raise WriteRefused(f"the model's section edits cannot all be applied ({'; '.join(unusable[:3])}"
+                           f"{'; ...' if len(unusable) > 3 else ''}); every edit needs a heading and text")
     sections = [[h, t] for h, t in split_top_sections(body)]
     if not sections or sections[0][0]:
         sections.insert(0, ["", f"# {title}"])
     for edit in edits:
-        if not isinstance(edit, dict):
-            continue
-        heading = " ".join(plain_text(str(edit.get("heading") or "")).split()).lstrip("#").strip()
+        heading = _edit_heading(edit)
         text = str(edit.get("text") or "").strip()
-        if not heading or not text:
-            continue
         lines = text.splitlines()
         if lines and re.match(r"^#{1,6}\s", lines[0]) and plain_text(lines[0].lstrip("#")).casefold() == heading.casefold():
             text = "\n".join(lines[1:]).strip()
@@ -522,11 +577,20 @@ def apply_edits(body: str, edits: list[Any], title: str) -> str:
     return "\n\n".join(t.strip("\n") for _, t in sections).strip() + "\n"
 
 
-def compose_meta(existing: dict[str, Any], *, title: str, summary: str, topic: str, tags: list[str],
+def _edit_heading(edit: dict[str, Any]) -> str:
+    return " ".join(plain_text(str(edit.get("heading") or "")).split()).lstrip("#").strip()
+
+
+def compose_meta(existing: dict[str, Any], *, title: str, summary: Any, topic: str, tags: Any,
                  sources: list[str], updated: str, access: list[str] | None = None) -> dict[str, Any]:
     """The article's frontmatter: kaas's keys in the documented order, then any other keys a
-    person added, in their order. ``access``: the rule a *new* article is created with (an
-    existing article keeps whatever its frontmatter says)."""
+    person added, in their order. An existing title and topic are never changed, whatever their
+    form (``title: 1984`` stays the number a person wrote). ``access``: the rule a *new* article
+    is created with (an existing article keeps whatever its frontmatter says)."""
+    if _present(existing.get("title")):
+        title = existing["title"]
+    if _present(existing.get("topic")):
+        topic = existing["topic"]
     meta: dict[str, Any] = {
         "title": title,
         "summary": summary,
@@ -561,6 +625,10 @@ class ArticleWriter:
         rel, file = safe_wiki_file(self.wiki_dir, job.path)
         if Path(rel).name in RESERVED_NAMES:
             raise UnsafePathError(f"{rel} is a reserved file name")
+        if link_on_path(self.wiki_dir, rel):
+            # An alias of another file: reading or writing through it would merge this article's
+            # sources into the page it points to. Left alone, and said (exit 1) until resolved.
+            raise LinkRefused(link_refusal(self.wiki_dir, rel))
         record = self.state.articles.get(rel)
         text = _read(file, rel)
         merged_dates = [self.state.sources[s].date for s in (record.merged if record else {})
@@ -580,8 +648,8 @@ class ArticleWriter:
         written = self.state.written_text(record.written_hash) if record is not None else None
         hand = HandText.of(article.meta, article.body, written, record.hand_lines if record else [],
                            record is None or text_hash(text) != record.written_hash, rel)
-        title = article.meta.get("title") if isinstance(article.meta.get("title"), str) and article.meta["title"].strip() else job.target.title
-        topic = article.meta.get("topic") if isinstance(article.meta.get("topic"), str) and article.meta["topic"].strip() else job.target.topic
+        title = article.title if _present(article.meta.get("title")) else job.target.title
+        topic = article.topic if _present(article.meta.get("topic")) else job.target.topic
         return CurrentArticle(rel, one_line(title), one_line(topic), article.summary, dict(article.meta),
                               article.body, hand_edited, latest, rejected, hand), text
 
@@ -591,7 +659,7 @@ class ArticleWriter:
 
         Refused (``WriteRefused``) when the text would not read back as an article (the reader's
         own checks) or the file is no longer what was read (a person is editing it)."""
-        text = render_article(meta, body)
+        text = render_article(meta, body, like=old_text)  # a person's frontmatter stays as written
         try:
             validate_article_text(text, article.path)
         except ArticleFormatError as exc:
@@ -616,7 +684,14 @@ class ArticleWriter:
         self.state.keep_written(text)
         self.state.record_article(new_record)
         if not same:
-            atomic_write_text(file, text)
+            try:
+                write_article_text(self.wiki_dir, article.path, text)
+            except UnsafePathError as exc:  # a link put in its place since it was read
+                if record is not None:
+                    self.state.record_article(record)
+                else:
+                    self.state.drop_article(article.path)
+                raise LinkRefused(exc.message) from None
         return not same, text
 
     async def run(self, job: ArticleJob) -> ArticleOutcome:
@@ -648,17 +723,25 @@ class ArticleWriter:
             draft = await self.writer.write(article, chunk)
             guard_body(article, draft.body, model=model)
             summary, tags = draft.summary, draft.tags
-            if article.hand:  # a summary or tag a person wrote is theirs
+            if article.hand:  # a summary or tag a person wrote is theirs, whatever its form
                 written_summary = article.meta.get("summary")
-                if isinstance(written_summary, str) and article.hand.summary_kept(written_summary):
+                if article.hand.summary_kept(written_summary):
                     summary = written_summary
-                kept = article.hand.tags_kept(_string_list(article.meta.get("tags")))
-                tags = kept + [t for t in tags if t not in kept]
+                written_tags = article.meta.get("tags")
+                if article.hand.tags_value_kept(written_tags):
+                    tags = written_tags
+                else:
+                    kept = article.hand.tags_kept(_string_list(written_tags) if isinstance(written_tags, list) else [])
+                    tags = kept + [t for t in tags if t not in kept]
             sources = _string_list(article.meta.get("sources"))
             for contribution in chunk:
                 if contribution.path not in sources:
                     sources.append(contribution.path)
                 merged[contribution.path] = contribution.source.checksum
+            for path, checksum in job.adopt.items():
+                if path not in sources:
+                    sources.append(path)
+                merged[path] = checksum
             sources = sorted(s for s in sources if s not in job.detach)
             for path in job.detach:
                 merged.pop(path, None)
@@ -675,7 +758,7 @@ class ArticleWriter:
             dates = [c.source.date for c in chunk if c.source.date]
             if dates and (article.latest_date is None or max(dates) > article.latest_date):
                 article.latest_date = max(dates)
-        if job.detach and not job.contributions:
+        if (job.detach or job.adopt) and not job.contributions:
             return self._detach(job, article, old_text, merged)
         if wrote:
             outcome.action = "updated" if existed else "created"
@@ -683,7 +766,8 @@ class ArticleWriter:
 
     def _detach(self, job: ArticleJob, article: CurrentArticle, old_text: str | None,
                 merged: dict[str, str]) -> ArticleOutcome:
-        """Remove deleted (or no longer planned) sources from ``sources:``; flag an orphan."""
+        """Remove deleted (or no longer planned) sources from ``sources:``, add renamed ones
+        (``job.adopt``); flag an orphan."""
         if article.body is None:
             if article.path in self.state.articles:
                 self.state.drop_article(article.path)
@@ -691,6 +775,10 @@ class ArticleWriter:
         sources = [s for s in _string_list(article.meta.get("sources")) if s not in job.detach]
         for path in job.detach:
             merged.pop(path, None)
+        for path, checksum in job.adopt.items():
+            if path not in sources:
+                sources.append(path)
+            merged[path] = checksum
         meta = dict(article.meta)
         meta["sources"] = sources
         orphaned = not sources

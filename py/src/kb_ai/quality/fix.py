@@ -18,10 +18,8 @@ from __future__ import annotations
 from kb_ai.store.lock import CompileLock
 from kb_ai.quality.links import remove_links
 from kb_ai.quality.lint import Finding, LintContext, dead_links
-from kb_ai.store.articles import write_article
-from kb_ai.files import atomic_write_text
+from kb_ai.store.articles import write_article, write_article_text
 from kb_ai.store.kb import KnowledgeBase
-from kb_ai.store.paths import safe_wiki_file
 
 
 def apply_fixes(kb: KnowledgeBase, ctx: LintContext, findings: list[Finding]) -> list[str]:
@@ -51,8 +49,7 @@ def _drop_dead_links(kb: KnowledgeBase, ctx: LintContext, path: str) -> int:
     text = file.text
     if text.endswith(article.body):
         # Keep the frontmatter exactly as written (comments, quoting, key order).
-        _rel, target = safe_wiki_file(kb.wiki_dir, path)
-        atomic_write_text(target, text[: len(text) - len(article.body)] + body)
+        write_article_text(kb.wiki_dir, path, text[: len(text) - len(article.body)] + body)
     else:
         write_article(kb.wiki_dir, path, article.meta, body)
     return sum(1 for link in links if link.kind != "reference")  # as lint counted them

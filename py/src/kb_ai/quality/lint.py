@@ -40,6 +40,7 @@ from kb_ai.store.articles import (
     iter_article_paths,
     parse_article,
     read_article_text,
+    scalar_text,
     split_frontmatter,
 )
 from kb_ai.store.catalog import Catalog, entry_from_article, parse_master_index, read_master_index, render_master_index
@@ -181,7 +182,7 @@ def check_frontmatter(ctx: LintContext) -> list[Finding]:
             findings.append(Finding("frontmatter", WARNING, path,
                                     "no frontmatter: title, summary and topic are guessed from the text"))
             continue
-        if not isinstance(meta.get("title"), str) or not meta["title"].strip():
+        if not (scalar_text(meta.get("title")) or "").strip():
             findings.append(Finding("frontmatter", WARNING, path,
                                     f"no title in frontmatter; the catalog uses {file.article.title!r}"))
         for key in ("tags", "sources"):

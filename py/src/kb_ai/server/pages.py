@@ -28,9 +28,9 @@ from kb_ai.server.render import render_markdown, wiki_href
 from kb_ai.server.chat import read_json
 from kb_ai.server.guard import reader_of
 from kb_ai.store.access import OWNER, Reader
-from kb_ai.store.articles import MAX_ARTICLE_BYTES, is_generated, validate_article_text
+from kb_ai.store.articles import MAX_ARTICLE_BYTES, is_generated, link_on_path, validate_article_text, write_article_text
 from kb_ai.store.catalog import Catalog
-from kb_ai.files import FileTooLargeError, NotRegularFileError, atomic_write_text, read_regular_bytes
+from kb_ai.files import FileTooLargeError, NotRegularFileError, read_regular_bytes
 from kb_ai.store.kb import KnowledgeBase
 from kb_ai.store.pages import LoadedPage, load_page
 from kb_ai.store.paths import normalize_wiki_path, resolve_in
@@ -166,6 +166,9 @@ async def _save(request: Request, raw_path: str) -> Response:
             rel, file = current.path, current.file
         if file.exists() and not file.is_file():  # a folder, a FIFO, a socket: never replaced by a save
             raise BadRequestError(f"{rel} is a folder or special file, not an article")
+        if link_on_path(kb.wiki_dir, rel):  # an alias of another page: saving must not write into that page
+            raise BadRequestError(f"{rel} is a symbolic link (or in a linked folder); kaas never writes through "
+                                  "a link: edit the page it points to")
         return rel, file
 
     rel, file = await anyio.to_thread.run_sync(locate)
@@ -202,7 +205,7 @@ async def _save(request: Request, raw_path: str) -> Response:
                         f"{rel} changed on disk since it was opened; reload it and apply your edit again"
                     )
             try:
-                atomic_write_text(file, text)
+                write_article_text(kb.wiki_dir, rel, text)
             except OSError as exc:
                 raise StorageError(f"{rel} was not saved: {StorageError.from_os_error(exc).message}") from None
             try:

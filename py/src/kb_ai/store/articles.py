@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,14 @@ import yaml
 
 from kb_ai.errors import ArticleFormatError, UnsafePathError
 from kb_ai.store.access import parse_access
-from kb_ai.files import FileTooLargeError, NotRegularFileError, atomic_write_text, read_regular_bytes
+from kb_ai.files import (
+    FileTooLargeError,
+    LinkInPathError,
+    NotRegularFileError,
+    link_below,
+    read_regular_bytes,
+    write_below,
+)
 from kb_ai.store.markdown_text import clip, first_heading, first_sentence
 from kb_ai.store.paths import normalize_wiki_path, safe_wiki_file
 
@@ -137,7 +145,7 @@ class Article:
     @property
     def frontmatter_json(self) -> dict[str, Any]:
         """The frontmatter as JSON-safe values (dates as ISO strings), keys in file order."""
-        return _jsonable(self.meta)
+        return jsonable(self.meta)
 
     @property
     def cited_paths(self) -> list[str]:
@@ -167,11 +175,11 @@ class Article:
         return (self.access, self.kind == "answer", self.depends)
 
 
-def _jsonable(value: Any) -> Any:
+def jsonable(value: Any) -> Any:
     if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
+        return {str(k): jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
+        return [jsonable(v) for v in value]
     if isinstance(value, (dt.date, dt.datetime)):
         return value.isoformat()
     if isinstance(value, float) and not math.isfinite(value):
@@ -265,12 +273,22 @@ def _check_values(meta: dict[str, Any], label: str) -> None:
         pending.extend((item, depth + 1) for item in items)
 
 
+def scalar_text(value: Any) -> str | None:
+    """A frontmatter scalar a person meant as text: a string, or what YAML read as a number or a
+    date (``title: 1984``, ``topic: 2026``) as written; None for anything else (a list, true)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (int, float, dt.date)) and not isinstance(value, bool):
+        return value.isoformat() if isinstance(value, dt.date) else str(value)
+    return None
+
+
 def parse_article(text: str, path: str) -> Article:
     """Parse an article's text (``path`` is its catalog path, used for defaults and messages)."""
     meta, body = split_frontmatter(text, path)
     warnings: list[str] = []
-    title = meta.get("title")
-    if not isinstance(title, str) or not title.strip():
+    title = scalar_text(meta.get("title"))
+    if title is None or not title.strip():
         title = first_heading(body) or _title_from_filename(path)
         warnings.append(f"{path}: no title in frontmatter; using {title!r}")
     summary = meta.get("summary")
@@ -281,8 +299,8 @@ def parse_article(text: str, path: str) -> Article:
         warnings.append(f"{path}: summary longer than {SUMMARY_LIMIT} characters")
     access, access_warnings = parse_access(meta)
     warnings += [f"{path}: {w}" for w in access_warnings]
-    topic = meta.get("topic")
-    if not isinstance(topic, str) or not topic.strip():
+    topic = scalar_text(meta.get("topic"))
+    if topic is None or not topic.strip():
         folder = Path(path).parent.as_posix()
         topic = folder.split("/", 1)[0] if folder not in ("", ".") else DEFAULT_TOPIC
     return Article(
@@ -335,8 +353,8 @@ def validate_article_text(text: str, rel: str) -> Article:
     meta, _body = split_frontmatter(text, rel)
     if not meta:
         raise ArticleFormatError(f"{rel}: the article needs YAML frontmatter (between --- lines) with a title")
-    title = meta.get("title")
-    if not isinstance(title, str) or not title.strip():
+    title = scalar_text(meta.get("title"))
+    if title is None or not title.strip():
         raise ArticleFormatError(f"{rel}: the frontmatter needs a title")
     return parse_article(text, rel)
 
@@ -348,12 +366,111 @@ def load_article(wiki_dir: Path, path: str) -> Article:
     return parse_article(read_article_text(file, rel), rel)
 
 
-def render_article(meta: dict[str, Any], body: str) -> str:
-    """Frontmatter (keys in the given order) + body, ending in exactly one newline."""
+def render_article(meta: dict[str, Any], body: str, *, like: str | None = None) -> str:
+    """Frontmatter (keys in the given order) + body, ending in exactly one newline. Every value
+    reads back as exactly the value given (``same_value``).
+
+    ``like``: the article's text as it is now. Its frontmatter is then edited in place rather
+    than written afresh: only the keys whose value changes are rewritten (new keys go at the
+    end, removed keys go), so what a person wrote there stays as written: comments, quoting,
+    key order, keys kaas does not know. (Should the edit not read back as ``meta``, which a
+    frontmatter PyYAML cannot locate in the text could cause, it is written afresh.)"""
     if not meta:
         return body.rstrip("\n") + "\n"
-    fm_text = _YAML_HANDLER.export(_yaml_ready(meta), Dumper=_FrontmatterDumper, sort_keys=False, width=100_000)
+    ready = _yaml_ready(meta)
+    fm_text = _edit_frontmatter(like, ready) if like is not None else None
+    if fm_text is None:
+        fm_text = _dump_frontmatter(ready)
     return f"---\n{fm_text}\n---\n{body.strip(chr(10))}\n"
+
+
+class _QuotingDumper(_FrontmatterDumper):
+    """Every string double-quoted (escaped): for values the plain style would not round-trip."""
+
+
+_QuotingDumper.add_representer(
+    str, lambda dumper, data: dumper.represent_scalar("tag:yaml.org,2002:str", data, style='"'))
+
+
+def _dump_frontmatter(ready: dict[str, Any]) -> str:
+    """YAML for ``ready`` that reads back as exactly ``ready``. PyYAML's plain style does not
+    always: ``'0\\xa0'`` is written ``0\xa0`` and read back as the integer 0 (the reader drops the
+    no-break space). Then every string is written double-quoted, which escapes everything."""
+    for dumper in (_FrontmatterDumper, _QuotingDumper):
+        fm_text = _YAML_HANDLER.export(ready, Dumper=dumper, sort_keys=False, width=100_000)
+        if _reads_back(fm_text, ready):
+            return fm_text
+    raise ArticleFormatError("frontmatter values that YAML cannot write so that they read back the same")
+
+
+def _reads_back(fm_text: str, ready: dict[str, Any]) -> bool:
+    try:
+        meta, _ = _split_frontmatter(f"---\n{fm_text}\n---\n", "frontmatter")
+    except (ArticleFormatError, yaml.YAMLError, ValueError, RecursionError):
+        return False
+    return same_value(meta, ready)
+
+
+def same_value(a: Any, b: Any) -> bool:
+    """Equal and of the same types all the way down (``True`` is not ``1``, ``"1"`` is not ``1``,
+    a date is not a datetime); mappings compare without regard to key order."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(same_value(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)):
+        return len(a) == len(b) and all(same_value(x, y) for x, y in zip(a, b))
+    if isinstance(a, float) and math.isnan(a):
+        return math.isnan(b)
+    return a == b
+
+
+def _edit_frontmatter(text: str, ready: dict[str, Any]) -> str | None:
+    """``text``'s frontmatter with only the keys that differ from ``ready`` rewritten (see
+    ``render_article``); None when it cannot be done exactly."""
+    if not _YAML_HANDLER.detect(text):
+        return None
+    try:
+        fm_text, _body = _YAML_HANDLER.split(text)
+        old, _ = _split_frontmatter(text, "frontmatter")
+        root = yaml.compose(fm_text, Loader=_NoAliasLoader)  # noqa: S506 - a safe loader
+    except Exception:  # noqa: BLE001 - anything unreadable is written afresh
+        return None
+    if not isinstance(root, yaml.MappingNode) or not root.value:
+        return None
+    pairs = root.value
+    names = [k.value if isinstance(k, yaml.ScalarNode) else None for k, _ in pairs]
+    if None in names or len(set(names)) != len(names) or set(names) != set(old):
+        return None  # a key that is not a plain string, or given twice
+    edits: list[tuple[int, int, str]] = []
+    for name, (key, value) in zip(names, pairs):
+        if name in ready and same_value(old[name], ready[name]):
+            continue
+        if key.start_mark.column != 0:
+            return None
+        start = key.start_mark.index
+        colon = fm_text.find(":", key.end_mark.index)
+        end = value.end_mark.index
+        while end > colon + 1 and fm_text[end - 1] in " \t\r\n":
+            end -= 1
+        end = max(end, colon + 1)
+        block = isinstance(value, yaml.ScalarNode) and value.style in ("|", ">")
+        kept = [] if block else [line for line in fm_text[start:end].splitlines()[1:]
+                                 if line.lstrip().startswith("#")]  # a person's comment lines
+        new = _dump_frontmatter({name: ready[name]}).rstrip("\n") if name in ready else ""
+        replacement = "\n".join([*kept, *([new] if new else [])])
+        if not replacement:  # the key goes, with the rest of its line (a comment on it) and the line break
+            line_end = fm_text.find("\n", end)
+            end = len(fm_text) if line_end == -1 else line_end + 1
+        edits.append((start, end, replacement))
+    out = fm_text
+    for start, end, replacement in sorted(edits, reverse=True):
+        out = out[:start] + replacement + out[end:]
+    added = {name: value for name, value in ready.items() if name not in old}
+    if added:
+        out = out.rstrip("\n") + "\n" + _dump_frontmatter(added).rstrip("\n")
+    out = out.strip("\n")
+    return out if _reads_back(out, ready) else None
 
 
 def _yaml_ready(value: Any) -> Any:
@@ -368,11 +485,41 @@ def _yaml_ready(value: Any) -> Any:
 
 def write_article(wiki_dir: Path, path: str, meta: dict[str, Any], body: str) -> Path:
     """Atomically write an article at catalog path ``path`` (validated to stay inside ``wiki_dir``)."""
-    rel, file = safe_wiki_file(wiki_dir, path)
+    rel, _file = safe_wiki_file(wiki_dir, path)
     if Path(rel).name in RESERVED_NAMES:
         raise ArticleFormatError(f"{rel}: reserved file name")
-    atomic_write_text(file, render_article(meta, body))
-    return file
+    return write_article_text(wiki_dir, rel, render_article(meta, body))
+
+
+def write_article_text(wiki_dir: Path, path: str, text: str) -> Path:
+    """The one writer of article files (compile, lint --fix, the HTTP save, saved answers):
+    atomic, and never through a symbolic link. A page that is a link (or lies in a linked folder)
+    is an alias of another file; writing through it would put one page's text into another page,
+    so it raises ``UnsafePathError`` instead (``link_refusal`` says why)."""
+    rel = normalize_wiki_path(path)
+    try:
+        return write_below(wiki_dir, rel, text.encode("utf-8"))
+    except LinkInPathError:
+        raise UnsafePathError(link_refusal(wiki_dir, rel)) from None
+
+
+def link_refusal(wiki_dir: Path, rel: str) -> str:
+    """Why ``rel`` cannot be written: the link on its path, and where it points."""
+    link = link_below(wiki_dir, rel)
+    if link is None:
+        return f"{rel}: a symbolic link is on its path; kaas never writes through a link"
+    where = link.relative_to(wiki_dir).as_posix()
+    try:
+        target = os.readlink(link)
+    except OSError:
+        target = "?"
+    return (f"{rel}: {where} is a symbolic link (to {target}); kaas never writes through a link: "
+            "edit the file it points to, or replace the link with a file")
+
+
+def link_on_path(wiki_dir: Path, rel: str) -> bool:
+    """Whether a symbolic link lies on ``rel`` below ``wiki_dir`` (see ``write_article_text``)."""
+    return link_below(wiki_dir, rel) is not None
 
 
 def iter_article_paths(wiki_dir: Path) -> list[str]:
