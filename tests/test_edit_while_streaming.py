@@ -69,6 +69,29 @@ def _stream_tokens(client: httpx.Client, question: str, times: list[float], even
                     times.append(time.monotonic())
 
 
+def _open_stream(client: httpx.Client) -> tuple[threading.Thread, list[float], list[str]]:
+    """A question answered in a thread, once its first tokens arrived: the thread, the arrival
+    time of each token, and the event names."""
+    times: list[float] = []
+    events: list[str] = []
+    thread = threading.Thread(target=_stream_tokens, daemon=True,
+                              args=(client, "How is the server deployed?", times, events))
+    thread.start()
+    deadline = time.monotonic() + 20
+    while len(times) < 3 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert len(times) >= 3, f"the open stream did not start: {events}"
+    return thread, times, events
+
+
+def _assert_kept_pace(times: list[float], events: list[str], spans: list[tuple[float, float]], what: str) -> None:
+    assert events[-1] == "done", events
+    assert any(times[0] < start and end < times[-1] for start, end in spans), \
+        f"the {what} must happen while the stream is open"
+    gaps = [b - a for a, b in zip(times, times[1:])]
+    assert max(gaps) < GAP, f"the open stream stalled for {max(gaps):.2f} s during the {what}"
+
+
 @pytest.mark.parametrize("rebuilt_by", ["the next question", "the watcher"])
 def test_an_open_stream_keeps_flowing_while_another_request_rebuilds_after_an_edit(sample_kb, monkeypatch, rebuilt_by):
     slow = SlowRebuilds(monkeypatch)
@@ -82,19 +105,12 @@ def test_an_open_stream_keeps_flowing_while_another_request_rebuilds_after_an_ed
             warm = client.post("/api/chat", json={"question": "How are citations validated?"})
             assert "event: done" in warm.text, warm.text
 
-            times: list[float] = []
-            events: list[str] = []
-            open_stream = threading.Thread(target=_stream_tokens, daemon=True,
-                                           args=(client, "How is the server deployed?", times, events))
-            open_stream.start()
-            deadline = time.monotonic() + 20
-            while len(times) < 3 and time.monotonic() < deadline:
-                time.sleep(0.02)
-            assert len(times) >= 3, f"the open stream did not start: {events}"
+            open_stream, times, events = _open_stream(client)
 
             slow.armed.set()
             write_page(sample_kb.wiki_dir, *NEW_PAGE)  # an edit made in a text editor
             if watcher:
+                deadline = time.monotonic() + 20
                 while not slow.spans and time.monotonic() < deadline:
                     time.sleep(0.02)
             else:
@@ -103,13 +119,9 @@ def test_an_open_stream_keeps_flowing_while_another_request_rebuilds_after_an_ed
                 assert "event: done" in answer.text, answer.text
             open_stream.join(timeout=30)
 
-    assert events[-1] == "done", events
     index_spans = [(start, end) for what, start, end in slow.spans if what == "index"]
     assert index_spans, f"nothing rebuilt the keyword index after the edit: {slow.spans}"
-    start, end = index_spans[0]
-    assert times[0] < start and end < times[-1], "the rebuild must happen while the stream is open"
-    gaps = [b - a for a, b in zip(times, times[1:])]
-    assert max(gaps) < GAP, f"the open stream stalled for {max(gaps):.2f} s while the index was rebuilt"
+    _assert_kept_pace(times, events, index_spans[:1], "keyword index rebuild")
 
 
 def test_the_first_question_after_a_hand_edit_finds_the_index_already_built(sample_kb, monkeypatch):
@@ -156,23 +168,11 @@ def test_a_slow_disk_under_the_reply_cache_does_not_stall_other_streams(sample_k
         with ServerThread(create_app(settings, mcp=False)) as server, \
                 httpx.Client(base_url=server.url, timeout=60) as client, \
                 httpx.Client(base_url=server.url, timeout=60) as other:
-            times: list[float] = []
-            events: list[str] = []
-            open_stream = threading.Thread(target=_stream_tokens, daemon=True,
-                                           args=(client, "How is the server deployed?", times, events))
-            open_stream.start()
-            deadline = time.monotonic() + 20
-            while len(times) < 3 and time.monotonic() < deadline:
-                time.sleep(0.02)
-            assert len(times) >= 3, f"the open stream did not start: {events}"
+            open_stream, times, events = _open_stream(client)
             armed.set()
             answer = other.post("/api/chat", json={"question": "How are citations validated?"})
             assert "event: done" in answer.text, answer.text
             open_stream.join(timeout=30)
 
-    assert events[-1] == "done", events
     assert len(spans) >= 2, "the second question neither read nor wrote the reply cache"
-    assert any(times[0] < start and end < times[-1] for start, end in spans), \
-        "the cache work must happen while the stream is open"
-    gaps = [b - a for a, b in zip(times, times[1:])]
-    assert max(gaps) < GAP, f"the open stream stalled for {max(gaps):.2f} s while the reply cache was used"
+    _assert_kept_pace(times, events, spans, "reply cache work")
