@@ -19,7 +19,6 @@ from kb_ai.compile.ingest import RawFile, SkippedSource, Source, read_source, wa
 from kb_ai.store.lock import CompileLock
 from kb_ai.compile.plan import (
     PLAN_WAVE,
-    CatalogItem,
     LLMPlanner,
     OfflinePlanner,
     PlanCatalog,
@@ -55,7 +54,7 @@ from kb_ai.errors import ArticleFormatError, LLMError, NoWikiError, UnsafePathEr
 from kb_ai.llm.tokens import estimate_tokens
 from kb_ai.llm.usage import UsageMeter
 from kb_ai.store.articles import iter_article_paths, load_article, read_article_text
-from kb_ai.store.catalog import append_log, build_catalog
+from kb_ai.store.catalog import append_log, build_catalog, entry_from_article
 from kb_ai.files import TEMP_PREFIX
 from kb_ai.store.kb import KnowledgeBase
 
@@ -505,7 +504,7 @@ class Compiler:
             catalog = self.kb.catalog_store.get()
         else:
             catalog = build_catalog(self.kb.wiki_dir)
-        items = [CatalogItem(e.path, e.title, e.summary, e.topic, e.access) for e in (catalog.entries if catalog else [])]
+        items = list(catalog.entries) if catalog else []
         known = {i.path for i in items}
         # Articles written by a run that was killed before it re-indexed, and articles sources
         # were linked to again (``_relink``) that the catalog does not list yet.
@@ -517,7 +516,7 @@ class Compiler:
                 article = load_article(self.kb.wiki_dir, path)
             except (FileNotFoundError, ArticleFormatError, UnsafePathError, OSError):
                 continue
-            items.append(CatalogItem(article.path, article.title, article.summary, article.topic, article.access))
+            items.append(entry_from_article(article))
         return PlanCatalog(items)
 
     async def _stage_plan(self) -> None:
@@ -634,7 +633,7 @@ class Compiler:
 
     def _target_for(self, path: str, catalog: PlanCatalog) -> PlanTarget | None:
         item = catalog.items.get(path)
-        return PlanTarget(item.path, item.title, item.summary, item.topic, new=False) if item else None
+        return PlanTarget.update_of(item) if item else None
 
     def _record_planned(self, work: SourceWork) -> None:
         source = work.source

@@ -18,7 +18,7 @@ import hashlib
 import math
 import re
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from difflib import SequenceMatcher
 from pathlib import PurePosixPath
 
@@ -29,6 +29,7 @@ from kb_ai.llm.plausible import implausible, one_line
 from kb_ai.llm.tokens import chars_for_tokens
 from kb_ai.store.access import derived_access
 from kb_ai.store.articles import RESERVED_NAMES, SUMMARY_LIMIT
+from kb_ai.store.catalog import CatalogEntry
 from kb_ai.store.markdown_text import clip, first_sentence
 from kb_ai.store.paths import normalize_wiki_path, slugify, topic_folder
 
@@ -86,20 +87,11 @@ def title_key(title: str) -> str:
     return " ".join(sorted(set(tokens)))
 
 
-@dataclass
-class CatalogItem:
-    path: str
-    title: str
-    summary: str
-    topic: str
-    access: tuple[str, ...] | None = None  # None: public (store/access.py)
-
-
 class PlanCatalog:
     """Existing articles plus those planned so far in this run, with lexical lookup."""
 
-    def __init__(self, items: list[CatalogItem]):
-        self.items: dict[str, CatalogItem] = {}
+    def __init__(self, items: list[CatalogEntry]):
+        self.items: dict[str, CatalogEntry] = {}
         self.restricted: set[str] = set()  # paths of items with an access rule
         self._public_topics: set[str] = set()
         self._by_key: dict[str, str] = {}
@@ -110,10 +102,9 @@ class PlanCatalog:
 
     def add_target(self, target: PlanTarget) -> None:
         """A new article planned in this run, so later plans see it (with the access it gets)."""
-        access = tuple(target.access) if target.access is not None else None
-        self.add(CatalogItem(target.path, target.title, target.summary, target.topic, access))
+        self.add(target.entry())
 
-    def add(self, item: CatalogItem) -> None:
+    def add(self, item: CatalogEntry) -> None:
         if item.path in self.items:
             return
         self.items[item.path] = item
@@ -156,7 +147,7 @@ class PlanCatalog:
         return None
 
     def related(self, text: str, limit: int = MAX_CANDIDATES, exclude: set[str] | frozenset[str] = frozenset()
-                ) -> list[CatalogItem]:
+                ) -> list[CatalogEntry]:
         """The ``limit`` items most related to ``text`` by BM25 (ties broken by path), leaving
         out the paths in ``exclude``."""
         if not self.items:
@@ -223,8 +214,7 @@ class OfflinePlanner:
         # a distinct slug rather than a merge: offline there is no model to merge two texts.
         kept = [p for p in previous if p in catalog.items]
         if kept:
-            item = catalog.items[kept[0]]
-            return PlanResult([PlanTarget(item.path, item.title, target.summary, item.topic, new=False)])
+            return PlanResult([replace(PlanTarget.update_of(catalog.items[kept[0]]), summary=target.summary)])
         path, n = target.path, 2
         while path in catalog.items:
             path = f"{target.topic}/{source_slug(source)}-{n}.md"
@@ -260,7 +250,7 @@ def source_excerpt(source: Source, tokens: int = PLAN_SOURCE_TOKENS) -> tuple[st
 class PlanView:
     """What one plan prompt shows of the wiki, and the access a page written from it must have."""
 
-    candidates: list[CatalogItem]
+    candidates: list[CatalogEntry]
     topics: list[str]
     access: tuple[str, ...] | None  # derived_access of every article shown; None: all public
 
@@ -314,7 +304,7 @@ class LLMPlanner:
             PLAN_PROMPT,
             source={"path": source.path, "title": source.title, "date": source.date,
                     "topic_hint": source.topic_hint, "text": excerpt, "truncated": truncated},
-            candidates=[{"path": c.path, "title": c.title, "summary": c.summary} for c in view.candidates],
+            candidates=[c.record("path", "title", "summary") for c in view.candidates],
             previous=previous,
             topics=view.topics,
             max_new=MAX_NEW,
@@ -378,9 +368,7 @@ def resolve_plan(raw: object, source: Source, catalog: PlanCatalog, offered: set
             continue
         if path in chosen or len([t for t in chosen.values() if not t.new]) >= MAX_UPDATES:
             continue
-        existing = catalog.items[path]
-        chosen[path] = PlanTarget(path, existing.title, existing.summary, existing.topic, new=False,
-                                  reason=clip(str(item.get("reason") or ""), 200))
+        chosen[path] = PlanTarget.update_of(catalog.items[path], reason=clip(str(item.get("reason") or ""), 200))
     new_count = 0
     for item in (raw.get("creates") or [])[: MAX_NEW * 2]:
         if not isinstance(item, dict):
@@ -409,9 +397,8 @@ def resolve_plan(raw: object, source: Source, catalog: PlanCatalog, offered: set
         twin = path if path in catalog.items else catalog.twin_of(title)
         if twin is not None:
             if twin not in chosen:
-                existing = catalog.items[twin]
-                chosen[twin] = PlanTarget(twin, existing.title, existing.summary, existing.topic, new=False,
-                                          reason=f"merged: planned new article {title!r} matches it")
+                chosen[twin] = PlanTarget.update_of(catalog.items[twin],
+                                                    reason=f"merged: planned new article {title!r} matches it")
                 result.notes.append(f"new article {title!r} merged into {twin} (near-identical title)")
             continue
         key = title_key(title) or path
@@ -426,8 +413,7 @@ def resolve_plan(raw: object, source: Source, catalog: PlanCatalog, offered: set
         fallback = offline_target(source)
         twin = fallback.path if fallback.path in catalog.items else catalog.twin_of(fallback.title)
         if twin is not None:
-            existing = catalog.items[twin]
-            fallback = PlanTarget(twin, existing.title, existing.summary, existing.topic, new=False)
+            fallback = PlanTarget.update_of(catalog.items[twin])
         result.targets = [fallback]
         result.notes.append("the model's plan had no usable target; used the offline plan (one article)")
     return result

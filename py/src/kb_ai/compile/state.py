@@ -33,6 +33,7 @@ from typing import Any
 
 from kb_ai.compile.dedup import Fingerprint
 from kb_ai.errors import UnsafePathError
+from kb_ai.store.catalog import CatalogEntry
 from kb_ai.store.paths import normalize_wiki_path
 from kb_ai.files import (
     DamagedFileError,
@@ -83,6 +84,16 @@ class PlanTarget:
     # prompt showed restricted articles (see ``plan.plan_view``), so the page written from that
     # prompt is readable only by those who could read everything the prompt showed.
     access: list[str] | None = None
+
+    @classmethod
+    def update_of(cls, entry: CatalogEntry, reason: str = "") -> "PlanTarget":
+        """The plan to update an existing article, as the catalog lists it."""
+        return cls(entry.path, entry.title, entry.summary, entry.topic, new=False, reason=reason)
+
+    def entry(self) -> CatalogEntry:
+        """The article as the catalog will list it (with the access it is created with)."""
+        access = tuple(self.access) if self.access is not None else None
+        return CatalogEntry(self.path, self.title, self.summary, self.topic, access)
 
 
 @dataclass
