@@ -26,7 +26,7 @@ import time
 
 import pytest
 
-from kb_ai import render
+from kb_ai.server import render
 from kb_ai.compile import dedup, ingest, offline, topic_summaries, write
 from kb_ai.errors import KaasError
 from kb_ai.llm import plausible, prompts, structured, tokens

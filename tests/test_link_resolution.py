@@ -15,7 +15,7 @@ from kb_ai.navigate.citations import validate_citations
 from kb_ai.navigate.records import AskResult, ReadPage
 from kb_ai.navigate.save import save_answer
 from kb_ai.quality.lint import LintConfig, LintContext, lint_kb, run_lint
-from kb_ai.render import render_markdown
+from kb_ai.server.render import render_markdown
 from kb_ai.store.articles import parse_article
 from kb_ai.store.kb import KnowledgeBase
 

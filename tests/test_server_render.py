@@ -7,7 +7,7 @@ from html import unescape
 
 import pytest
 
-from kb_ai.render import render_markdown, sanitize_html
+from kb_ai.server.render import render_markdown, sanitize_html
 from kb_ai.store.links import resolve_link
 
 PAGES = {"retrieval/citations.md", "retrieval/page-selection.md", "ops/deployment.md"}

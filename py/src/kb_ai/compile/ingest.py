@@ -19,7 +19,7 @@ from pathlib import Path, PurePosixPath
 
 from kb_ai.errors import ArticleFormatError
 from kb_ai.store.articles import split_frontmatter
-from kb_ai.store.files import FileTooLargeError, NotRegularFileError, read_regular_bytes
+from kb_ai.files import FileTooLargeError, NotRegularFileError, read_regular_bytes
 from kb_ai.store.markdown_text import first_heading
 from kb_ai.store.paths import slugify, topic_folder
 

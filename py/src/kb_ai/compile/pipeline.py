@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from kb_ai.compile.dedup import Boilerplate, DedupIndex, classify, fingerprint
 from kb_ai.compile.ingest import RawFile, SkippedSource, Source, read_source, walk_raw
-from kb_ai.compile.lock import CompileLock
+from kb_ai.store.lock import CompileLock
 from kb_ai.compile.plan import (
     PLAN_WAVE,
     LLMPlanner,
@@ -56,7 +56,7 @@ from kb_ai.llm.tokens import estimate_tokens
 from kb_ai.llm.usage import UsageMeter
 from kb_ai.store.articles import iter_article_paths, load_article, read_article_text
 from kb_ai.store.catalog import append_log, build_catalog, entry_from_article
-from kb_ai.store.files import TEMP_PREFIX
+from kb_ai.files import TEMP_PREFIX
 from kb_ai.store.kb import KnowledgeBase
 
 log = logging.getLogger(__name__)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import secrets
 
-from kb_ai.compile.lock import CompileLock
+from kb_ai.store.lock import CompileLock
 from kb_ai.errors import KaasError, NotSavedError, StorageError
 from kb_ai.navigate.records import AskResult
 from kb_ai.store.access import OWNER, Reader, derived_access

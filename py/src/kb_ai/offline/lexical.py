@@ -42,7 +42,7 @@ from kb_ai.offline.text import tokenize
 from kb_ai.store.access import parse_access
 from kb_ai.store.articles import read_article_text, split_frontmatter
 from kb_ai.store.catalog import Catalog, CatalogEntry
-from kb_ai.store.files import (
+from kb_ai.files import (
     DamagedFileError,
     atomic_write_text,
     check_regular_file,

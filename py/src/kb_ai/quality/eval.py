@@ -44,7 +44,7 @@ from kb_ai.navigate.ask import AskService, ask, build_service
 from kb_ai.navigate.records import AskRequest, AskResult
 from kb_ai.quality.scoring import normalize_answer, score_answer, scoring_text
 from kb_ai.store.catalog import Catalog
-from kb_ai.store.files import FileTooLargeError, atomic_write_text, read_regular_bytes
+from kb_ai.files import FileTooLargeError, atomic_write_text, read_regular_bytes
 from kb_ai.store.paths import normalize_wiki_path
 from kb_ai.store.words import title_identity
 from kb_ai.untrusted_text import parse_json

@@ -45,8 +45,8 @@ from kb_ai.store.kb import KnowledgeBase
 from kb_ai.store.links import LinkTarget, resolve_link
 from kb_ai.store.markdown_text import Link, find_links
 from kb_ai.store.paths import safe_wiki_file
+from kb_ai.store.users import configured_groups
 from kb_ai.store.words import title_key
-from kb_ai.users import configured_groups
 
 ERROR, WARNING, INFO = "error", "warning", "info"
 SEVERITIES = (ERROR, WARNING, INFO)

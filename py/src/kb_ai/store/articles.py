@@ -21,7 +21,7 @@ import yaml
 
 from kb_ai.errors import ArticleFormatError, UnsafePathError
 from kb_ai.store.access import parse_access
-from kb_ai.store.files import (
+from kb_ai.files import (
     FileTooLargeError,
     LinkInPathError,
     NotRegularFileError,

@@ -24,7 +24,7 @@ from kb_ai.errors import ArticleFormatError, UnsafePathError
 from kb_ai.store.access import Reader, format_access
 from kb_ai.store.articles import Article, load_article, iter_article_paths
 from kb_ai.store.derived import Derived
-from kb_ai.store.files import NotRegularFileError, append_text, read_regular_bytes, write_text_if_changed
+from kb_ai.files import NotRegularFileError, append_text, read_regular_bytes, write_text_if_changed
 from kb_ai.store.paths import normalize_wiki_path
 from kb_ai.store.words import title_identity
 
