@@ -22,7 +22,7 @@ from kb_ai.offline.lexical import LexicalIndex
 from kb_ai.server.app import create_app
 from kb_ai.store.kb import KnowledgeBase
 
-from conftest import write_page
+from helpers import write_page
 from server_fakes import FakeLLMServer, ServerThread, parse_sse
 
 SLOW = 1.5   # seconds each slowed rebuild step takes (a big wiki on a slow disk)

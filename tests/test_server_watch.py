@@ -12,7 +12,7 @@ from kb_ai.config import Settings
 from kb_ai.server import watch
 from kb_ai.server.app import create_app
 
-from conftest import write_page
+from helpers import write_page
 from server_fakes import ServerThread
 
 
