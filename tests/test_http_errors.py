@@ -12,7 +12,7 @@ from starlette.testclient import TestClient
 
 import kb_ai
 from kb_ai.config import Settings
-from kb_ai.errors import ConfigError, KaasError, LLMError, StorageError
+from kb_ai.errors import ConfigError, KaasError, LLMError, StorageError, error_classes
 from kb_ai.server import create_app
 from kb_ai.server.pages import error_response
 
@@ -22,12 +22,7 @@ def _every_error_class() -> list[type[KaasError]]:
         if module.name.endswith("__main__"):
             continue
         importlib.import_module(module.name)
-    found, pending = [], [KaasError]
-    while pending:
-        cls = pending.pop()
-        found.append(cls)
-        pending.extend(cls.__subclasses__())
-    return found
+    return error_classes()
 
 
 def test_every_error_class_declares_a_sane_http_status():
