@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from kb_ai.compile import pipeline, write
+from kb_ai.compile import plan, write
 from kb_ai.compile.pipeline import run_compile
 from kb_ai.config import Settings
 from kb_ai.store.paths import slugify
@@ -99,7 +99,7 @@ def test_resumed_compile_equals_an_uninterrupted_one(tmp_path, monkeypatch, refe
     make_corpus(tmp_path)
     with monkeypatch.context() as patch:
         if stage == "plan":
-            interrupt_after(patch, pipeline.Compiler, "_record_planned", count)
+            interrupt_after(patch, plan, "record_planned", count)
         else:
             interrupt_after(patch, write.ArticleWriter, "_commit", count)
         with pytest.raises(Killed):

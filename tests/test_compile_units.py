@@ -7,8 +7,9 @@ import pytest
 from kb_ai.compile.dedup import Boilerplate, DedupIndex, Fingerprint, classify, fingerprint
 from kb_ai.compile.ingest import Source
 from kb_ai.compile.offline import TRAIL, article_body, supersede
-from kb_ai.compile.plan import CatalogItem, PlanCatalog, resolve_plan, title_key
-from kb_ai.compile.write import apply_edits, check_trails, clean_body, clean_summary, clean_tags
+from kb_ai.compile.plan_catalog import CatalogItem, PlanCatalog, title_key
+from kb_ai.compile.planners import resolve_plan
+from kb_ai.compile.writers import apply_edits, check_trails, clean_body, clean_summary, clean_tags
 
 TEXT = (
     "Ledgerly imports bank transactions every four hours and categorizes them with rules that the user "

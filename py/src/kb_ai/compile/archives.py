@@ -13,7 +13,7 @@ import tarfile
 import zipfile
 from pathlib import PurePosixPath
 
-from kb_ai.compile.ingest import ARCHIVE_EXT, Parsed, UnreadableError, parse_document
+from kb_ai.compile.readers import ARCHIVE_EXT, Parsed, UnreadableError, parse_document
 
 MAX_MEMBERS = 2_000
 MAX_MEMBER_BYTES = 5_000_000
