@@ -271,7 +271,6 @@ def ingest(run: CompileRun) -> Ingested:
 def _ingest_one(run: CompileRun, raw: RawFile, record: SourceRecord | None,
                 counts: dict[str, int]) -> SourceWork | None:
     """One file of raw/: the work it needs this run, or None (unchanged or skipped)."""
-    state = run.state
     fast = (not run.full and record is not None and record.status in FINAL_STATUSES
             and record.size == raw.size and record.mtime_ns == raw.mtime_ns and not raw.skip_reason)
     if fast:
@@ -284,30 +283,35 @@ def _ingest_one(run: CompileRun, raw: RawFile, record: SourceRecord | None,
     counts["read"] += 1
     if isinstance(result, SkippedSource):
         counts["skipped"] += 1
-        run.report.skipped.append({"path": raw.path, "reason": result.reason})
-        # The file is still there: unreadable for now (saved as UTF-16, emptied while an
-        # editor rewrites it), not deleted. It keeps its articles (their text is its last
-        # readable version), so when it reads again it updates them, never a copy of them.
-        new_record = SourceRecord(raw.path, SKIPPED, result.checksum, result.size, result.mtime_ns,
-                                  reason=result.reason, articles=list(record.articles) if record else [])
-        if record is None or record.to_json() != new_record.to_json():
-            state.record_source(new_record)
-            state.set_fingerprint(raw.path, None)
+        _record_skipped(run, raw, result, record)
         return None
     if (record is not None and record.checksum == result.checksum and record.status in FINAL_STATUSES
             and record.status != SKIPPED and not run.full):
         counts["unchanged"] += 1
         if (record.size, record.mtime_ns) != (result.size, result.mtime_ns):
             record.size, record.mtime_ns = result.size, result.mtime_ns
-            state.record_source(record)
+            run.state.record_source(record)
         return None
-    if record is None or record.status == SKIPPED:
-        change = "new"  # (a skipped file that now reads, e.g. after a fix, counts as new)
-    elif record.checksum != result.checksum:
-        change = "changed"
-    elif run.full:
-        change = "full"
-    else:
-        change = "pending"
+    change = _change(record, result, run.full)
     counts["new" if change == "new" else "changed" if change == "changed" else "unchanged"] += 1
     return SourceWork(result, change, record)
+
+
+def _change(record: SourceRecord | None, source: Source, full: bool) -> str:
+    if record is None or record.status == SKIPPED:
+        return "new"  # (a skipped file that now reads, e.g. after a fix, counts as new)
+    if record.checksum != source.checksum:
+        return "changed"
+    return "full" if full else "pending"
+
+
+def _record_skipped(run: CompileRun, raw: RawFile, result: SkippedSource, record: SourceRecord | None) -> None:
+    """The file is still there: unreadable for now (saved as UTF-16, emptied while an editor
+    rewrites it), not deleted. It keeps its articles (their text is its last readable version),
+    so when it reads again it updates them, never a copy of them."""
+    run.report.skipped.append({"path": raw.path, "reason": result.reason})
+    new_record = SourceRecord(raw.path, SKIPPED, result.checksum, result.size, result.mtime_ns,
+                              reason=result.reason, articles=list(record.articles) if record else [])
+    if record is None or record.to_json() != new_record.to_json():
+        run.state.record_source(new_record)
+        run.state.set_fingerprint(raw.path, None)

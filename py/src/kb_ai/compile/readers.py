@@ -13,6 +13,7 @@ import io
 import re
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
+from typing import Any
 
 from kb_ai.errors import ArticleFormatError
 from kb_ai.store.articles import split_frontmatter
@@ -359,6 +360,29 @@ def _html_text(html: str) -> tuple[str, str]:
 
 
 def _read_pdf(data: bytes) -> Parsed:
+    reader, pages, count = _pdf_reader(data)
+    notes: list[str] = []
+    texts: list[str] = []
+    for number in range(min(count, MAX_PDF_PAGES)):
+        try:
+            page_text = pages[number].extract_text() or ""
+        except Exception as exc:  # noqa: BLE001 - one bad page does not spoil the rest
+            notes.append(f"page {number + 1} unreadable ({type(exc).__name__})")
+            continue
+        texts.append(page_text.strip())
+    if count > MAX_PDF_PAGES:
+        notes.append(f"only the first {MAX_PDF_PAGES} of {count} pages read")
+    title, date = _pdf_metadata(reader)
+    body = "\n\n".join(t for t in texts if t)
+    if not title:
+        first = next((line.strip() for line in body.splitlines() if line.strip()), "")
+        title = first if 0 < len(first) <= 90 else None
+    return Parsed("pdf", body, title, date_from_text(body) or date, notes)
+
+
+def _pdf_reader(data: bytes) -> tuple[Any, Any, int]:
+    """(an open and, without a password, decrypted ``pypdf.PdfReader``, its pages, how many),
+    or ``UnreadableError``."""
     try:
         from pypdf import PdfReader  # noqa: PLC0415
         from pypdf.errors import PdfReadError  # noqa: PLC0415
@@ -383,17 +407,11 @@ def _read_pdf(data: bytes) -> Parsed:
         raise
     except (PdfReadError, ValueError, KeyError, TypeError, OSError, AttributeError) as exc:
         raise UnreadableError(f"not a readable PDF ({_one_line(exc)})") from None
-    notes: list[str] = []
-    texts: list[str] = []
-    for number in range(min(count, MAX_PDF_PAGES)):
-        try:
-            page_text = pages[number].extract_text() or ""
-        except Exception as exc:  # noqa: BLE001 - one bad page does not spoil the rest
-            notes.append(f"page {number + 1} unreadable ({type(exc).__name__})")
-            continue
-        texts.append(page_text.strip())
-    if count > MAX_PDF_PAGES:
-        notes.append(f"only the first {MAX_PDF_PAGES} of {count} pages read")
+    return reader, pages, count
+
+
+def _pdf_metadata(reader) -> tuple[str | None, str | None]:
+    """(title, date) from the PDF's document information, when it has them."""
     title = date = None
     try:
         info = reader.metadata
@@ -403,11 +421,7 @@ def _read_pdf(data: bytes) -> Parsed:
             date = normalize_date(created) if created else None
     except Exception:  # noqa: BLE001 - metadata is optional
         pass
-    body = "\n\n".join(t for t in texts if t)
-    if not title:
-        first = next((line.strip() for line in body.splitlines() if line.strip()), "")
-        title = first if 0 < len(first) <= 90 else None
-    return Parsed("pdf", body, title, date_from_text(body) or date, notes)
+    return title, date
 
 
 def _read_docx(data: bytes) -> Parsed:

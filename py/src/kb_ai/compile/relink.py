@@ -35,24 +35,29 @@ def relink(run: CompileRun, work: dict[str, SourceWork], deleted: list[str]) -> 
         record = state.sources[path]
         if record.articles and record.checksum:
             renamed.setdefault(record.checksum, path)
-    named: dict[str, list[str]] | None = None
+    named: list[dict[str, list[str]]] = []  # articles_naming_sources, read once when first needed
     for item in sorted(lost, key=lambda w: w.source.path):
-        before = list(item.previous)
-        articles = linked(item)
-        old = renamed.pop(item.source.checksum, None) if not before else None
-        if old is not None:
-            articles += [a for a in state.sources[old].articles if (wiki / a).is_file() and a not in articles]
-            item.renamed_from = old
-            run.report.notes.append(f"{item.source.path}: renamed from {old}; it keeps its article(s)")
-        if before and any(a not in articles for a in before):  # an article of it is gone from its path
-            if named is None:
-                named = articles_naming_sources(run)
-            found = [a for a in named.get(item.source.path, []) if a not in articles]
-            for gone in (a for a in before if a not in articles):
-                _move_record(run, gone, found)
-            articles += found
-        if articles != before:
-            item.with_articles(articles)
+        _relink_one(run, item, linked(item), renamed, named)
+
+
+def _relink_one(run: CompileRun, item: SourceWork, articles: list[str], renamed: dict[str, str],
+                named: list[dict[str, list[str]]]) -> None:
+    state, wiki = run.state, run.kb.wiki_dir
+    before = list(item.previous)
+    old = renamed.pop(item.source.checksum, None) if not before else None
+    if old is not None:
+        articles += [a for a in state.sources[old].articles if (wiki / a).is_file() and a not in articles]
+        item.renamed_from = old
+        run.report.notes.append(f"{item.source.path}: renamed from {old}; it keeps its article(s)")
+    if before and any(a not in articles for a in before):  # an article of it is gone from its path
+        if not named:
+            named.append(articles_naming_sources(run))
+        found = [a for a in named[0].get(item.source.path, []) if a not in articles]
+        for gone in (a for a in before if a not in articles):
+            _move_record(run, gone, found)
+        articles += found
+    if articles != before:
+        item.with_articles(articles)
 
 
 def _move_record(run: CompileRun, gone: str, candidates: list[str]) -> None:

@@ -219,29 +219,8 @@ class ArticleWriter:
         for chunk in _chunks(sorted(job.contributions, key=lambda c: (c.source.date or "", c.path))):
             draft = await self.writer.write(article, chunk)
             guard_body(article, draft.body, model=model)
-            summary, tags = draft.summary, draft.tags
-            if article.hand:  # a summary or tag a person wrote is theirs, whatever its form
-                written_summary = article.meta.get("summary")
-                if article.hand.summary_kept(written_summary):
-                    summary = written_summary
-                written_tags = article.meta.get("tags")
-                if article.hand.tags_value_kept(written_tags):
-                    tags = written_tags
-                else:
-                    kept = article.hand.tags_kept(_string_list(written_tags) if isinstance(written_tags, list) else [])
-                    tags = kept + [t for t in tags if t not in kept]
-            sources = _string_list(article.meta.get("sources"))
-            for contribution in chunk:
-                if contribution.path not in sources:
-                    sources.append(contribution.path)
-                merged[contribution.path] = contribution.source.checksum
-            for path, checksum in job.adopt.items():
-                if path not in sources:
-                    sources.append(path)
-                merged[path] = checksum
-            sources = sorted(s for s in sources if s not in job.detach)
-            for path in job.detach:
-                merged.pop(path, None)
+            summary, tags = _kept_by_hand(article, draft.summary, draft.tags)
+            sources = _sources_after(article, job, chunk, merged)
             meta = compose_meta(article.meta, title=article.title, summary=summary, topic=article.topic,
                                 tags=tags, sources=sources, updated=self.today,
                                 access=job.target.access if article.body is None else None)
@@ -250,11 +229,10 @@ class ArticleWriter:
             outcome.merged.extend(c.path for c in chunk)
             outcome.trails += draft.trails
             outcome.warnings.extend(draft.warnings)
-            article = CurrentArticle(article.path, article.title, article.topic, summary, meta,
-                                     draft.body, article.hand_edited, article.latest_date, None, article.hand)
             dates = [c.source.date for c in chunk if c.source.date]
-            if dates and (article.latest_date is None or max(dates) > article.latest_date):
-                article.latest_date = max(dates)
+            latest = max([article.latest_date or "", *dates]) or None
+            article = CurrentArticle(article.path, article.title, article.topic, summary, meta,
+                                     draft.body, article.hand_edited, latest, None, article.hand)
         if (job.detach or job.adopt) and not job.contributions:
             return self._detach(job, article, old_text, merged)
         if wrote:
@@ -283,6 +261,37 @@ class ArticleWriter:
         reason = "no source left: flagged, not deleted" if orphaned else ""
         return ArticleOutcome(article.path, "detached" if wrote else "unchanged", reason,
                               orphaned=orphaned)
+
+
+def _kept_by_hand(article: CurrentArticle, summary: Any, tags: Any) -> tuple[Any, Any]:
+    """A summary or tag a person wrote is theirs, whatever its form: (summary, tags) to write."""
+    if not article.hand:
+        return summary, tags
+    written_summary = article.meta.get("summary")
+    if article.hand.summary_kept(written_summary):
+        summary = written_summary
+    written_tags = article.meta.get("tags")
+    if article.hand.tags_value_kept(written_tags):
+        return summary, written_tags
+    kept = article.hand.tags_kept(_string_list(written_tags) if isinstance(written_tags, list) else [])
+    return summary, kept + [t for t in tags if t not in kept]
+
+
+def _sources_after(article: CurrentArticle, job: ArticleJob, chunk: list[Contribution],
+                   merged: dict[str, str]) -> list[str]:
+    """The article's ``sources:`` once ``chunk`` is merged (and ``merged`` updated to match)."""
+    sources = _string_list(article.meta.get("sources"))
+    for contribution in chunk:
+        if contribution.path not in sources:
+            sources.append(contribution.path)
+        merged[contribution.path] = contribution.source.checksum
+    for path, checksum in job.adopt.items():
+        if path not in sources:
+            sources.append(path)
+        merged[path] = checksum
+    for path in job.detach:
+        merged.pop(path, None)
+    return sorted(s for s in sources if s not in job.detach)
 
 
 def _read(file: Path, rel: str) -> str | None:

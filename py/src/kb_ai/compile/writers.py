@@ -377,15 +377,7 @@ def apply_edits(body: str, edits: list[Any], title: str) -> str:
     All or nothing: an edit that cannot be applied (not a table, no heading, no text) raises
     ``WriteRefused`` naming it, so the article is held and its sources are retried (the next
     prompt says why), never counted as merged with part of the answer dropped."""
-    unusable: list[str] = []
-    for number, edit in enumerate(edits, 1):
-        if not isinstance(edit, dict):
-            unusable.append(f"edit {number} is not an object")
-            continue
-        if not _edit_heading(edit):
-            unusable.append(f"edit {number} has no heading")
-        if not str(edit.get("text") or "").strip():
-            unusable.append(f"edit {number} has no text")
+    unusable = _unusable_edits(edits)
     if unusable:
         raise WriteRefused(f"the model's section edits cannot all be applied ({'; '.join(unusable[:3])}"
                            f"{'; ...' if len(unusable) > 3 else ''}); every edit needs a heading and text")
@@ -408,6 +400,20 @@ def apply_edits(body: str, edits: list[Any], title: str) -> str:
         else:
             sections[index][1] = sections[index][1].rstrip() + "\n\n" + text
     return "\n\n".join(t.strip("\n") for _, t in sections).strip() + "\n"
+
+
+def _unusable_edits(edits: list[Any]) -> list[str]:
+    """Why each edit that cannot be applied cannot (all or nothing: see ``apply_edits``)."""
+    unusable: list[str] = []
+    for number, edit in enumerate(edits, 1):
+        if not isinstance(edit, dict):
+            unusable.append(f"edit {number} is not an object")
+            continue
+        if not _edit_heading(edit):
+            unusable.append(f"edit {number} has no heading")
+        if not str(edit.get("text") or "").strip():
+            unusable.append(f"edit {number} has no text")
+    return unusable
 
 
 def _edit_heading(edit: dict[str, Any]) -> str:
