@@ -12,7 +12,7 @@
   in between, the file still has the previous text and the entry is rolled back.
 * ``.kaas/fingerprints.json``: MinHash and paragraph hashes per source, for dedup.
 * ``.kaas/written/``: the exact text kaas last wrote for each article, by its sha256, so a hand
-  edit can be told apart line by line from what kaas wrote (``write.hand_written_lines``).
+  edit can be told apart line by line from what kaas wrote (``hand_text.HandText``).
   Without it every line of a hand-edited article counts as hand-written.
 
 Everything here is safe to delete: kaas then treats existing articles as hand-written. A state
