@@ -183,6 +183,9 @@ class PacedNavigator:
         self.streams_closed_early = 0
         self.tokens_sent = 0
 
+    def preflight(self) -> None:
+        """No model to check."""
+
     async def rewrite(self, question: str, history: list[Turn], meter: UsageMeter) -> tuple[str, list[str]]:
         return f"standalone: {question}", []
 

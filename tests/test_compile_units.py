@@ -7,9 +7,10 @@ import pytest
 from kb_ai.compile.dedup import Boilerplate, DedupIndex, Fingerprint, classify, fingerprint
 from kb_ai.compile.ingest import Source
 from kb_ai.compile.offline import TRAIL, article_body, supersede
-from kb_ai.compile.plan_catalog import CatalogItem, PlanCatalog, title_key
+from kb_ai.compile.plan_catalog import PlanCatalog, title_key
 from kb_ai.compile.planners import resolve_plan
 from kb_ai.compile.writers import apply_edits, check_trails, clean_body, clean_summary, clean_tags
+from kb_ai.store.catalog import CatalogEntry
 
 TEXT = (
     "Ledgerly imports bank transactions every four hours and categorizes them with rules that the user "
@@ -70,26 +71,26 @@ def test_boilerplate_is_kept_once_and_removed_elsewhere():
 
 def test_title_key_merges_near_identical_titles():
     assert title_key("The Release Process") == title_key("release processes")
-    catalog = PlanCatalog([CatalogItem("eng/release-process.md", "Release process", "How we ship.", "eng")])
+    catalog = PlanCatalog([CatalogEntry("eng/release-process.md", "Release process", "How we ship.", "eng")])
     assert catalog.twin_of("Release Process!") == "eng/release-process.md"
     assert catalog.twin_of("Relase process") == "eng/release-process.md"  # one typo
     assert catalog.twin_of("Incident review") is None
-    numbered = PlanCatalog([CatalogItem("m/q1-planning.md", "Q1 planning", "Plans.", "m"),
-                            CatalogItem("n/note-00012.md", "Note 00012 on tax plan", "x", "n")])
+    numbered = PlanCatalog([CatalogEntry("m/q1-planning.md", "Q1 planning", "Plans.", "m"),
+                            CatalogEntry("n/note-00012.md", "Note 00012 on tax plan", "x", "n")])
     assert numbered.twin_of("Q2 planning") is None and numbered.twin_of("Note 00013 on tax plan") is None
     assert numbered.twin_of("Q1 plannings") == "m/q1-planning.md"
 
 
 def test_catalog_narrowing_ranks_related_entries_first():
-    items = [CatalogItem(f"t/p{i}.md", f"Page {i} about gardening", "Soil and water.", "t") for i in range(50)]
-    items.append(CatalogItem("product/pricing.md", "Pricing", "Plans, prices and the free trial.", "product"))
+    items = [CatalogEntry(f"t/p{i}.md", f"Page {i} about gardening", "Soil and water.", "t") for i in range(50)]
+    items.append(CatalogEntry("product/pricing.md", "Pricing", "Plans, prices and the free trial.", "product"))
     related = PlanCatalog(items).related("What do the plans cost? The trial lasts 30 days.", limit=5)
     assert related[0].path == "product/pricing.md" and len(related) <= 5
 
 
 def test_resolve_plan_rejects_hostile_paths_and_uninvited_updates():
-    catalog = PlanCatalog([CatalogItem("product/pricing.md", "Pricing", "Plans.", "product"),
-                           CatalogItem("ops/secrets.md", "Secrets", "Keys.", "ops")])
+    catalog = PlanCatalog([CatalogEntry("product/pricing.md", "Pricing", "Plans.", "product"),
+                           CatalogEntry("ops/secrets.md", "Secrets", "Keys.", "ops")])
     raw = {
         "updates": [{"path": "../../etc/passwd.md"}, {"path": "ops/secrets.md"}, {"path": "product/pricing.md"}],
         "creates": [

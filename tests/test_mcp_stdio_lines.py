@@ -33,7 +33,7 @@ class Session:
         self.process.stdin.write((line if isinstance(line, bytes) else line.encode("utf-8")) + b"\n")
         self.process.stdin.flush()
 
-    def receive(self, timeout: float = 20) -> dict | None:
+    def receive(self, timeout: float = 90) -> dict | None:  # generous: CI machines are shared; a hang still fails
         ready, _, _ = select.select([self.process.stdout], [], [], timeout)
         return json.loads(self.process.stdout.readline()) if ready else None
 

@@ -171,14 +171,15 @@ def ask(ctx: click.Context, question: str, as_json: bool, rewrite: bool, suggest
 
     When `kaas serve` runs for this KB with the same model, the question goes to it (it has the
     catalog, index and model client loaded); otherwise it is answered in this process."""
-    from kb_ai.navigate.records import AskEvent, AskResult
+    import asyncio  # here, not at the top: most commands never need it
+
+    from kb_ai.navigate.records import AskEvent, AskRequest, ask as ask_question
 
     settings = _settings(ctx, debug=True if debug else None)
     if offline:
         settings = _offline(settings)
 
     def show(event: AskEvent) -> None:
-        result.add(event)
         if as_json:
             return
         if event.name == "token":
@@ -190,28 +191,31 @@ def ask(ctx: click.Context, question: str, as_json: bool, rewrite: bool, suggest
 
     reader = _reader(settings, user_name)
     save_error: StorageError | None = None
-    result = AskResult(mode="offline" if settings.offline else "llm")
-    answered = not (paths or debug or user_name) and _ask_running_server(settings, question, rewrite, suggest,
-                                                                          max_pages, show)
-    if not answered:
-        from kb_ai.navigate.ask import ask_events, build_service
-        from kb_ai.navigate.records import AskRequest
+    request = AskRequest(question=question, rewrite=rewrite, suggest=suggest, max_pages=max_pages,
+                         paths=list(paths) or None, reader=reader)
+    server = None if (paths or debug or user_name) else _running_server(settings)
+    result = None
+    declined: str | None = None  # why the running server did not answer, when the person should know
+    if server is not None:
+        from kb_ai.remote_ask import ServerUnavailable
+
+        try:
+            result = asyncio.run(ask_question(_ServerEvents(server, settings), request, on_event=show))
+        except ServerUnavailable as exc:
+            log.info("kaas serve at %s did not answer (%s); answering here", server["url"], exc)
+            if exc.notice:
+                declined = f"Answered here, not by kaas serve: {exc}."
+                show(AskEvent("notice", {"message": declined}))
+    if result is None:
+        from kb_ai.navigate.ask import build_service
 
         try:
             service = build_service(settings)
         except KaasError as exc:
             _fail(exc)
-        request = AskRequest(question=question, rewrite=rewrite, suggest=suggest, max_pages=max_pages,
-                             paths=list(paths) or None, reader=reader)
-        result.mode = service.navigator.mode
-
-        async def run() -> None:
-            async for event in ask_events(service, request):
-                show(event)
-
-        import asyncio  # here, not at the top: a question answered by `kaas serve` never needs it
-
-        asyncio.run(run())
+        result = asyncio.run(ask_question(service, request, on_event=show))
+        if declined:
+            result.notices.insert(0, declined)
     if save and not result.error:
         from kb_ai.navigate.save import save_answer
 
@@ -259,38 +263,46 @@ def ask(ctx: click.Context, question: str, as_json: bool, rewrite: bool, suggest
         _fail(save_error)
 
 
-def _ask_running_server(settings: Settings, question: str, rewrite: bool, suggest: bool, max_pages: int | None,
-                        show) -> bool:
-    """Ask a running `kaas serve` of this KB, passing each event to ``show``. False when there is
-    none or it did not take the question (answer here instead)."""
-    from kb_ai.navigate.records import AskEvent
-    from kb_ai.remote_ask import ServerUnavailable, ask_events_remote, running_server
+def _running_server(settings: Settings) -> dict | None:
+    """The running `kaas serve` of this KB with this model, if any (``remote_ask.running_server``)."""
+    from kb_ai.remote_ask import running_server
 
     # KnowledgeBase(...).state_dir, spelled out: importing the store here would cost this fast path.
-    server = running_server(settings.kb / ".kaas", settings.model)
-    if server is None:
-        return False
-    body = {"question": question, "rewrite": rewrite, "suggest": suggest,
-            **({"max_pages": max_pages} if max_pages else {})}
-    ended = False
-    try:
-        for name, data in ask_events_remote(server, body, settings.api_token, deadline=_remote_deadline(settings)):
-            show(AskEvent(name, data if isinstance(data, dict) else {}))
-            ended = ended or name in ("done", "error")
-    except ServerUnavailable as exc:
-        log.info("kaas serve at %s did not answer (%s); answering here", server["url"], exc)
-        if exc.notice:
-            show(AskEvent("notice", {"message": f"Answered here, not by kaas serve: {exc}."}))
-        return False
-    except (OSError, ValueError) as exc:
-        show(AskEvent("error", {"code": "llm_unreachable",
-                                "message": f"kaas serve at {server['url']} broke off the answer ({exc})"}))
-        return True
-    if not ended:
-        show(AskEvent("error", {"code": "llm_unreachable",
-                                "message": f"kaas serve at {server['url']} closed the answer before it ended"}))
-    log.info("answered by kaas serve at %s", server["url"])
-    return True
+    return running_server(settings.kb / ".kaas", settings.model)
+
+
+class _ServerEvents:
+    """A running `kaas serve` as the source of a question's events (``records.ask`` folds them):
+    the same events as in-process, read from its SSE stream. A server that takes no question
+    raises ``remote_ask.ServerUnavailable`` (the question is then answered here); one that breaks
+    off or closes the answer before its end ends it with an ``error`` event, keeping what came."""
+
+    def __init__(self, server: dict, settings: Settings):
+        self.server = server
+        self.token = settings.api_token
+        self.deadline = _remote_deadline(settings)
+        self.mode = "offline" if settings.offline else "llm"
+
+    async def events(self, request):
+        from kb_ai.navigate.records import AskEvent
+        from kb_ai.remote_ask import ask_events_remote
+
+        url = self.server["url"]
+        body = {"question": request.question, "rewrite": request.rewrite, "suggest": request.suggest,
+                **({"max_pages": request.max_pages} if request.max_pages else {})}
+        ended = False
+        try:
+            for name, data in ask_events_remote(self.server, body, self.token, deadline=self.deadline):
+                yield AskEvent(name, data if isinstance(data, dict) else {})
+                ended = ended or name in ("done", "error")
+        except (OSError, ValueError) as exc:
+            yield AskEvent("error", {"code": "llm_unreachable",
+                                     "message": f"kaas serve at {url} broke off the answer ({exc})"})
+            return
+        if not ended:
+            yield AskEvent("error", {"code": "llm_unreachable",
+                                     "message": f"kaas serve at {url} closed the answer before it ended"})
+        log.info("answered by kaas serve at %s", url)
 
 
 def _remote_deadline(settings: Settings) -> float:

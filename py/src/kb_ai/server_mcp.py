@@ -27,11 +27,13 @@ from starlette.responses import JSONResponse
 from kb_ai import __version__
 from kb_ai.config import Settings
 from kb_ai.errors import KaasError
-from kb_ai.navigate.ask import MAX_PAGES_PER_QUESTION, AskService, ask_events, build_service
-from kb_ai.navigate.records import AskRequest, AskResult
+from kb_ai.navigate.ask import MAX_PAGES_PER_QUESTION, AskService, build_service
+from kb_ai.navigate.records import AskEvent, AskRequest, AskResult
+from kb_ai.navigate.records import ask as ask_question
 from kb_ai.navigate.save import save_answer
 from kb_ai.server.guard import READER_KEY
 from kb_ai.store.access import OWNER, Reader
+from kb_ai.store.catalog import CatalogEntry, entry_from_article
 from kb_ai.store.pages import load_page
 
 log = logging.getLogger(__name__)
@@ -62,20 +64,22 @@ class AskOutput(BaseModel):
     saved_path: str | None = Field(default=None, description="where ask_and_save filed the answer (None for ask, or when it could not be saved)")
 
 
-class PageOutput(BaseModel):
-    path: str
-    title: str
-    summary: str
-    topic: str
-    frontmatter: dict
-    markdown: str
-
-
+# A page's record as MCP publishes it: the fields of ``CatalogEntry.record()`` (the SDK needs
+# pydantic models for the output schemas), built from the record and nothing else.
 class CatalogLine(BaseModel):
     path: str
     title: str
     summary: str
     topic: str
+
+    @classmethod
+    def of(cls, entry: CatalogEntry) -> "CatalogLine":
+        return cls(**entry.record())
+
+
+class PageOutput(CatalogLine):
+    frontmatter: dict
+    markdown: str
 
 
 class PageList(BaseModel):
@@ -127,18 +131,20 @@ def build_mcp_server(settings: Settings, service: AskService | None = None, *,
             raise ToolError("the question is empty: pass the question to answer as `question`")
         request = AskRequest(question=question, rewrite=rewrite, suggest=suggest, paths=paths or None,
                              reader=_reader(ctx, stdio_reader))
-        result = AskResult(mode=service.navigator.mode)
-        tokens, last_report = 0, 0.0
-        async for event in ask_events(service, request):
-            result.add(event)
+        tokens, chars, last_report = 0, 0, 0.0
+
+        async def report(event: AskEvent) -> None:
+            nonlocal tokens, chars, last_report
             if event.name == "pages":
                 await _progress(ctx, 1, f"reading {len(event.data['pages'])} pages")
             elif event.name == "token":
-                tokens += 1
+                tokens, chars = tokens + 1, chars + len(event.data["text"])
                 now = time.monotonic()
                 if now - last_report >= PROGRESS_INTERVAL:
                     last_report = now
-                    await _progress(ctx, 2 + tokens, f"answering ({len(result.answer)} characters so far)")
+                    await _progress(ctx, 2 + tokens, f"answering ({chars} characters so far)")
+
+        result = await ask_question(service, request, on_event=report)
         if result.error:
             raise ToolError(f"{result.error['message']} [{result.error['code']}]")
         return result, request.reader
@@ -204,10 +210,10 @@ def build_mcp_server(settings: Settings, service: AskService | None = None, *,
             raise ToolError(f"{exc.message}; call list_pages to see the page paths [{exc.code}]") from None
         article = loaded.article
         entry = catalog.get(article.path)
-        page = PageOutput(
-            path=article.path, title=entry.title if entry else article.title, summary=article.summary,
-            topic=article.topic, frontmatter=article.frontmatter_json, markdown=article.body,
-        )
+        record = entry_from_article(article).record()
+        if entry is not None:
+            record["title"] = entry.title
+        page = PageOutput(**record, frontmatter=article.frontmatter_json, markdown=article.body)
         return CallToolResult(content=[TextContent(type="text", text=f"# {page.title} ({page.path})\n\n{article.body}")],
                               structured_content=page.model_dump(mode="json"))
 
@@ -230,7 +236,7 @@ def build_mcp_server(settings: Settings, service: AskService | None = None, *,
             if not entries:
                 raise ToolError(f"no topic {topic!r}; topics: {', '.join(catalog.topics) or '(none)'}")
         listing = PageList(
-            pages=[CatalogLine(path=e.path, title=e.title, summary=e.summary, topic=e.topic) for e in entries],
+            pages=[CatalogLine.of(e) for e in entries],
             topics=catalog.topics, total=len(catalog),
         )
         text = "\n".join(e.line() for e in entries) or "(the catalog is empty)"

@@ -15,11 +15,11 @@ import asyncio
 from dataclasses import replace
 
 from kb_ai.compile.context import CompileRun, Engine, SourceWork, stage_timer
-from kb_ai.compile.plan_catalog import CatalogItem, PlanCatalog
+from kb_ai.compile.plan_catalog import PlanCatalog
 from kb_ai.compile.records import FAILED, PLANNED, PlanTarget, SourceRecord
 from kb_ai.errors import ArticleFormatError, LLMError, UnsafePathError
 from kb_ai.store.articles import load_article
-from kb_ai.store.catalog import build_catalog
+from kb_ai.store.catalog import build_catalog, entry_from_article
 
 PLAN_WAVE = 8  # sources planned in parallel per wave; fixed so plans do not depend on --concurrency
 FATAL_LLM_CODES = {"unknown_model", "missing_api_key", "llm_auth", "llm_unreachable"}
@@ -89,7 +89,7 @@ def plan_catalog(run: CompileRun, work: dict[str, SourceWork], replayed: set[str
         catalog = kb.catalog_store.get()
     else:
         catalog = build_catalog(kb.wiki_dir)
-    items = [CatalogItem(e.path, e.title, e.summary, e.topic, e.access) for e in (catalog.entries if catalog else [])]
+    items = list(catalog.entries) if catalog else []
     known = {i.path for i in items}
     # Articles written by a run that was killed before it re-indexed, and articles sources
     # were linked to again (``relink``) that the catalog does not list yet.
@@ -101,7 +101,7 @@ def plan_catalog(run: CompileRun, work: dict[str, SourceWork], replayed: set[str
             article = load_article(kb.wiki_dir, path)
         except (FileNotFoundError, ArticleFormatError, UnsafePathError, OSError):
             continue
-        items.append(CatalogItem(article.path, article.title, article.summary, article.topic, article.access))
+        items.append(entry_from_article(article))
     return PlanCatalog(items)
 
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from dataclasses import dataclass
 from difflib import SequenceMatcher
 
 from kb_ai.compile.records import PlanTarget
+from kb_ai.store.catalog import CatalogEntry
 
 MAX_CANDIDATES = 25
 TITLE_MERGE_RATIO = 0.92
@@ -27,20 +27,11 @@ def title_key(title: str) -> str:
     return " ".join(sorted(set(tokens)))
 
 
-@dataclass
-class CatalogItem:
-    path: str
-    title: str
-    summary: str
-    topic: str
-    access: tuple[str, ...] | None = None  # None: public (store/access.py)
-
-
 class PlanCatalog:
     """Existing articles plus those planned so far in this run, with lexical lookup."""
 
-    def __init__(self, items: list[CatalogItem]):
-        self.items: dict[str, CatalogItem] = {}
+    def __init__(self, items: list[CatalogEntry]):
+        self.items: dict[str, CatalogEntry] = {}
         self.restricted: set[str] = set()  # paths of items with an access rule
         self._public_topics: set[str] = set()
         self._by_key: dict[str, str] = {}
@@ -51,10 +42,9 @@ class PlanCatalog:
 
     def add_target(self, target: PlanTarget) -> None:
         """A new article planned in this run, so later plans see it (with the access it gets)."""
-        access = tuple(target.access) if target.access is not None else None
-        self.add(CatalogItem(target.path, target.title, target.summary, target.topic, access))
+        self.add(target.entry())
 
-    def add(self, item: CatalogItem) -> None:
+    def add(self, item: CatalogEntry) -> None:
         if item.path in self.items:
             return
         self.items[item.path] = item
@@ -97,7 +87,7 @@ class PlanCatalog:
         return None
 
     def related(self, text: str, limit: int = MAX_CANDIDATES, exclude: set[str] | frozenset[str] = frozenset()
-                ) -> list[CatalogItem]:
+                ) -> list[CatalogEntry]:
         """The ``limit`` items most related to ``text`` by BM25 (ties broken by path), leaving
         out the paths in ``exclude``."""
         if not self.items:

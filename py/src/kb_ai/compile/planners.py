@@ -15,17 +15,18 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import PurePosixPath
 
 from kb_ai.compile.ingest import Source
-from kb_ai.compile.plan_catalog import CatalogItem, PlanCatalog, title_key
+from kb_ai.compile.plan_catalog import PlanCatalog, title_key
 from kb_ai.compile.records import PlanTarget
 from kb_ai.errors import UnsafePathError
 from kb_ai.llm.plausible import implausible, one_line
 from kb_ai.llm.tokens import chars_for_tokens
 from kb_ai.store.access import derived_access
 from kb_ai.store.articles import RESERVED_NAMES, SUMMARY_LIMIT
+from kb_ai.store.catalog import CatalogEntry
 from kb_ai.store.markdown_text import clip, first_sentence
 from kb_ai.store.paths import normalize_wiki_path, slugify, topic_folder
 
@@ -107,8 +108,7 @@ class OfflinePlanner:
         # a distinct slug rather than a merge: offline there is no model to merge two texts.
         kept = [p for p in previous if p in catalog.items]
         if kept:
-            item = catalog.items[kept[0]]
-            return PlanResult([PlanTarget(item.path, item.title, target.summary, item.topic, new=False)])
+            return PlanResult([replace(PlanTarget.update_of(catalog.items[kept[0]]), summary=target.summary)])
         path, n = target.path, 2
         while path in catalog.items:
             path = f"{target.topic}/{source_slug(source)}-{n}.md"
@@ -144,7 +144,7 @@ def source_excerpt(source: Source, tokens: int = PLAN_SOURCE_TOKENS) -> tuple[st
 class PlanView:
     """What one plan prompt shows of the wiki, and the access a page written from it must have."""
 
-    candidates: list[CatalogItem]
+    candidates: list[CatalogEntry]
     topics: list[str]
     access: tuple[str, ...] | None  # derived_access of every article shown; None: all public
 
@@ -198,7 +198,7 @@ class LLMPlanner:
             PLAN_PROMPT,
             source={"path": source.path, "title": source.title, "date": source.date,
                     "topic_hint": source.topic_hint, "text": excerpt, "truncated": truncated},
-            candidates=[{"path": c.path, "title": c.title, "summary": c.summary} for c in view.candidates],
+            candidates=[c.record("path", "title", "summary") for c in view.candidates],
             previous=previous,
             topics=view.topics,
             max_new=MAX_NEW,

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from kb_ai.errors import UnsafePathError
+from kb_ai.store.catalog import CatalogEntry
 from kb_ai.store.files import FileTooLargeError, NotRegularFileError, read_regular_bytes
 from kb_ai.store.paths import normalize_wiki_path
 
@@ -47,9 +48,14 @@ class PlanTarget:
     access: list[str] | None = None
 
     @classmethod
-    def update_of(cls, entry: Any, reason: str = "") -> "PlanTarget":
-        """The plan to update an existing article, as the catalog lists it (path, title, summary, topic)."""
+    def update_of(cls, entry: CatalogEntry, reason: str = "") -> "PlanTarget":
+        """The plan to update an existing article, as the catalog lists it."""
         return cls(entry.path, entry.title, entry.summary, entry.topic, new=False, reason=reason)
+
+    def entry(self) -> CatalogEntry:
+        """The article as the catalog will list it (with the access it is created with)."""
+        access = tuple(self.access) if self.access is not None else None
+        return CatalogEntry(self.path, self.title, self.summary, self.topic, access)
 
 
 @dataclass

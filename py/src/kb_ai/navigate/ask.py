@@ -1,5 +1,7 @@
-"""One question, start to finish, as a stream of events. The CLI, the HTTP server and the MCP
-server all call ``ask_events`` and differ only in how they present the events.
+"""One question, start to finish, as a stream of events. ``ask_events`` produces them; ``ask``
+(``records.ask``, re-exported here) folds them into one ``AskResult``, handing each to an
+``on_event`` callback on the way: the CLI (in-process and through a running ``kaas serve``), the
+MCP tools and ``kaas eval`` call ``ask``; the HTTP chat streams ``ask_events`` itself.
 
 Order (DESIGN.md): rewrite?, pages, token*, citations, suggestions?, usage, done — with
 ``notice`` events wherever something was degraded, trimmed or dropped, and ``error`` (then the
@@ -27,7 +29,8 @@ from kb_ai.llm.usage import UsageMeter
 from kb_ai.navigate.citations import validate_citations
 from kb_ai.navigate.navigator import LexicalIndexCache, Navigator
 from kb_ai.navigate.read import read_pages
-from kb_ai.navigate.records import AskEvent, AskRequest, AskResult, Selection
+from kb_ai.navigate.records import AskEvent, AskRequest, Selection
+from kb_ai.navigate.records import ask as ask  # the one fold of events into a result (re-exported)
 from kb_ai.navigate.topic_select import TopicIndexCache
 from kb_ai.store.access import Reader
 from kb_ai.store.kb import KnowledgeBase
@@ -49,6 +52,13 @@ class AskService:
     kb: KnowledgeBase
     settings: Settings
     navigator: Navigator
+
+    @property
+    def mode(self) -> str:
+        return self.navigator.mode
+
+    def events(self, request: AskRequest) -> AsyncIterator[AskEvent]:
+        return ask_events(self, request)
 
 
 def build_service(settings: Settings) -> AskService:
@@ -122,9 +132,7 @@ async def ask_events(service: AskService, request: AskRequest) -> AsyncIterator[
         # Authorization is part of the query: from here on, pages this reader may not read do
         # not exist — not for navigation, the model, counts, reading, citations or suggestions.
         catalog = await anyio.to_thread.run_sync(_catalog_for, service.kb, request.reader)
-        preflight = getattr(getattr(navigator, "gateway", None), "preflight", None)
-        if preflight is not None:
-            preflight()
+        navigator.preflight()  # a model that cannot be called at all fails here, before any work
         max_pages = request.max_pages or service.settings.max_pages
 
         query = question
@@ -186,11 +194,3 @@ async def ask_events(service: AskService, request: AskRequest) -> AsyncIterator[
         log.info("ask failed: %s", exc.message)
         yield AskEvent("usage", meter.summary(navigator.mode))
         yield AskEvent("error", {"code": exc.code, "message": exc.message})
-
-
-async def ask(service: AskService, request: AskRequest) -> AskResult:
-    """Collect every event of an ask into one result."""
-    result = AskResult(mode=service.navigator.mode)
-    async for event in ask_events(service, request):
-        result.add(event)
-    return result

@@ -68,6 +68,9 @@ class LLMNavigator:
         self.navigation = navigation  # "shortlist" | "topics": what happens over the budget
         self.topics = topics or TopicIndexCache(None)
 
+    def preflight(self) -> None:
+        self.gateway.preflight()
+
     async def rewrite(self, question: str, history: list[Turn], meter: UsageMeter) -> tuple[str, list[str]]:
         messages = self.prompts.render("rewrite", question=question, history=_history(history))
         try:

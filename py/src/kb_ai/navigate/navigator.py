@@ -26,6 +26,10 @@ log = logging.getLogger(__name__)
 class Navigator(Protocol):
     mode: str  # "llm" | "offline"
 
+    def preflight(self) -> None:
+        """Raise a ``KaasError`` when no question can be answered at all (no model name, no API
+        key for a hosted provider): called once per question, before anything is read."""
+
     async def rewrite(self, question: str, history: list[Turn], meter: UsageMeter) -> tuple[str, list[str]]:
         """A standalone query for ``question`` in the light of ``history``, and notices."""
 
@@ -51,58 +55,33 @@ class LexicalIndexCache:
     which is indexed over its own pages only — its document frequencies, average length and
     vocabulary come from nothing that reader may not read, so neither which pages a reader gets
     back nor their order or scores can depend on hidden text. A topic's pages (a subset of a
-    root) are a mask of the root's index. Indexes are rebuilt when the catalog object changes
-    (the catalog store hands out a new object whenever master-index.md changes) and saved on
-    disk: the full one in ``cache_dir``, a view's in ``<cache_dir>-views/<view key>/``.
+    root) are a mask of the root's index. Each index is kept on the catalog version it was built
+    for (``Catalog.derived``: a new master-index.md is a new catalog object, so a new index) and
+    saved on disk: the full one in ``cache_dir``, a view's in ``<cache_dir>-views/<view key>/``.
 
-    Called from worker threads (never on a server's event loop): one lock makes each index be
-    loaded or built once, and saved by one thread at a time."""
+    Called from worker threads (never on a server's event loop): each index is loaded or built
+    once (``Derived`` builds a key once), and loaded, built and saved by one thread at a time."""
 
-    ROOTS = 8    # full catalog + kinds of readers kept in memory
-    MASKS = 32   # topic subsets
     VIEWS_ON_DISK = 32
 
     def __init__(self, wiki_dir: Path, cache_dir: Path | None):
         self.wiki_dir = wiki_dir
         self.cache_dir = cache_dir
-        self._origin: Catalog | None = None  # the full catalog the cached indexes belong to
-        self._roots: dict[int, tuple[Catalog, LexicalIndex]] = {}
-        self._masks: dict[int, tuple[Catalog, LexicalIndex]] = {}
-        self._lock = threading.RLock()
+        self._key = ("lexical", self)  # this cache's indexes (its folders), on each catalog
+        self._disk = threading.Lock()  # one thread at a time loads, builds and saves an index
 
     def get(self, catalog: Catalog) -> LexicalIndex:
         """The index of ``catalog``: its own for a root (full catalog or one reader's view); for a
         subset (a topic's pages), its root's index restricted to the subset's pages. Blocking
         (it may read every page): call it in a worker thread from async code."""
-        with self._lock:
-            return self._get(catalog)
-
-    def _get(self, catalog: Catalog) -> LexicalIndex:
         root = catalog.root
-        index = self._root_index(root)
         if catalog is root:
-            return index
-        hit = self._masks.get(id(catalog))
-        if hit is None or hit[0] is not catalog:
-            if len(self._masks) >= self.MASKS:
-                self._masks.pop(next(iter(self._masks)))
-            hit = self._masks[id(catalog)] = (catalog, index.restricted_to(catalog.by_path))
-        return hit[1]
+            return root.derived.get(self._key, lambda: self._load_or_build(root))
+        return catalog.derived.get(self._key, lambda: self.get(root).restricted_to(catalog.by_path))
 
-    def _root_index(self, root: Catalog) -> LexicalIndex:
-        origin = root.origin or root
-        if origin is not self._origin:  # a new catalog version: every index of the old one is stale
-            self._roots.clear()
-            self._masks.clear()
-            self._origin = origin
-        hit = self._roots.get(id(root))
-        if hit is not None and hit[0] is root:
-            return hit[1]
-        index = LexicalIndex.load_or_build(self.wiki_dir, root, self._folder_for(root))
-        if len(self._roots) >= self.ROOTS:
-            self._roots.pop(next(iter(self._roots)))
-        self._roots[id(root)] = (root, index)
-        return index
+    def _load_or_build(self, root: Catalog) -> LexicalIndex:
+        with self._disk:
+            return LexicalIndex.load_or_build(self.wiki_dir, root, self._folder_for(root))
 
     def _folder_for(self, root: Catalog) -> Path | None:
         if self.cache_dir is None or not root.key:

@@ -39,6 +39,9 @@ class OfflineNavigator:
         self.lexical = lexical
         self.label = label  # the answer's first line: says what the answer is, and why
 
+    def preflight(self) -> None:
+        """Nothing to check: no model, no key."""
+
     async def rewrite(self, question: str, history: list[Turn], meter: UsageMeter) -> tuple[str, list[str]]:
         previous = [t.content for t in history if t.role == "user"]
         if not previous:

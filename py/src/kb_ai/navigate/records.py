@@ -1,9 +1,13 @@
-"""The records that flow through an ask: request, selection, pages read, citations, events."""
+"""The records that flow through an ask: request, selection, pages read, citations, events, and
+the result they fold into (``ask``). Light on purpose: ``kaas ask`` answered by a running
+``kaas serve`` imports this and nothing of the pipeline."""
 
 from __future__ import annotations
 
+import inspect
+from contextlib import aclosing
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, AsyncIterator, Awaitable, Callable, Protocol
 
 from kb_ai.store.access import OWNER, Reader
 
@@ -92,13 +96,16 @@ class AskResult:
     mode: str = "offline"
     error: dict[str, str] | None = None
     saved_path: str | None = None  # set when the answer was filed into wiki/answers/
+    method: str | None = None  # how the pages were chosen (``Selection.method``); not in to_json
 
     def add(self, event: AskEvent) -> None:
+        """Fold one event into the result (what ``navigate.ask.ask`` does with each)."""
         data = event.data
         if event.name == "token":
             self.answer += data["text"]
         elif event.name == "pages":
             self.pages = list(data["pages"])
+            self.method = data.get("method", self.method)
         elif event.name == "citations":
             self.citations = list(data["citations"])
             self.invalid_citations = list(data.get("invalid", []))
@@ -133,3 +140,34 @@ class AskResult:
         if self.error:
             out["error"] = self.error
         return out
+
+
+class EventSource(Protocol):
+    """Where the events of one question come from: this process's ``navigate.ask.AskService``,
+    or a running ``kaas serve`` asked over loopback (``cli.py``)."""
+
+    @property
+    def mode(self) -> str:
+        """"llm" | "offline": the result's mode until its ``usage`` event says otherwise."""
+
+    def events(self, request: AskRequest) -> AsyncIterator[AskEvent]:
+        """The events of ``request``, in the order ``navigate.ask.ask_events`` documents."""
+
+
+OnEvent = Callable[[AskEvent], "Awaitable[None] | None"]
+
+
+async def ask(service: EventSource, request: AskRequest, on_event: OnEvent | None = None) -> AskResult:
+    """Answer ``request`` and fold every event into one result. ``on_event`` (plain or async) sees
+    each event as it arrives, after it was added to the result: to print tokens, report progress.
+    An ask that fails is a result with ``error`` set, not an exception; what ``service`` raises
+    before its first event (a server that is gone) is raised."""
+    result = AskResult(mode=service.mode)
+    async with aclosing(service.events(request)) as events:
+        async for event in events:
+            result.add(event)
+            if on_event is not None:
+                shown = on_event(event)
+                if inspect.isawaitable(shown):
+                    await shown
+    return result

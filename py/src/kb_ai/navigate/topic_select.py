@@ -9,7 +9,6 @@ pages of the chosen topics left out of the second prompt.
 
 from __future__ import annotations
 
-import threading
 from collections import Counter
 from pathlib import Path
 
@@ -37,31 +36,19 @@ TOPIC_SCHEMA = {
 
 
 class TopicIndexCache:
-    """Topic indexes per catalog version (and per user's view of it): building one reads every
-    catalog line (~0.1 s per 1,000 pages), so it is done once per catalog object."""
-
-    SIZE = 16
+    """The topic index of a catalog version (and of each reader's view of it): building one reads
+    every catalog line (~0.1 s per 1,000 pages), so it is built once and kept on the catalog
+    object (``Catalog.derived``)."""
 
     def __init__(self, state_dir: Path | None):
         self.state_dir = state_dir
-        self._cache: dict[int, tuple[Catalog, TopicIndex]] = {}
-        self._lock = threading.Lock()
 
     def get(self, catalog: Catalog) -> TopicIndex:
-        """Blocking (builds the index): called in a worker thread, one at a time."""
-        with self._lock:
-            return self._get(catalog)
+        def build() -> TopicIndex:
+            summaries = load_model_summaries(self.state_dir) if self.state_dir else {}
+            return build_topic_index(catalog, summaries)
 
-    def _get(self, catalog: Catalog) -> TopicIndex:
-        hit = self._cache.get(id(catalog))
-        if hit is not None and hit[0] is catalog:
-            return hit[1]
-        summaries = load_model_summaries(self.state_dir) if self.state_dir else {}
-        index = build_topic_index(catalog, summaries)
-        if len(self._cache) >= self.SIZE:
-            self._cache.pop(next(iter(self._cache)))
-        self._cache[id(catalog)] = (catalog, index)
-        return index
+        return catalog.derived.get(("topic-index", self), build)
 
 
 def topic_lines_within(index: TopicIndex, question: str, lexical: LexicalIndex | None, catalog: Catalog,
@@ -94,22 +81,14 @@ def topic_lines_within(index: TopicIndex, question: str, lexical: LexicalIndex |
     return shown, all_lines - len(shown)
 
 
-SUBSETS_KEPT = 64
-
-
-def _pages_of(topics: TopicIndex, catalog: Catalog, chosen: list[Topic]) -> Catalog:
-    """The chosen topics' pages as a catalog, kept per topic index (one per catalog version):
-    a later question about the same topics reuses its sizes and lookups."""
-    key = frozenset(t.name for t in chosen)
-    subsets = topics.subsets
-    within = subsets.get(key)
-    if within is None:
+def _pages_of(catalog: Catalog, chosen: list[Topic]) -> Catalog:
+    """The chosen topics' pages as a catalog, kept on ``catalog`` (``Catalog.derived``): a later
+    question about the same topics reuses it, its sizes, lookups and keyword mask."""
+    def build() -> Catalog:
         members = set().union(*(t.paths for t in chosen))
-        within = catalog.subset([e for e in catalog.entries if e.path in members])
-        if len(subsets) >= SUBSETS_KEPT:
-            subsets.pop(next(iter(subsets)))
-        subsets[key] = within
-    return within
+        return catalog.subset([e for e in catalog.entries if e.path in members])
+
+    return catalog.derived.get(("topic-subset", frozenset(t.name for t in chosen)), build)
 
 
 async def select_pages_by_topic(
@@ -148,7 +127,7 @@ async def select_pages_by_topic(
     chosen = chosen[:MAX_TOPICS]
     if not chosen:
         return None
-    within = _pages_of(topics, catalog, chosen)
+    within = _pages_of(catalog, chosen)
     selection = await select_pages_llm(
         question, within, gateway=gateway, prompts=prompts, max_pages=max_pages,
         budget_tokens=budget_tokens, lexical=await anyio.to_thread.run_sync(lexical_for, within), meter=meter,

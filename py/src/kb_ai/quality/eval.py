@@ -41,7 +41,7 @@ from typing import Any, Callable
 
 from kb_ai.config import Settings
 from kb_ai.errors import KaasError, UnsafePathError
-from kb_ai.navigate.ask import AskService, ask_events, build_service
+from kb_ai.navigate.ask import AskService, ask, build_service
 from kb_ai.navigate.records import AskRequest, AskResult
 from kb_ai.quality.scoring import normalize_answer, score_answer, scoring_text
 from kb_ai.store.catalog import Catalog
@@ -385,14 +385,10 @@ async def run_eval(service: AskService, questions: list[EvalQuestion], *,
     results: list[QuestionResult] = []
     for number, q in enumerate(questions, start=1):
         gold, unresolved = resolver.resolve(q.gold_pages)
-        result = AskResult(mode=service.navigator.mode)
-        method = None
         start = time.perf_counter()
-        async for event in ask_events(service, AskRequest(question=q.question)):
-            result.add(event)
-            if event.name == "pages":
-                method = event.data.get("method")
-        results.append(score_question(q, gold, unresolved, result, method, not_covered, time.perf_counter() - start))
+        result = await ask(service, AskRequest(question=q.question))
+        results.append(score_question(q, gold, unresolved, result, result.method, not_covered,
+                                      time.perf_counter() - start))
         if progress is not None:
             progress(number, len(questions))
     settings = service.settings

@@ -29,7 +29,7 @@ from kb_ai.server.chat import read_json
 from kb_ai.server.guard import reader_of
 from kb_ai.store.access import OWNER, Reader
 from kb_ai.store.articles import MAX_ARTICLE_BYTES, is_generated, link_on_path, validate_article_text, write_article_text
-from kb_ai.store.catalog import Catalog
+from kb_ai.store.catalog import Catalog, entry_from_article
 from kb_ai.store.files import FileTooLargeError, NotRegularFileError, read_regular_bytes
 from kb_ai.store.kb import KnowledgeBase
 from kb_ai.store.pages import LoadedPage, load_page
@@ -81,10 +81,7 @@ def page_json(kb: KnowledgeBase, page: LoadedPage, reader: Reader = OWNER) -> di
     catalog = kb.catalog().visible_to(reader)
     rendered = render_markdown(article.body, from_path=article.path, exists=_exists_in(kb, catalog, reader))
     return {
-        "path": article.path,
-        "title": article.title,
-        "summary": article.summary,
-        "topic": article.topic,
+        **entry_from_article(article).record(),
         "frontmatter": article.frontmatter_json,
         "markdown": page.text,
         "body": article.body,
@@ -104,7 +101,7 @@ def catalog_json(kb: KnowledgeBase, mode: str, model: str | None, reader: Reader
     catalog = kb.catalog().visible_to(reader)
     topics: dict[str, list[dict[str, str]]] = {}
     for entry in catalog.entries:
-        topics.setdefault(entry.topic, []).append({"path": entry.path, "title": entry.title, "summary": entry.summary})
+        topics.setdefault(entry.topic, []).append(entry.record("path", "title", "summary"))
     return {
         "mode": mode,
         "model": model,

@@ -23,6 +23,7 @@ from urllib.parse import quote, unquote
 from kb_ai.errors import ArticleFormatError, UnsafePathError
 from kb_ai.store.access import Reader, format_access
 from kb_ai.store.articles import Article, load_article, iter_article_paths
+from kb_ai.store.derived import Derived
 from kb_ai.store.files import NotRegularFileError, append_text, read_regular_bytes, write_text_if_changed
 from kb_ai.store.paths import normalize_wiki_path
 
@@ -46,8 +47,14 @@ _RULE = re.compile(r"<!--\s*(?P<body>(?:access|depends):[^>]*?)-->\s*$")
 MAX_DEPENDENCY_DEPTH = 32
 
 
+RECORD_FIELDS = ("path", "title", "summary", "topic")
+
+
 @dataclass(frozen=True)
 class CatalogEntry:
+    """One page as the catalog lists it: THE record of a page's path, title, summary and topic
+    (the compile planner, the MCP tools, the HTTP API and navigation all use it)."""
+
     path: str
     title: str
     summary: str
@@ -56,6 +63,12 @@ class CatalogEntry:
     # A saved answer's pages it was made from (``Article.depends``): its readers must be able to
     # read every one of them, as they are now (``Catalog.readable_by``).
     depends: tuple[str, ...] = ()
+
+    def record(self, *fields: str) -> dict[str, str]:
+        """The entry as JSON, the one shape every interface shows a page in: ``path``, ``title``,
+        ``summary``, ``topic`` (only ``fields`` when given, in that order). The access rule and
+        what a saved answer depends on are not part of it."""
+        return {name: getattr(self, name) for name in (fields or RECORD_FIELDS)}
 
     def line(self) -> str:
         """The entry as a catalog line, exactly as the model and a reader see it."""
@@ -124,13 +137,13 @@ class Catalog:
     # The catalog this one is a part of (a topic's pages), so that indexes built for it are
     # reused with a mask instead of rebuilt. Always a root: a part of a part points to the root.
     parent: "Catalog | None" = None
-    # One view per kind of reader (``visible_to``), so caches keyed by catalog object are shared.
-    views: dict = field(default_factory=dict, repr=False, compare=False)
     # A reader's view is a root of its own (nothing computed for it may use statistics of pages
-    # outside it): ``origin`` is the full catalog it was cut from, ``key`` names the kind of
-    # reader (stable across catalog versions, for caches on disk). "" for a full catalog.
-    origin: "Catalog | None" = field(default=None, repr=False, compare=False)
+    # outside it): ``key`` names the kind of reader (stable across catalog versions, for caches
+    # on disk). "" for a full catalog.
     key: str = ""
+    # Everything computed from this catalog version (readers' views, keyword and topic indexes,
+    # topic subsets): kept here, so it lives and dies with the version (store/derived.py).
+    derived: Derived = field(default_factory=Derived, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self.by_path = {e.path: e for e in self.entries}
@@ -175,21 +188,21 @@ class Catalog:
     def visible_to(self, reader: Reader) -> "Catalog":
         """The pages ``reader`` may read, and nothing else: what that reader's questions are
         navigated over, ranked, counted and summarized from. One object per kind of reader
-        (cached), so per-catalog caches (topic index, keyword index) are shared by readers who
+        (kept in ``derived``), so what is derived from a catalog (topic index, keyword index) are shared by readers who
         see the same. A view is a root: its keyword statistics come from its own pages only."""
         if reader.admin or not self.restricted:
             return self
-        view = self.views.get(reader.key)
-        if view is None:
+
+        def cut() -> Catalog | None:
             can = self.readable_by(reader)
             entries = [e for e in self.entries if can(e.path)]
             if len(entries) == len(self.entries):
-                view = self  # sees everything: the same catalog, the same caches
-            else:
-                # warnings name files; a reader sees none of them
-                view = Catalog(entries, [], self.stamps, origin=self, key=_view_key(reader))
-            self.views[reader.key] = view
-        return view
+                return None  # sees everything: this catalog (not kept in itself: no cycle)
+            # warnings name files; a reader sees none of them
+            return Catalog(entries, [], self.stamps, key=_view_key(reader))
+
+        view = self.derived.get(("view", reader.key), cut)
+        return self if view is None else view  # the same catalog, the same caches
 
     @functools.cached_property
     def restricted(self) -> bool:

@@ -64,8 +64,6 @@ class Topic:
 class TopicIndex:
     topics: list[Topic]
     by_name: dict[str, Topic] = field(init=False)
-    # Catalogs of chosen topics' pages, kept by navigation (navigate/topic_select.py).
-    subsets: dict[frozenset[str], Catalog] = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self.by_name = {}
