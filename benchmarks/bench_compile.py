@@ -159,6 +159,7 @@ def child(kb: Path, mode: str, api_base: str | None) -> dict:
 
     if mode == "llm":
         from kb_ai.llm import gateway, usage
+        from kb_ai.llm.transports.litellm import load_litellm
 
         original_add = usage.UsageMeter.add
 
@@ -177,7 +178,7 @@ def child(kb: Path, mode: str, api_base: str | None) -> dict:
                 gateway_seconds.append(time.perf_counter() - start)
 
         gateway.LLMGateway.complete_json = complete_json
-        gateway._litellm()  # import cost (seconds) is not per-source work: pay it before the clock starts
+        load_litellm()  # import cost (seconds) is not per-source work: pay it before the clock starts
     else:
         import kb_ai.compile.dedup  # noqa: F401
         import trafilatura  # noqa: F401

@@ -12,13 +12,17 @@ from pathlib import Path
 
 from kb_ai.store.kb import KnowledgeBase
 
-from conftest import SAMPLE_PAGES, write_page
+from helpers import build_kb, write_page
 
 ALICE, BOB, OPS = "alice-token-0123456789", "bob-token-0123456789ab", "ops-token-0123456789ab"
-USERS_TOML = f"""
+
+
+def users_toml(alice_group: str = "payroll") -> str:
+    """kaas.toml with alice (in ``alice_group``), bob (eng) and ops (admin, by token hash)."""
+    return f"""
 [users.alice]
 token = "{ALICE}"
-groups = ["payroll"]
+groups = ["{alice_group}"]
 
 [users.bob]
 token = "{BOB}"
@@ -28,6 +32,9 @@ groups = ["eng"]
 token_sha256 = "{hashlib.sha256(OPS.encode()).hexdigest()}"
 admin = true
 """
+
+
+USERS_TOML = users_toml()
 
 # Words that exist only in what bob may not read. The paths bob types are echoed back to him
 # ("no page 'hr/salaries.md' ..."), so these are titles, text, group names and paths he never types.
@@ -72,12 +79,9 @@ def spellings(path: str) -> list[str]:
     ]
 
 
-def _public_pages(wiki: Path) -> None:
-    for path, title, summary, body in SAMPLE_PAGES:
-        write_page(wiki, path, title, summary, body, topic=path.split("/")[0])
-    write_page(wiki, "ops/links.md", "Links", "Where things are.",
-               "# Links\n\nSee [the bands](../hr/salaries.md), [the minutes](/wiki/board/minutes.md) "
-               "and [nothing](../hr/nowhere.md).", topic="ops")
+LINKS_PAGE = ("ops/links.md", "Links", "Where things are.",
+              "# Links\n\nSee [the bands](../hr/salaries.md), [the minutes](/wiki/board/minutes.md) "
+              "and [nothing](../hr/nowhere.md).", {"topic": "ops"})
 
 
 def _hidden_pages(root: Path) -> None:
@@ -110,13 +114,9 @@ def make_twins(base: Path) -> tuple[KnowledgeBase, KnowledgeBase]:
     kbs = []
     for name, hidden in (("with-hidden", True), ("public-only", False)):
         root = base / name
-        _public_pages(root / "wiki")
         if hidden:
             _hidden_pages(root)
-        (root / "kaas.toml").write_text(USERS_TOML)
-        kb = KnowledgeBase(root)
-        kb.reindex()
-        kbs.append(kb)
+        kbs.append(build_kb(root, LINKS_PAGE, toml=USERS_TOML))
     return kbs[0], kbs[1]
 
 

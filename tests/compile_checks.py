@@ -15,7 +15,9 @@ from kb_ai.store.files import TEMP_PREFIX
 from fixtures.compile.make import write_mixed_corpus
 
 
-def make_kb(root: Path) -> dict[str, str]:
+def make_source_kb(root: Path) -> dict[str, str]:
+    """A knowledge base with the mixed corpus of fixtures/compile/make.py in raw/ and no wiki yet
+    (a wiki of articles: helpers.build_kb). Returns {kind: path} for the interesting files."""
     (root / "raw").mkdir(parents=True, exist_ok=True)
     return write_mixed_corpus(root / "raw")
 

@@ -1,21 +1,20 @@
-"""Shared fixtures: an isolated environment (no KAAS_* leaks, no network) and wiki builders."""
+"""Shared fixtures: an isolated environment (no KAAS_* leaks, no network), knowledge bases
+(``make_kb``, ``sample_kb``) and the real-model server. Builders live in helpers.py."""
 
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import pytest
 
-from kb_ai.store.articles import render_article
+from kb_ai import faults
 from kb_ai.store.kb import KnowledgeBase
+
+from helpers import REAL_LLM_BASE, build_kb
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 # litellm's async client otherwise uses aiohttp, which respx cannot see.
 os.environ["DISABLE_AIOHTTP_TRANSPORT"] = "True"
-
-
-REAL_LLM_BASE = os.environ.get("KAAS_REAL_LLM_BASE", "http://127.0.0.1:8765/v1")
 
 
 @pytest.fixture(scope="session")
@@ -38,43 +37,20 @@ def _isolated_env(monkeypatch):
     for name in list(os.environ):
         if name.startswith("KAAS_") or name in {"OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENAI_BASE_URL"}:
             monkeypatch.delenv(name, raising=False)
-
-
-def write_page(wiki: Path, path: str, title: str | None, summary: str | None, body: str, **extra) -> Path:
-    meta = {}
-    if title is not None:
-        meta["title"] = title
-    if summary is not None:
-        meta["summary"] = summary
-    meta.update(extra)
-    file = wiki / path
-    file.parent.mkdir(parents=True, exist_ok=True)
-    file.write_text(render_article(meta, body), encoding="utf-8")
-    return file
-
-
-SAMPLE_PAGES = [
-    ("retrieval/page-selection.md", "Page selection", "How the navigator picks pages from the catalog with one model call.",
-     "# Page selection\n\nThe navigator sends the catalog to the model and asks for a JSON list of paths. "
-     "Invented paths are dropped before any page is read.\n\n## Repair\n\nA near miss is repaired by title or slug."),
-    ("retrieval/citations.md", "Citations", "How answers cite pages and how citations are validated.",
-     "# Citations\n\nEvery claim in an answer cites a page as a Markdown link. "
-     "Only pages that were actually read count as valid citations."),
-    ("ops/configuration.md", "Configuration", "Settings, environment variables and kaas.toml.",
-     "# Configuration\n\nThe KAAS_MODEL variable selects the language model. "
-     "Without a model kaas runs in offline mode."),
-    ("ops/deployment.md", "Deployment", "Running the chat server behind a reverse proxy.",
-     "# Deployment\n\nThe server binds to the loopback address by default. "
-     "A reverse proxy such as nginx terminates TLS in front of it."),
-]
+    faults.reset()  # fault-point counts start afresh in every test
 
 
 @pytest.fixture
-def sample_kb(tmp_path) -> KnowledgeBase:
-    """A small indexed wiki in tmp: four pages in two topics."""
-    wiki = tmp_path / "wiki"
-    for path, title, summary, body in SAMPLE_PAGES:
-        write_page(wiki, path, title, summary, body, topic=path.split("/")[0])
-    kb = KnowledgeBase(tmp_path)
-    kb.reindex()
-    return kb
+def make_kb(tmp_path):
+    """``make_kb(*pages, root=tmp_path, **options)``: helpers.build_kb in this test's tmp dir."""
+
+    def make(*pages, root=None, **options) -> KnowledgeBase:
+        return build_kb(tmp_path if root is None else root, *pages, **options)
+
+    return make
+
+
+@pytest.fixture
+def sample_kb(make_kb) -> KnowledgeBase:
+    """A small indexed wiki in tmp: four pages in two topics (helpers.SAMPLE_PAGES)."""
+    return make_kb()

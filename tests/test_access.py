@@ -3,7 +3,6 @@ or error message for that reader — over HTTP, SSE, MCP, and in what the model 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 
@@ -21,44 +20,27 @@ from kb_ai.store.pages import load_page
 from kb_ai.store.topics import build_topic_index
 from kb_ai.users import UserDirectory
 
-from conftest import SAMPLE_PAGES, write_page
+from access_twins import ALICE, BOB, OPS, users_toml
+from helpers import SAMPLE_PAGES
 from llm_fakes import API_BASE, MODEL, FakeOpenAI, all_text
 from server_fakes import ServerThread, parse_sse
 
-ALICE, BOB, OPS = "alice-token-0123456789", "bob-token-0123456789ab", "ops-token-0123456789ab"
 # Everything that identifies the hidden pages: none of it may reach bob.
 SECRETS = ("zanzibarite", "Zanzibarite", "hr/salaries.md", "salaries", "Quorvex", "board/minutes.md", "91,000")
-USERS_TOML = f"""
-[users.alice]
-token = "{ALICE}"
-groups = ["hr"]
-
-[users.bob]
-token = "{BOB}"
-groups = ["eng"]
-
-[users.ops]
-token_sha256 = "{hashlib.sha256(OPS.encode()).hexdigest()}"
-admin = true
-"""
+USERS_TOML = users_toml(alice_group="hr")
 
 
 @pytest.fixture
-def kb(tmp_path) -> KnowledgeBase:
-    wiki = tmp_path / "wiki"
-    for path, title, summary, body in SAMPLE_PAGES:
-        write_page(wiki, path, title, summary, body, topic=path.split("/")[0])
-    write_page(wiki, "hr/salaries.md", "Zanzibarite salary bands", "Pay bands, including the zanzibarite band.",
-               "# Salary bands\n\nThe zanzibarite band pays 91,000 a year. Citations are validated by HR.",
-               topic="hr", access=["hr"])
-    write_page(wiki, "board/minutes.md", "Quorvex board minutes", "What the board decided about Quorvex.",
-               "# Minutes\n\nQuorvex was approved.", topic="board", access=[])
-    write_page(wiki, "ops/links.md", "Links", "Where things are.",
-               "# Links\n\nSee [the bands](../hr/salaries.md) and [nothing](../hr/nowhere.md).", topic="ops")
-    (tmp_path / "kaas.toml").write_text(USERS_TOML)
-    kb = KnowledgeBase(tmp_path)
-    kb.reindex()
-    return kb
+def kb(make_kb) -> KnowledgeBase:
+    return make_kb(
+        ("hr/salaries.md", "Zanzibarite salary bands", "Pay bands, including the zanzibarite band.",
+         "# Salary bands\n\nThe zanzibarite band pays 91,000 a year. Citations are validated by HR.",
+         {"topic": "hr", "access": ["hr"]}),
+        ("board/minutes.md", "Quorvex board minutes", "What the board decided about Quorvex.",
+         "# Minutes\n\nQuorvex was approved.", {"topic": "board", "access": []}),
+        ("ops/links.md", "Links", "Where things are.",
+         "# Links\n\nSee [the bands](../hr/salaries.md) and [nothing](../hr/nowhere.md).", {"topic": "ops"}),
+        toml=USERS_TOML)
 
 
 def client_for(kb: KnowledgeBase, token: str | None, **settings) -> TestClient:

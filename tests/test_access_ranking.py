@@ -24,8 +24,8 @@ from kb_ai.store.access import OWNER, Reader
 from kb_ai.store.kb import KnowledgeBase
 
 from access_twins import BOB, USERS_TOML
-from conftest import SAMPLE_PAGES, write_page
-from llm_fakes import API_BASE, MODEL, FakeOpenAI, all_text
+from helpers import build_kb, llm_settings
+from llm_fakes import FakeOpenAI, all_text
 
 BOB_READER = Reader("bob", frozenset({"eng"}))
 PROBE = "quibblesnatch"
@@ -35,16 +35,8 @@ HIDDEN_PAGES = 12
 
 
 def _wiki(root: Path, hidden_words: str) -> KnowledgeBase:
-    wiki = root / "wiki"
-    for path, title, summary, body in SAMPLE_PAGES:
-        write_page(wiki, path, title, summary, body, topic=path.split("/")[0])
-    for n in range(HIDDEN_PAGES):
-        write_page(wiki, f"hr/page-{n}.md", f"Payroll note {n}", f"Payroll note {n}.",
-                   f"# Note {n}\n\n{hidden_words}", topic="hr", access=["payroll"])
-    (root / "kaas.toml").write_text(USERS_TOML)
-    kb = KnowledgeBase(root)
-    kb.reindex()
-    return kb
+    return build_kb(root, *[(f"hr/page-{n}.md", f"Payroll note {n}", f"Payroll note {n}.", f"# Note {n}\n\n{hidden_words}",
+                             {"topic": "hr", "access": ["payroll"]}) for n in range(HIDDEN_PAGES)], toml=USERS_TOML)
 
 
 @pytest.fixture
@@ -109,8 +101,7 @@ async def test_the_model_is_shown_the_same_for_bob_whatever_hidden_pages_say(twi
     prompts = []
     for kb in twins:
         _plant_probe(kb)
-        settings = Settings(kb=kb.root, model=MODEL, api_base=API_BASE, api_key="k", cache=False, max_retries=0,
-                            select_budget=40, navigation=navigation)
+        settings = llm_settings(kb.root, select_budget=40, navigation=navigation)
         with FakeOpenAI() as fake:
             fake.reply_json({"topics": ["ops", "retrieval"]}, when="topic", repeat=True)
             fake.reply_json({"paths": ["ops/deployment.md"]}, when="navigator of a wiki", repeat=True)

@@ -99,6 +99,7 @@ def _http_walk(client: TestClient) -> list[tuple[str, tuple]]:
     return seen
 
 
+@pytest.mark.slow
 def test_bob_gets_byte_identical_http_answers_whether_or_not_hidden_pages_exist(twins):
     hidden_kb, public_kb = twins
     app = create_app(Settings(kb=hidden_kb.root))
@@ -212,6 +213,7 @@ def _compare(hidden: list, public: list) -> None:
         assert_no_secret(text, f"in {label}")
 
 
+@pytest.mark.slow
 async def test_mcp_over_http_answers_bob_alike_whether_or_not_hidden_pages_exist(twins):
     walks = []
     for kb in twins:
@@ -228,6 +230,7 @@ async def test_mcp_over_http_answers_bob_alike_whether_or_not_hidden_pages_exist
     _compare(*walks)
 
 
+@pytest.mark.slow
 async def test_stdio_mcp_as_a_user_answers_alike_whether_or_not_hidden_pages_exist(twins):
     walks = []
     for kb in twins:
@@ -241,6 +244,7 @@ async def test_stdio_mcp_as_a_user_answers_alike_whether_or_not_hidden_pages_exi
 # -- CLI -------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_kaas_ask_page_as_a_user_answers_alike_whether_or_not_hidden_pages_exist(twins):
     runner = CliRunner()
     outputs = []

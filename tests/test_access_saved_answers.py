@@ -23,7 +23,7 @@ from kb_ai.store.catalog import Catalog, CatalogEntry, parse_master_index, rende
 from kb_ai.store.kb import KnowledgeBase
 
 from access_twins import ALICE, BOB, OPS, USERS_TOML
-from conftest import SAMPLE_PAGES, write_page
+from helpers import SAMPLE_PAGES, llm_settings, write_page
 from llm_fakes import API_BASE, MODEL, FakeOpenAI
 
 ALICE_READER = Reader("alice", frozenset({"payroll"}))
@@ -33,16 +33,9 @@ HIDDEN = "hr/salaries.md"
 
 
 @pytest.fixture
-def kb(tmp_path) -> KnowledgeBase:
-    wiki = tmp_path / "wiki"
-    for path, title, summary, body in SAMPLE_PAGES:
-        write_page(wiki, path, title, summary, body, topic=path.split("/")[0])
-    write_page(wiki, HIDDEN, "Salary bands", "Pay bands.", "# Salary bands\n\nThe top band pays 91,000 a year.",
-               topic="hr", access=["payroll"])
-    (tmp_path / "kaas.toml").write_text(USERS_TOML)
-    kb = KnowledgeBase(tmp_path)
-    kb.reindex()
-    return kb
+def kb(make_kb) -> KnowledgeBase:
+    return make_kb((HIDDEN, "Salary bands", "Pay bands.", "# Salary bands\n\nThe top band pays 91,000 a year.",
+                    {"topic": "hr", "access": ["payroll"]}), toml=USERS_TOML)
 
 
 def client(kb: KnowledgeBase, token: str) -> TestClient:
@@ -97,7 +90,7 @@ def test_an_answer_that_read_a_hidden_page_is_hidden_whatever_it_cites(kb, monke
 
 
 async def test_mcp_ask_and_save_derives_access_from_the_pages_it_read(kb):
-    settings = Settings(kb=kb.root, model=MODEL, api_base=API_BASE, api_key="k", cache=False, max_retries=0)
+    settings = llm_settings(kb.root)
     with FakeOpenAI() as fake:
         _model_reads_hidden_cites_public(fake)
         async with Client(build_mcp_server(settings, stdio_reader=ALICE_READER)) as alice:

@@ -22,7 +22,7 @@ from kb_ai.cli import cli
 from kb_ai.config import Settings
 from kb_ai.server.app import create_app
 
-from conftest import write_page
+from helpers import llm_settings
 from server_fakes import ServerThread
 
 MAX_PAGES_PER_QUESTION = 20  # navigate.ask.MAX_PAGES_PER_QUESTION, the cap /api/chat has for max_pages
@@ -170,11 +170,10 @@ def test_a_slow_mcp_question_with_named_pages_does_not_freeze_other_clients(serv
 
 
 def test_the_keyword_shortlist_of_a_model_selection_runs_off_the_loop(sample_kb, monkeypatch):
-    from llm_fakes import API_BASE, MODEL, FakeOpenAI
+    from llm_fakes import FakeOpenAI
 
     # A selection budget smaller than the catalog: the model is shown a keyword shortlist (BM25).
-    settings = Settings(kb=sample_kb.root, model=MODEL, api_base=API_BASE, api_key="k", max_retries=0,
-                        cache=False, select_budget=40)
+    settings = llm_settings(sample_kb.root, select_budget=40)
     with FakeOpenAI() as fake, ServerThread(create_app(settings, mcp=False)) as server, \
             httpx2.Client(base_url=server.url, timeout=60) as client:  # httpx2: respx mocks httpx
         fake.reply_json({"paths": ["retrieval/citations.md"]}, repeat=True)

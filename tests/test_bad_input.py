@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import select
 import subprocess
 import sys
 import textwrap
@@ -23,7 +22,8 @@ from kb_ai.config import Settings, load_settings
 from kb_ai.server import create_app
 from kb_ai.server_mcp import build_mcp_server
 
-KAAS = str(Path(sys.executable).with_name("kaas"))
+from helpers import KAAS, McpStdio
+
 JSON = {"content-type": "application/json"}
 DEEP = "[" * 100_000 + "]" * 100_000
 GOOD_ARTICLE = "---\ntitle: Deployment\nsummary: Edited.\n---\n# Deployment\n\nEdited.\n"
@@ -187,40 +187,9 @@ def test_a_fifo_named_like_an_article_never_blocks(sample_kb):
 # -- MCP over stdio ---------------------------------------------------------------------------------
 
 
-class StdioSession:
-    """A raw JSON-RPC conversation with `kaas mcp`: lines in, lines out."""
-
-    def __init__(self, kb_root: Path):
-        self.process = subprocess.Popen([KAAS, "--kb", str(kb_root), "mcp"], stdin=subprocess.PIPE,
-                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        self.send({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}})
-        assert self.receive()["id"] == 0
-        self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
-
-    def send(self, message: dict | str | bytes) -> None:
-        line = message if isinstance(message, (str, bytes)) else json.dumps(message)
-        data = line if isinstance(line, bytes) else line.encode("utf-8")
-        self.process.stdin.write(data + b"\n")
-        self.process.stdin.flush()
-
-    def receive(self, timeout: float = 30) -> dict:
-        ready, _, _ = select.select([self.process.stdout], [], [], timeout)
-        assert ready, "no answer from the MCP server"
-        return json.loads(self.process.stdout.readline())
-
-    def call(self, request_id: int, tool: str, arguments_json: str) -> str:
-        return ('{"jsonrpc": "2.0", "id": %d, "method": "tools/call", "params": {"name": "%s", "arguments": %s}}'
-                % (request_id, tool, arguments_json))
-
-    def close(self) -> str:
-        self.process.stdin.close()
-        self.process.wait(timeout=30)
-        return self.process.stderr.read().decode()
-
-
+@pytest.mark.slow
 def test_stdio_mcp_answers_unreadable_messages_with_errors_and_keeps_serving(sample_kb):
-    session = StdioSession(sample_kb.root)
+    session = McpStdio(sample_kb.root)
     try:
         bad = {
             1: session.call(1, "ask", '{"question": "citations \\ud800"}'),
@@ -245,8 +214,9 @@ def test_stdio_mcp_answers_unreadable_messages_with_errors_and_keeps_serving(sam
     assert "Traceback" not in stderr
 
 
+@pytest.mark.slow
 def test_stdio_mcp_refuses_an_endless_line_without_holding_it(sample_kb):
-    session = StdioSession(sample_kb.root)
+    session = McpStdio(sample_kb.root)
     try:
         session.send('{"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "ask", '
                      '"arguments": {"question": "' + "x" * 4_500_000 + '"}}}')
@@ -381,7 +351,7 @@ def test_a_question_with_bytes_that_are_not_utf8_is_a_one_line_error(sample_kb, 
     ("[" * 5000 + "x" + "]" * 5000, "brackets"),
 ], ids=["emphasis-run", "open-brackets", "open-links", "nested-brackets"])
 def test_an_article_too_complex_to_render_is_shown_as_text_at_once(sample_kb, body, why):
-    from conftest import write_page
+    from helpers import write_page
 
     write_page(sample_kb.wiki_dir, "ops/hard.md", "Hard to render", "Pathological Markdown.", "# Hard\n\n" + body)
     sample_kb.reindex()
@@ -459,7 +429,7 @@ def test_a_fifo_in_place_of_the_log_or_the_server_announcement_never_blocks(samp
     os.mkfifo(sample_kb.wiki_dir / "log.md")
     (sample_kb.root / ".kaas").mkdir(exist_ok=True)
     os.mkfifo(sample_kb.root / ".kaas" / "server.json")
-    from conftest import write_page
+    from helpers import write_page
 
     write_page(sample_kb.wiki_dir, "ops/new.md", "New page", "Added by hand.", "# New\n\nNew text.")
     try:

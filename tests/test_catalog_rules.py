@@ -17,7 +17,7 @@ from kb_ai.server import create_app
 from kb_ai.store.catalog import CatalogEntry, parse_master_index
 from kb_ai.store.kb import KnowledgeBase
 
-from conftest import write_page
+from helpers import write_page
 
 BOB = "bob-token-0123456789abcdef"      # staff: may edit the public page
 CAROL = "carol-token-0123456789abcdef"  # no groups

@@ -119,12 +119,12 @@ def _compile(runner, root, *args):
 
 
 def test_compile_exit_status_is_documented_and_says_whether_everything_compiled(runner, tmp_path, monkeypatch):
-    from compile_checks import make_kb
+    from compile_checks import make_source_kb
     from kb_ai.compile.lock import CompileLock
     from llm_fakes import API_BASE, MODEL, FakeOpenAI
 
     assert _compile(runner, tmp_path).exit_code == 2  # no raw/: a usage error
-    make_kb(tmp_path)
+    make_source_kb(tmp_path)
     result = _compile(runner, tmp_path)
     assert result.exit_code == 0 and "created" in result.stdout  # skipped files and duplicates are no failure
     # Every source failing (the model answers 500 to everything): the report, and exit status 1.

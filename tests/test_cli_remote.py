@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from starlette.testclient import TestClient
 
 from kb_ai.config import Settings
@@ -47,6 +48,7 @@ def test_ask_is_answered_by_the_running_server(sample_kb):
     assert data["citations"] and data["pages"]
 
 
+@pytest.mark.slow
 def test_ask_answers_itself_when_the_server_is_gone_dead_or_runs_another_model(sample_kb, tmp_path):
     question = ("ask", "--kb", str(sample_kb.root), "How are citations validated?")
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
@@ -81,8 +83,6 @@ def test_serve_announces_itself_while_running_and_withdraws_after(sample_kb):
 
 
 def test_an_announcement_written_by_another_user_is_ignored(sample_kb):
-    import pytest
-
     from kb_ai.remote_ask import running_server
 
     announce(sample_kb.root, "http://127.0.0.1:8123")

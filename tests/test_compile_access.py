@@ -10,21 +10,16 @@ import re
 from pathlib import Path
 
 from kb_ai.compile.pipeline import run_compile
-from kb_ai.config import Settings
 from kb_ai.store.access import parse_access
 from kb_ai.store.articles import iter_article_paths, load_article, split_frontmatter
 from kb_ai.store.catalog import parse_master_index
 from kb_ai.store.kb import KnowledgeBase
 
-from conftest import write_page
 from fixtures.compile.fake_model import PLAN_MARKER, WRITE_MARKER, compile_responder
-from llm_fakes import API_BASE, MODEL, FakeOpenAI, all_text, chat_json
+from helpers import llm_settings, write_page
+from llm_fakes import FakeOpenAI, all_text, chat_json
 
 SECRET = "SECRETBANDS engineers earn between 100k and 140k"
-
-
-def settings(root: Path) -> Settings:
-    return Settings(kb=root, model=MODEL, api_base=API_BASE, api_key="sk-test", max_retries=0, concurrency=1)
 
 
 def obedient(body):
@@ -83,7 +78,7 @@ def test_restricted_articles_never_reach_a_prompt_that_writes_a_public_page(tmp_
     restricted_wiki(tmp_path)
     with FakeOpenAI() as fake:
         fake.add(obedient, repeat=True)
-        report = run_compile(settings(tmp_path), progress=False)
+        report = run_compile(llm_settings(tmp_path, cache=True, concurrency=1), progress=False)
     assert not report.failed, report.failed
     for path, text in public_texts(tmp_path).items():
         assert "SECRETBANDS" not in text, path
@@ -103,7 +98,7 @@ def test_a_page_planned_from_a_prompt_that_showed_restricted_text_gets_its_acces
     source.write_text("# Salary review\n\nThe salary review happens every spring and managers send proposals.\n")
     with FakeOpenAI() as fake:
         fake.add(compile_responder, repeat=True)
-        run_compile(settings(tmp_path), progress=False)
+        run_compile(llm_settings(tmp_path, cache=True, concurrency=1), progress=False)
     # The owner restricts the article this source wrote, and puts a secret in its summary.
     article = tmp_path / "wiki" / "hr" / "salary-review.md"
     text = article.read_text()
@@ -114,7 +109,7 @@ def test_a_page_planned_from_a_prompt_that_showed_restricted_text_gets_its_acces
     source.write_text(source.read_text() + "\nThis year the review also covers the new bonus scheme.\n")
     with FakeOpenAI() as fake:
         fake.add(obedient, repeat=True)
-        report = run_compile(settings(tmp_path), progress=False)
+        report = run_compile(llm_settings(tmp_path, cache=True, concurrency=1), progress=False)
     [plan] = [all_text(r) for r in fake.requests if PLAN_MARKER in all_text(r)]
     assert "SECRETBANDS" in plan and "(previous)" in plan  # shown: the source fed it before
     created = [p for p in report.created if p != "hr/salary-review.md"]

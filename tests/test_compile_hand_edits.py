@@ -9,12 +9,12 @@ import shutil
 from pathlib import Path
 
 from kb_ai.compile.pipeline import run_compile
-from kb_ai.config import Settings
 from kb_ai.store.articles import load_article, split_frontmatter
 
 from compile_checks import manifest
 from fixtures.compile.fake_model import WRITE_MARKER, compile_responder
-from llm_fakes import API_BASE, MODEL, FakeOpenAI, all_text, chat_json
+from helpers import llm_settings
+from llm_fakes import FakeOpenAI, all_text, chat_json
 
 SOURCE = """# Release process
 
@@ -31,14 +31,10 @@ Revert the tag and redeploy the previous build.
 HAND = "Dana: never release on a public holiday."
 
 
-def settings(root: Path) -> Settings:
-    return Settings(kb=root, model=MODEL, api_base=API_BASE, api_key="sk-test", max_retries=0)
-
-
 def compile_with(root: Path, responder):
     with FakeOpenAI() as fake:
         fake.add(responder, repeat=True)
-        report = run_compile(settings(root), progress=False)
+        report = run_compile(llm_settings(root, cache=True), progress=False)
     return report, fake
 
 

@@ -7,7 +7,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from compile_checks import compile_offline, invariant_violations, make_kb
+import pytest
+
+from compile_checks import compile_offline, invariant_violations, make_source_kb
 from kb_ai.store.articles import render_article
 from kb_ai.store.files import TEMP_PREFIX
 
@@ -16,6 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 from bench_compile_kill import run_trials
 
 
+@pytest.mark.slow
 def test_random_sigkills_leave_a_consistent_wiki_and_resume_to_the_same_wiki(tmp_path):
     lines: list[str] = []
     summary = run_trials(8, seed=11, sources=60, workdir=tmp_path, report=lines.append)
@@ -27,7 +30,7 @@ def test_random_sigkills_leave_a_consistent_wiki_and_resume_to_the_same_wiki(tmp
 
 
 def test_invariant_checks_find_each_kind_of_damage(tmp_path):
-    make_kb(tmp_path)
+    make_source_kb(tmp_path)
     compile_offline(tmp_path)
     wiki = tmp_path / "wiki"
     assert invariant_violations(tmp_path) == []

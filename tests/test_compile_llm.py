@@ -11,28 +11,24 @@ import httpx
 import pytest
 
 from kb_ai.compile.pipeline import run_compile
-from kb_ai.config import Settings
 from kb_ai.errors import LLMUnreachableError
 from kb_ai.llm.prompts import default_prompts_dir
 from kb_ai.store.articles import load_article
 
-from compile_checks import assert_consistent, make_kb, manifest, wiki_snapshot
+from compile_checks import assert_consistent, make_source_kb, manifest, wiki_snapshot
 from fixtures.compile.fake_model import PLAN_MARKER, WRITE_MARKER, compile_responder
-from llm_fakes import API_BASE, MODEL, FakeOpenAI, all_text, chat_json
+from helpers import llm_settings
+from llm_fakes import FakeOpenAI, all_text, chat_json
 
 COMPILED_SOURCES = 11  # the mixed corpus: 14 files, 2 skipped, 1 exact duplicate
 
 
-def settings(root: Path, **extra) -> Settings:
-    return Settings(kb=root, model=MODEL, api_base=API_BASE, api_key="sk-test", max_retries=0, **extra)
-
-
 def compile_llm(root: Path, fake: FakeOpenAI | None = None, **kwargs):
     if fake is not None:
-        return run_compile(settings(root, **kwargs.pop("settings", {})), progress=False, **kwargs)
+        return run_compile(llm_settings(root, **{"cache": True, **kwargs.pop("settings", {})}), progress=False, **kwargs)
     with FakeOpenAI() as fake:
         fake.add(compile_responder, repeat=True)
-        return run_compile(settings(root, **kwargs.pop("settings", {})), progress=False, **kwargs)
+        return run_compile(llm_settings(root, **{"cache": True, **kwargs.pop("settings", {})}), progress=False, **kwargs)
 
 
 def plan_requests(fake):
@@ -45,7 +41,7 @@ def write_requests(fake):
 
 @pytest.fixture
 def compiled(tmp_path):
-    files = make_kb(tmp_path)
+    files = make_source_kb(tmp_path)
     with FakeOpenAI() as fake:
         fake.add(compile_responder, repeat=True)
         report = compile_llm(tmp_path, fake)
@@ -173,7 +169,7 @@ def test_invalid_model_output_is_rejected_and_retried_next_run(tmp_path):
 
 
 def test_one_failing_article_does_not_stop_the_compile(tmp_path):
-    make_kb(tmp_path)
+    make_source_kb(tmp_path)
     with FakeOpenAI() as fake:
         fake.fail(500, "boom", when=lambda b: WRITE_MARKER in all_text(b) and "Team handbook" in all_text(b),
                   repeat=True)
@@ -229,7 +225,7 @@ def test_prompt_change_is_detected_and_reported(compiled, tmp_path_factory):
 
 
 def test_dry_run_estimates_without_calling_the_model(tmp_path):
-    make_kb(tmp_path)
+    make_source_kb(tmp_path)
     with FakeOpenAI() as fake:
         fake.add(compile_responder, repeat=True)
         report = compile_llm(tmp_path, fake, dry_run=True)

@@ -18,17 +18,14 @@ from kb_ai.store.catalog import parse_master_index
 
 from compile_checks import assert_consistent, manifest
 from fixtures.compile.fake_model import PLAN_MARKER, WRITE_MARKER, compile_responder
+from helpers import llm_settings
 from llm_fakes import API_BASE, MODEL, FakeOpenAI, all_text, chat_json
-
-
-def settings(root: Path) -> Settings:
-    return Settings(kb=root, model=MODEL, api_base=API_BASE, api_key="sk-test", max_retries=0)
 
 
 def compile_with(root: Path, responder):
     with FakeOpenAI() as fake:
         fake.add(responder, repeat=True)
-        report = run_compile(settings(root), progress=False)
+        report = run_compile(llm_settings(root, cache=True), progress=False)
     return report, fake
 
 

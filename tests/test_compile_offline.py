@@ -9,11 +9,11 @@ from pathlib import Path
 
 from kb_ai.store.articles import load_article
 
-from compile_checks import assert_consistent, compile_offline, make_kb, manifest, wiki_snapshot
+from compile_checks import assert_consistent, compile_offline, make_source_kb, manifest, wiki_snapshot
 
 
 def test_mixed_folder_compiles_offline(tmp_path):
-    files = make_kb(tmp_path)
+    files = make_source_kb(tmp_path)
     report = compile_offline(tmp_path)
     assert report.mode == "offline" and report.llm_calls == 0
     assert_consistent(tmp_path)
@@ -58,7 +58,7 @@ def test_mixed_folder_compiles_offline(tmp_path):
 
 
 def test_noop_rerun_reads_and_writes_nothing(tmp_path):
-    make_kb(tmp_path)
+    make_source_kb(tmp_path)
     compile_offline(tmp_path)
     before = {p: os.stat(tmp_path / "wiki" / p).st_mtime_ns for p in wiki_snapshot(tmp_path)}
     report = compile_offline(tmp_path)
@@ -69,7 +69,7 @@ def test_noop_rerun_reads_and_writes_nothing(tmp_path):
 
 
 def test_touched_but_unchanged_file_is_not_recompiled(tmp_path):
-    make_kb(tmp_path)
+    make_source_kb(tmp_path)
     compile_offline(tmp_path)
     os.utime(tmp_path / "raw" / "engineering" / "release-process.txt", None)
     report = compile_offline(tmp_path)
@@ -78,7 +78,7 @@ def test_touched_but_unchanged_file_is_not_recompiled(tmp_path):
 
 
 def test_changed_source_supersedes_and_touches_only_its_article(tmp_path):
-    make_kb(tmp_path)
+    make_source_kb(tmp_path)
     compile_offline(tmp_path)
     before = wiki_snapshot(tmp_path)
     raw = tmp_path / "raw" / "engineering" / "release-process.txt"
@@ -95,7 +95,7 @@ def test_changed_source_supersedes_and_touches_only_its_article(tmp_path):
 
 
 def test_deleted_source_is_removed_from_sources_and_orphan_flagged(tmp_path):
-    files = make_kb(tmp_path)
+    files = make_source_kb(tmp_path)
     compile_offline(tmp_path)
     (tmp_path / files["tar"]).unlink()
     (tmp_path / files["revision_new"]).unlink()
@@ -113,7 +113,7 @@ def test_deleted_source_is_removed_from_sources_and_orphan_flagged(tmp_path):
 
 
 def test_hand_edit_is_never_overwritten_offline(tmp_path):
-    make_kb(tmp_path)
+    make_source_kb(tmp_path)
     compile_offline(tmp_path)
     article = tmp_path / "wiki" / "engineering" / "release-process.md"
     edited = article.read_text() + "\nA note Dana added by hand.\n"
@@ -136,7 +136,7 @@ def test_hand_edit_is_never_overwritten_offline(tmp_path):
 
 
 def test_dry_run_writes_nothing(tmp_path):
-    make_kb(tmp_path)
+    make_source_kb(tmp_path)
     report = compile_offline(tmp_path, dry_run=True)
     assert not (tmp_path / ".kaas").exists() and not (tmp_path / "wiki").exists()
     assert report.dry_run and report.estimate["llm_calls"] == 0
@@ -156,7 +156,7 @@ def test_dry_run_writes_nothing(tmp_path):
 
 def test_compile_is_reproducible(tmp_path):
     one, two = tmp_path / "one", tmp_path / "two"
-    make_kb(one)
+    make_source_kb(one)
     shutil.copytree(one / "raw", two / "raw")
     compile_offline(one)
     compile_offline(two)
@@ -216,7 +216,7 @@ def test_a_fixed_corrupt_file_is_compiled_and_report_serializes(tmp_path):
 
     from fixtures.compile.make import pdf_bytes
 
-    files = make_kb(tmp_path)
+    files = make_source_kb(tmp_path)
     compile_offline(tmp_path)
     (tmp_path / files["corrupt"]).write_bytes(pdf_bytes(["Scanned receipt policy", "Receipts older than "
                                                          "seven years are deleted every January."]))

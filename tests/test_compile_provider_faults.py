@@ -16,13 +16,14 @@ import httpx
 import pytest
 
 from kb_ai.compile.pipeline import run_compile
-from kb_ai.config import Settings
-from kb_ai.llm import gateway as gateway_module
+from kb_ai.llm.gateway import build_gateway
 from kb_ai.store.articles import iter_article_paths, load_article
+from kb_ai.store.kb import KnowledgeBase
 
 from compile_checks import assert_consistent, manifest
 from fixtures.compile.fake_model import PLAN_MARKER, WRITE_MARKER, compile_responder
-from llm_fakes import API_BASE, MODEL, FakeOpenAI, all_text, chat_json, error_response
+from helpers import llm_settings, write_files
+from llm_fakes import FakeOpenAI, all_text, chat_json, error_response
 
 GARBAGE = "GARBAGE-7f3a"  # in every faulty reply, so a corrupt article would be found
 
@@ -57,12 +58,11 @@ REASONS = {
 }
 
 
-def write_sources(root):
-    raw = root / "raw" / "eng"
-    raw.mkdir(parents=True)
-    (raw / "alpha.md").write_text("# Alpha\n\nAlpha is the first project of the team and ships in May.\n")
-    (raw / "beta.md").write_text("# Beta\n\nBeta is the second project of the team and ships in July.\n")
-    (raw / "gamma.md").write_text("# Gamma\n\nGamma is the research prototype of the team, no date yet.\n")
+SOURCES = {
+    "raw/eng/alpha.md": "# Alpha\n\nAlpha is the first project of the team and ships in May.\n",
+    "raw/eng/beta.md": "# Beta\n\nBeta is the second project of the team and ships in July.\n",
+    "raw/eng/gamma.md": "# Gamma\n\nGamma is the research prototype of the team, no date yet.\n",
+}
 
 
 def is_beta(stage: str):
@@ -70,22 +70,19 @@ def is_beta(stage: str):
     return lambda body: marker in all_text(body) and 'path="raw/eng/beta.md"' in all_text(body)
 
 
+SLEEPS: list[float] = []
+
+
+async def record_sleep(seconds: float) -> None:
+    SLEEPS.append(seconds)
+
+
 @pytest.fixture(autouse=True)
-def no_real_sleeps(monkeypatch):
-    """Retry delays are recorded, not waited (Retry-After must still be honoured)."""
-    sleeps: list[float] = []
-    real_init = gateway_module.LLMGateway.__init__
-
-    def init(self, *args, **kwargs):
-        real_init(self, *args, **kwargs)
-
-        async def record(seconds: float) -> None:
-            sleeps.append(seconds)
-
-        self._sleep = record
-
-    monkeypatch.setattr(gateway_module.LLMGateway, "__init__", init)
-    return sleeps
+def no_real_sleeps():
+    """Retry delays are recorded, not waited (Retry-After must still be honoured): every compile
+    here runs with a gateway built with ``record_sleep``."""
+    SLEEPS.clear()
+    return SLEEPS
 
 
 def healthy_model(body):
@@ -98,12 +95,12 @@ def healthy_model(body):
 
 
 def compile_with(root, fake_setup, *, retries: int = 0):
-    settings = Settings(kb=root, model=MODEL, api_base=API_BASE, api_key="sk-test", max_retries=retries,
-                        timeout=2.0, cache=False)
+    settings = llm_settings(root, max_retries=retries, timeout=2.0)
+    gateway = build_gateway(settings, KnowledgeBase(root), sleep=record_sleep)
     with FakeOpenAI() as fake:
         fake_setup(fake)
         fake.add(healthy_model, repeat=True)
-        report = run_compile(settings, progress=False)
+        report = run_compile(settings, progress=False, gateway=gateway)
     assert not fake.unmatched
     return report, fake
 
@@ -117,7 +114,7 @@ def assert_no_garbage(root):
 @pytest.mark.parametrize("stage", ["plan", "write"])
 @pytest.mark.parametrize("kind", sorted(FAULTS))
 def test_persistent_fault_fails_only_that_source(tmp_path, kind, stage):
-    write_sources(tmp_path)
+    write_files(tmp_path, SOURCES)
     report, fake = compile_with(tmp_path, lambda f: f.add(lambda body: FAULTS[kind](), when=is_beta(stage), repeat=True))
     beta = "raw/eng/beta.md" if stage == "plan" else "eng/beta.md"
     assert [f["path"] for f in report.failed] == [beta], (report.failed, report.held)
@@ -142,7 +139,7 @@ def test_persistent_fault_fails_only_that_source(tmp_path, kind, stage):
 @pytest.mark.parametrize("kind", ["timeout", "429", "500", "503", "truncated-body"])
 @pytest.mark.parametrize("stage", ["plan", "write"])
 def test_transient_fault_is_retried_and_the_source_compiles(tmp_path, no_real_sleeps, kind, stage):
-    write_sources(tmp_path)
+    write_files(tmp_path, SOURCES)
     report, fake = compile_with(tmp_path, lambda f: f.add(lambda body: FAULTS[kind](), when=is_beta(stage)), retries=2)
     assert not report.failed and not report.held
     assert sorted(report.created) == ["eng/alpha.md", "eng/beta.md", "eng/gamma.md"]
@@ -156,7 +153,7 @@ def test_transient_fault_is_retried_and_the_source_compiles(tmp_path, no_real_sl
 @pytest.mark.parametrize("kind", ["malformed-json", "truncated-json", "schema-invalid"])
 @pytest.mark.parametrize("stage", ["plan", "write"])
 def test_one_bad_output_gets_a_repair_call_and_the_source_compiles(tmp_path, kind, stage):
-    write_sources(tmp_path)
+    write_files(tmp_path, SOURCES)
     report, fake = compile_with(tmp_path, lambda f: f.add(lambda body: FAULTS[kind](), when=is_beta(stage)))
     assert not report.failed and not report.held, (report.failed, report.held)
     assert sorted(report.created) == ["eng/alpha.md", "eng/beta.md", "eng/gamma.md"]
@@ -167,7 +164,7 @@ def test_one_bad_output_gets_a_repair_call_and_the_source_compiles(tmp_path, kin
 
 @pytest.mark.parametrize("kind", ["timeout", "500", "malformed-json", "schema-invalid"])
 def test_fault_on_an_update_keeps_the_previous_article(tmp_path, kind):
-    write_sources(tmp_path)
+    write_files(tmp_path, SOURCES)
     compile_with(tmp_path, lambda f: None)
     article = tmp_path / "wiki" / "eng" / "beta.md"
     before = article.read_text()

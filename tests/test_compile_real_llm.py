@@ -14,14 +14,14 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import REAL_LLM_BASE
+from helpers import REAL_LLM_BASE
 
 from kb_ai.compile.pipeline import run_compile
 from kb_ai.config import Settings
 
 from compile_checks import assert_consistent
 
-pytestmark = [pytest.mark.real_llm, pytest.mark.usefixtures("real_llm_server")]
+pytestmark = [pytest.mark.real_llm, pytest.mark.slow, pytest.mark.usefixtures("real_llm_server")]
 BASE = REAL_LLM_BASE
 
 

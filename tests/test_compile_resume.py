@@ -16,87 +16,48 @@ import pytest
 
 from kb_ai.compile.lock import CompileLock
 from kb_ai.errors import LockedError
+from kb_ai.faults import ENV
 
-from compile_checks import assert_consistent, compile_offline, make_kb, manifest, wiki_snapshot
+from compile_checks import assert_consistent, compile_offline, make_source_kb, manifest, wiki_snapshot
 from fixtures.compile.fake_model import compile_responder
+from helpers import fault_spec
 from llm_fakes import FakeOpenAI
 
 TESTS_DIR = Path(__file__).resolve().parent
 
 CHILD = textwrap.dedent('''
-    import os, signal, sys, time
+    import os, sys
     from pathlib import Path
-    import kb_ai.compile.write as write
-    import kb_ai.compile.state as state
-    import kb_ai.store.kb as kb_module
     from kb_ai.compile.pipeline import run_compile
     from kb_ai.config import Settings
 
-    kb, point, count, delay = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
-    seen = {"n": 0}
-
-    def die():
-        os.kill(os.getpid(), signal.SIGKILL)
-
-    def tick():
-        seen["n"] += 1
-        return seen["n"] >= count
-
-    real_write = write.write_article_text
-    def write_article_text(wiki_dir, path, text):
-        if delay:
-            time.sleep(delay)
-        if point == "before-article-file" and tick():
-            die()  # journaled, file not replaced yet
-        real_write(wiki_dir, path, text)
-        if point == "after-article-file" and tick():
-            die()  # file replaced, source not yet marked compiled
-    write.write_article_text = write_article_text
-
-    real_append = state.CompileState._append
-    def append(self, entry):
-        if point == "torn-journal" and tick():
-            self._journal = self._journal or open(self.dir / state.JOURNAL, "a", encoding="utf-8")
-            import json
-            line = json.dumps(entry)
-            self._journal.write(line[: len(line) // 2])
-            self._journal.flush()
-            die()
-        real_append(self, entry)
-    state.CompileState._append = append
-
-    real_reindex = kb_module.KnowledgeBase.reindex
-    def reindex(self):
-        if point == "index" and tick():
-            die()
-        return real_reindex(self)
-    kb_module.KnowledgeBase.reindex = reindex
-
-    settings = Settings(kb=Path(kb))
+    kb = Path(sys.argv[1])
     if os.environ.get("CHILD_LLM"):
         sys.path.insert(0, os.environ["TESTS_DIR"])
-        from llm_fakes import FakeOpenAI, MODEL, API_BASE
+        from helpers import llm_settings
+        from llm_fakes import FakeOpenAI
         from fixtures.compile.fake_model import compile_responder
         log = open(os.environ["CHILD_LLM"], "a")
         def counted(body):
             log.write("x\\n"); log.flush()
             return compile_responder(body)
-        settings = Settings(kb=Path(kb), model=MODEL, api_base=API_BASE, api_key="sk-test", concurrency=1)
         with FakeOpenAI() as fake:
             fake.add(counted, repeat=True)
-            run_compile(settings, progress=False)
+            run_compile(llm_settings(kb, cache=True, concurrency=1), progress=False)
     else:
-        run_compile(settings, progress=False)
+        run_compile(Settings(kb=kb), progress=False)
     print("finished")
 ''')
 
 
-def run_child(tmp_path: Path, kb: Path, point: str, count: int, delay: float = 0.0, env_extra=None,
+def run_child(tmp_path: Path, kb: Path, fault: str, env_extra=None,
               kill_after: float | None = None) -> subprocess.CompletedProcess | int:
+    """Compile ``kb`` in a child process with ``KAAS_FAULT=fault`` (kb_ai/faults.py); with
+    ``kill_after``, SIGKILL it after that many seconds."""
     script = tmp_path / "child.py"
     script.write_text(CHILD)
-    env = {**os.environ, "TESTS_DIR": str(TESTS_DIR), **(env_extra or {})}
-    args = [sys.executable, str(script), str(kb), point, str(count), str(delay)]
+    env = {**os.environ, "TESTS_DIR": str(TESTS_DIR), ENV: fault, **(env_extra or {})}
+    args = [sys.executable, str(script), str(kb)]
     if kill_after is None:
         return subprocess.run(args, env=env, capture_output=True, text=True, timeout=120)
     process = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -106,27 +67,38 @@ def run_child(tmp_path: Path, kb: Path, point: str, count: int, delay: float = 0
     return process.returncode
 
 
+def tear_the_journal(kb: Path) -> None:
+    """What a kill in the middle of a journal write leaves: the start of a line, no newline."""
+    journal = kb / ".kaas" / "journal.jsonl"
+    last = journal.read_text(encoding="utf-8").splitlines()[-1]
+    with journal.open("a", encoding="utf-8") as file:
+        file.write(last[: len(last) // 2])
+
+
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory):
     """The wiki a clean, uninterrupted offline compile produces."""
     root = tmp_path_factory.mktemp("reference")
-    make_kb(root)
+    make_source_kb(root)
     compile_offline(root)
     return wiki_snapshot(root)
 
 
-@pytest.mark.parametrize("point,count", [
-    ("before-article-file", 1),
-    ("before-article-file", 6),
-    ("after-article-file", 4),
-    ("torn-journal", 9),
-    ("index", 1),
+@pytest.mark.slow
+@pytest.mark.parametrize("point,nth", [
+    ("compile.write.before_file", 1),  # journaled, file not replaced yet
+    ("compile.write.before_file", 6),
+    ("compile.write.after_file", 4),  # file replaced, source not yet marked compiled
+    ("compile.journal.before_line", 9),  # then torn: half a line written, no newline
+    ("store.reindex.before", 1),
 ])
-def test_killed_compile_resumes_to_the_same_wiki(tmp_path, reference, point, count):
+def test_killed_compile_resumes_to_the_same_wiki(tmp_path, reference, point, nth):
     kb = tmp_path / "kb"
-    make_kb(kb)
-    child = run_child(tmp_path, kb, point, count)
+    make_source_kb(kb)
+    child = run_child(tmp_path, kb, fault_spec(point, nth))
     assert child.returncode == -signal.SIGKILL, child.stderr
+    if point == "compile.journal.before_line":
+        tear_the_journal(kb)
     if (kb / "wiki" / "master-index.md").exists():
         assert_consistent_or_stale_index(kb)
     report = compile_offline(kb)
@@ -150,21 +122,23 @@ def assert_consistent_or_stale_index(kb: Path) -> None:
         load_article(kb / "wiki", path)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kill_after", [0.8, 1.5, 2.1])
 def test_kill_at_an_arbitrary_moment(tmp_path, reference, kill_after):
     """The child takes ~1 s to start and ingest, then 0.2 s per article write: these moments fall
     in start-up/ingest, early writes and late writes (on a loaded machine, earlier)."""
     kb = tmp_path / "kb"
-    make_kb(kb)
-    run_child(tmp_path, kb, "none", 0, delay=0.2, kill_after=kill_after)
+    make_source_kb(kb)
+    run_child(tmp_path, kb, fault_spec("compile.write.before_file", action="sleep=0.2"), kill_after=kill_after)
     compile_offline(kb)
     assert_consistent(kb)
     assert wiki_snapshot(kb) == reference
 
 
+@pytest.mark.slow
 def test_killed_llm_compile_does_not_repeat_finished_calls(tmp_path):
     clean, kb = tmp_path / "clean", tmp_path / "kb"
-    make_kb(clean)
+    make_source_kb(clean)
     shutil.copytree(clean / "raw", kb / "raw")
     with FakeOpenAI() as fake:
         fake.add(compile_responder, repeat=True)
@@ -173,7 +147,7 @@ def test_killed_llm_compile_does_not_repeat_finished_calls(tmp_path):
         compile_llm(clean, fake, settings={"concurrency": 1})
         total = fake.call_count
     calls_log = tmp_path / "calls.log"
-    child = run_child(tmp_path, kb, "after-article-file", 4, env_extra={"CHILD_LLM": str(calls_log)})
+    child = run_child(tmp_path, kb, fault_spec("compile.write.after_file", 4), env_extra={"CHILD_LLM": str(calls_log)})
     assert child.returncode == -signal.SIGKILL, child.stderr
     before_kill = len(calls_log.read_text().splitlines())
     assert 10 < before_kill < total  # all plans and some writes happened
@@ -187,7 +161,7 @@ def test_killed_llm_compile_does_not_repeat_finished_calls(tmp_path):
 
 
 def test_second_compile_is_refused_while_one_runs(tmp_path):
-    make_kb(tmp_path)
+    make_source_kb(tmp_path)
     held = CompileLock(tmp_path / ".kaas").acquire()
     try:
         with pytest.raises(LockedError, match=rf"another kaas compile is running .*pid {os.getpid()}"):
@@ -198,7 +172,7 @@ def test_second_compile_is_refused_while_one_runs(tmp_path):
 
 
 def test_lock_of_a_dead_process_is_taken_over(tmp_path):
-    make_kb(tmp_path)
+    make_source_kb(tmp_path)
     child = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     dead_pid = int(child.stdout)
     (tmp_path / ".kaas").mkdir()

@@ -11,23 +11,19 @@ from pathlib import Path
 
 import pytest
 
-from kb_ai.compile import plan, write
 from kb_ai.compile.pipeline import run_compile
-from kb_ai.config import Settings
+from kb_ai.faults import ENV, InjectedFault
 from kb_ai.store.paths import slugify
 
 from compile_checks import assert_consistent, manifest, wiki_snapshot
 from fixtures.compile.fake_model import PLAN_MARKER, compile_responder
-from llm_fakes import API_BASE, MODEL, FakeOpenAI, all_text, chat_json
+from helpers import fault_spec, llm_settings
+from llm_fakes import FakeOpenAI, all_text, chat_json
 
 TITLES = ["Release process", "Pricing", "On-call rota", "Security reviews", "Office moves"]
 WORDS = ("alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november oscar papa "
          "quebec romeo sierra tango uniform victor whiskey xray yankee zulu amber birch cedar dune ember").split()
 SOURCES = 20
-
-
-class Killed(BaseException):
-    """Stands in for SIGKILL / Ctrl-C: not an Exception, so nothing on the way catches it."""
 
 
 def catalog_planner(body):
@@ -61,7 +57,7 @@ def make_corpus(root: Path) -> None:
 def compile_llm(root: Path):
     with FakeOpenAI() as fake:
         fake.add(catalog_planner, repeat=True)
-        return run_compile(Settings(kb=root, model=MODEL, api_base=API_BASE, api_key="sk-test", max_retries=0),
+        return run_compile(llm_settings(root, cache=True),
                            progress=False)
 
 
@@ -77,32 +73,18 @@ def reference(tmp_path_factory):
     return snapshot
 
 
-def interrupt_after(monkeypatch, owner, name: str, count: int) -> None:
-    real = getattr(owner, name)
-    seen = {"n": 0}
-
-    def wrapper(*args, **kwargs):
-        result = real(*args, **kwargs)
-        seen["n"] += 1
-        if seen["n"] == count:  # once: a concurrent task finishing meanwhile is a real kill's state too
-            raise Killed(f"interrupted after {count} x {name}")
-        return result
-
-    monkeypatch.setattr(owner, name, wrapper)
-
-
 @pytest.mark.parametrize("stage,count", [
     ("plan", 1), ("plan", 3), ("plan", 8), ("plan", 9), ("plan", 13), ("plan", 19),
     ("write", 1), ("write", 4),
 ])
 def test_resumed_compile_equals_an_uninterrupted_one(tmp_path, monkeypatch, reference, stage, count):
+    """Interrupted once, right after the ``count``-th plan is journaled or article file written
+    (a concurrent task finishing meanwhile is a real kill's state too)."""
     make_corpus(tmp_path)
+    point = "compile.plan.after_record" if stage == "plan" else "compile.write.after_file"
     with monkeypatch.context() as patch:
-        if stage == "plan":
-            interrupt_after(patch, plan, "record_planned", count)
-        else:
-            interrupt_after(patch, write.ArticleWriter, "_commit", count)
-        with pytest.raises(Killed):
+        patch.setenv(ENV, fault_spec(point, count, action="raise"))
+        with pytest.raises(InjectedFault):
             compile_llm(tmp_path)
     planned = [r for r in manifest_or_journal(tmp_path) if r == "planned"]
     if stage == "plan":

@@ -19,20 +19,17 @@ from kb_ai.store.articles import render_article, split_frontmatter
 
 from compile_checks import manifest
 from fixtures.compile.fake_model import WRITE_MARKER, compile_responder
-from llm_fakes import API_BASE, MODEL, FakeOpenAI, all_text, chat_json
+from helpers import llm_settings
+from llm_fakes import FakeOpenAI, all_text, chat_json
 
 PRICING = "# Pricing plans\n\nThe basic plan costs $10 a month. The team plan costs $40 a month.\n"
 SETUP = "# Setup guide\n\nInstall the agent, then run the setup wizard and sign in.\n"
 
 
-def model_settings(root: Path) -> Settings:
-    return Settings(kb=root, model=MODEL, api_base=API_BASE, api_key="sk-test", max_retries=0)
-
-
 def compile_model(root: Path, responder=compile_responder):
     with FakeOpenAI() as fake:
         fake.add(responder, repeat=True)
-        return run_compile(model_settings(root), progress=False)
+        return run_compile(llm_settings(root, cache=True), progress=False)
 
 
 def compile_offline(root: Path):

@@ -13,7 +13,7 @@ from kb_ai.navigate.topic_select import TopicIndexCache, _pages_of
 from kb_ai.store.access import Reader
 from kb_ai.store.derived import Derived
 
-from conftest import write_page
+from helpers import write_page
 
 
 def _new_version(kb) -> None:

@@ -31,7 +31,7 @@ from kb_ai.store.catalog import parse_master_index
 from kb_ai.store.files import TEMP_PREFIX
 from kb_ai.store.kb import KnowledgeBase
 
-from conftest import write_page
+from helpers import write_page
 
 IS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
 ROOT_SKIP = "running as root: chmod cannot make a folder read-only for root (EACCES is covered by injection)"

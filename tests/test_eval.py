@@ -17,7 +17,8 @@ from kb_ai.navigate.records import AskResult
 from kb_ai.quality.scoring import contains_answer, exact_match, f1_score, normalize_answer, score_answer, scoring_text
 from kb_ai.store.catalog import Catalog, CatalogEntry
 
-from llm_fakes import API_BASE, MODEL, FakeOpenAI
+from helpers import llm_settings
+from llm_fakes import MODEL, FakeOpenAI
 
 SELECT = "You are the navigator of a wiki"
 ANSWER = "You answer questions using only the wiki pages"
@@ -131,7 +132,7 @@ def test_limit_and_missing_file(sample_kb, tmp_path):
 # -- with a model -------------------------------------------------------------------------------
 
 async def test_eval_with_a_model_counts_calls_tokens_and_citations(sample_kb):
-    settings = Settings(kb=sample_kb.root, model=MODEL, api_base=API_BASE, api_key="k", max_retries=0, cache=False)
+    settings = llm_settings(sample_kb.root)
     questions = parse_questions("\n".join(json.dumps(r) for r in [
         {"question": "Which variable selects the model?", "gold_pages": ["ops/configuration.md"], "answer": "KAAS_MODEL"},
         {"question": "What is the capital of Peru?", "answerable": False},
@@ -156,7 +157,6 @@ async def test_eval_with_a_model_counts_calls_tokens_and_citations(sample_kb):
     assert report.settings["mode"] == "llm" and report.settings["model"] == MODEL
 
 
-@pytest.mark.skipif("eval" not in cli.commands, reason="`kaas eval` is not wired into cli.py yet")
 def test_cli_eval_prints_a_table_and_writes_json(sample_kb, tmp_path):
     file = write_questions(tmp_path / "q.jsonl", [
         {"question": "How are citations validated?", "gold_pages": ["Citations"], "answer": "validated"}])

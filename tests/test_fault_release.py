@@ -29,7 +29,7 @@ from kb_ai.server.watch import WikiWatcher
 from kb_ai.store.files import TEMP_PREFIX, atomic_write_text
 
 from compile_checks import temp_files
-from conftest import write_page
+from helpers import write_page
 from test_disk_faults import DiskFault, assert_wiki_consistent
 
 NO_SPACE = os.strerror(errno.ENOSPC)

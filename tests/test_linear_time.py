@@ -29,7 +29,7 @@ import pytest
 from kb_ai import render
 from kb_ai.compile import dedup, ingest, offline, readers, topic_summaries, writers
 from kb_ai.errors import KaasError
-from kb_ai.llm import gateway, plausible, prompts, tokens
+from kb_ai.llm import plausible, prompts, structured, tokens
 from kb_ai.navigate import citations, read, save
 from kb_ai.navigate.records import ReadPage
 from kb_ai.offline import extractive, text
@@ -121,7 +121,7 @@ FUNCTIONS = {
     "clean_body": lambda t: writers.clean_body(t, "T"),
     "check_trails": lambda t: writers.check_trails(t, {"raw/a.md"}),
     # model replies, prompts, scoring, questions
-    "parse_json_reply": lambda t: _quietly(gateway.parse_json_reply, t),
+    "parse_json_reply": lambda t: _quietly(structured.parse_json_reply, t),
     "escape_data": lambda t: [prompts.escape_data(t, context) for context in ("attribute", "inline", "block")],
     "plausible": lambda t: (plausible.implausible(t, "Summarize the article in one sentence."), plausible.unique([t, t + "x"])),
     "scoring": lambda t: (scoring.score_answer(t, ["a x", "lorem"]), scoring.normalize_answer(t)),

@@ -19,8 +19,8 @@ from kb_ai.quality.links import find_links, remove_links, resolve_target
 from kb_ai.quality.lint import LintConfig, lint_kb, run_lint
 from kb_ai.store.kb import KnowledgeBase
 
-from conftest import write_page
-from llm_fakes import API_BASE, MODEL, FakeOpenAI
+from helpers import llm_settings, write_page
+from llm_fakes import FakeOpenAI
 
 REPO = Path(__file__).resolve().parents[1]
 CONTRADICTIONS = "You review two pages of the same wiki for contradictions"
@@ -248,7 +248,7 @@ def test_links_parsing_and_resolution():
 
 
 def test_contradictions_are_reported_from_the_model(clean_kb):
-    settings = Settings(kb=clean_kb.root, model=MODEL, api_base=API_BASE, api_key="k", max_retries=0, cache=False)
+    settings = llm_settings(clean_kb.root)
     with FakeOpenAI() as fake:
         fake.reply_json({"contradictions": [{"claim_a": "opens at 40 bar", "claim_b": "opens at 60 bar",
                                              "explanation": "Two opening pressures."}]}, when=CONTRADICTIONS)
@@ -267,7 +267,6 @@ def test_contradictions_need_a_model(clean_kb):
         run_lint(Settings(kb=clean_kb.root), contradictions=True)
 
 
-@pytest.mark.skipif("lint" not in cli.commands, reason="`kaas lint` is not wired into cli.py yet")
 def test_cli_lint_json_exit_codes_and_fix(defect_kb):
     runner = CliRunner()
     result = runner.invoke(cli, ["--kb", str(defect_kb.root), "lint", "--json"])

@@ -17,7 +17,7 @@ from kb_ai.config import Settings
 from kb_ai.quality.lint import run_lint
 from kb_ai.store.kb import KnowledgeBase
 
-from conftest import write_page
+from helpers import write_page
 
 BODY = """# Links
 

@@ -26,6 +26,7 @@ from kb_ai.llm.usage import UsageMeter
 from kb_ai.navigate.ask import ask, build_service
 from kb_ai.navigate.records import AskRequest
 
+from helpers import llm_settings
 from llm_fakes import API_BASE, MODEL, FakeOpenAI, chat_json, error_response
 from wikigen import DEPOT_QUESTION, generate_depot_wiki
 
@@ -220,6 +221,7 @@ def _raw(root, sources: int) -> None:
         (folder / f"note-{number:02}.md").write_text(f"# Note {number}\n\nNote {number} says the depot opens at {number}.\n")
 
 
+@pytest.mark.slow
 def test_a_compile_against_a_model_that_never_answers_stops_in_a_time_that_does_not_grow_with_sources(
         tmp_path, hanging):
     # Two concurrent calls, each given up at its 1 s deadline, open the breaker (2 calls in a row);
@@ -245,7 +247,7 @@ def test_after_a_compile_stopped_by_the_breaker_the_next_compile_finishes_the_wo
     _raw(tmp_path, 3)
     done, _ = _kaas(tmp_path, hanging, "compile", KAAS_BREAKER_FAILURES="1")
     assert done.returncode != 0 and "treated as down" in done.stderr
-    settings = Settings(kb=tmp_path, model=MODEL, api_base=API_BASE, api_key="k", max_retries=0, cache=False)
+    settings = llm_settings(tmp_path)
     with FakeOpenAI() as fake:
         fake.add(compile_responder, repeat=True)
         report = run_compile(settings, progress=False)
@@ -266,8 +268,8 @@ def test_kaas_ask_against_a_model_that_never_answers_finishes_in_about_one_deadl
 async def test_an_ask_against_a_model_that_never_answers_takes_one_deadline_and_a_server_stops_asking(
         tmp_path, hanging):
     generate_depot_wiki(tmp_path)
-    settings = Settings(kb=tmp_path, model="openai/hang", api_base=hanging.url, api_key="k", timeout=0.3,
-                        call_deadline=1.0, max_retries=5, cache=False, breaker_failures=2)
+    settings = llm_settings(tmp_path, model="openai/hang", api_base=hanging.url, timeout=0.3, call_deadline=1.0,
+                            max_retries=5, breaker_failures=2)
     service = build_service(settings)  # one service, as `kaas serve` holds it
     for number in range(3):
         sent = len(hanging.connections)

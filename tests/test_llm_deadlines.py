@@ -21,12 +21,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, StreamingResponse
 from starlette.routing import Route
 
-from kb_ai.config import Settings
 from kb_ai.llm.gateway import GatewayConfig, LLMGateway
 from kb_ai.llm.usage import UsageMeter
 from kb_ai.navigate.ask import ask, build_service
 from kb_ai.navigate.records import AskRequest
 
+from helpers import llm_settings
 from server_fakes import ServerThread
 from wikigen import DEPOT_QUESTION, generate_depot_wiki
 
@@ -121,8 +121,8 @@ async def test_a_json_reply_that_never_ends_is_stopped_and_not_retried(forever_s
 async def test_an_ask_whose_answer_never_stops_keeps_what_came_with_a_notice(forever_server, tmp_path):
     generate_depot_wiki(tmp_path)
     forever_server.state.json_forever = False
-    settings = Settings(kb=tmp_path, model="openai/forever", api_base=forever_server.url + "/v1", api_key="k",
-                        timeout=0.4, max_retries=2, cache=False)
+    settings = llm_settings(tmp_path, model="openai/forever", api_base=forever_server.url + "/v1", timeout=0.4,
+                            max_retries=2)
     started = time.monotonic()
     result = await asyncio.wait_for(
         ask(build_service(settings), AskRequest(question=DEPOT_QUESTION)), 30)
@@ -139,8 +139,8 @@ async def test_an_ask_whose_selection_never_stops_answers_without_the_model_afte
     # The model kept the selection call past its deadline: the rest of the ask does not wait for
     # it again (keyword selection, then the offline extract, each saying why).
     generate_depot_wiki(tmp_path)
-    settings = Settings(kb=tmp_path, model="openai/forever", api_base=forever_server.url + "/v1", api_key="k",
-                        timeout=0.4, max_retries=2, cache=False)
+    settings = llm_settings(tmp_path, model="openai/forever", api_base=forever_server.url + "/v1", timeout=0.4,
+                            max_retries=2)
     started = time.monotonic()
     result = await asyncio.wait_for(
         ask(build_service(settings), AskRequest(question=DEPOT_QUESTION, suggest=True)), 30)
@@ -153,6 +153,7 @@ async def test_an_ask_whose_selection_never_stops_answers_without_the_model_afte
     assert result.usage["llm_calls"] == 1 and result.usage["failed_calls"] == 1
 
 
+@pytest.mark.slow
 def test_kaas_ask_json_is_bounded_by_the_call_deadline_setting(forever_server, tmp_path):
     generate_depot_wiki(tmp_path)
     forever_server.state.json_forever = False

@@ -26,9 +26,11 @@ from kb_ai.errors import (
     MissingApiKeyError,
     UnknownModelError,
 )
+from kb_ai.llm import error_map, transports
 from kb_ai.llm import gateway as gateway_module
 from kb_ai.llm.cache import ResponseCache, cache_key
-from kb_ai.llm.gateway import GatewayConfig, LLMGateway, parse_json_reply
+from kb_ai.llm.gateway import GatewayConfig, LLMGateway
+from kb_ai.llm.structured import parse_json_reply
 from kb_ai.llm.usage import UsageMeter
 
 from llm_fakes import (  # tests/ is on sys.path (pytest's default "prepend" import mode)
@@ -83,13 +85,13 @@ def make_gateway(tmp_path, transport):
         options = {"model": MODEL, "api_base": API_BASE, "timeout": 5.0, "max_retries": 2,
                    "direct_http": transport == "direct"}
         options.update(overrides)
-        gw = LLMGateway(GatewayConfig(**options))
-        gw.sleeps = []
+        sleeps: list[float] = []
 
         async def record_sleep(seconds: float) -> None:
-            gw.sleeps.append(seconds)
+            sleeps.append(seconds)
 
-        gw._sleep = record_sleep
+        gw = LLMGateway(GatewayConfig(**options), sleep=record_sleep)
+        gw.sleeps = sleeps
         return gw
 
     return make
@@ -147,7 +149,7 @@ async def test_complete_returns_text_and_records_usage(route, make_gateway):
     assert sent["temperature"] == 0.0
     assert "response_format" not in sent
     # api_base without a key: a placeholder key, since the OpenAI client refuses an empty one.
-    assert route.calls.last.request.headers["authorization"] == f"Bearer {gateway_module.PLACEHOLDER_API_KEY}"
+    assert route.calls.last.request.headers["authorization"] == f"Bearer {transports.PLACEHOLDER_API_KEY}"
     [call] = meter.calls
     assert (call.purpose, call.model, call.prompt_tokens, call.completion_tokens) == ("answer", MODEL, 12, 3)
     assert call.cost_usd == 0.0 and not call.cached and call.seconds >= 0
@@ -398,9 +400,9 @@ def test_retry_after_http_date_and_cap():
             self.response = httpx.Response(429, headers={"Retry-After": value})
 
     when = format_datetime(datetime.now(timezone.utc) + timedelta(seconds=30), usegmt=True)
-    assert 25 <= gateway_module._retry_after(Fake(when)) <= 30
-    assert gateway_module._retry_after(Fake("7")) == 7.0
-    assert gateway_module._retry_after(Fake("garbage")) is None
+    assert 25 <= error_map.retry_after(Fake(when)) <= 30
+    assert error_map.retry_after(Fake("7")) == 7.0
+    assert error_map.retry_after(Fake("garbage")) is None
 
 
 async def test_retry_after_is_capped(route, make_gateway):

@@ -31,6 +31,7 @@ from kb_ai.server import create_app
 from kb_ai.store.articles import iter_article_paths
 
 from fixtures.compile.fake_model import PLAN_MARKER, TOPIC_MARKER, WRITE_MARKER
+from helpers import llm_settings
 from llm_fakes import API_BASE, MODEL, FakeOpenAI, all_text, chat_json
 from server_fakes import PacedNavigator, ServerThread, parse_sse
 
@@ -196,7 +197,7 @@ def _surrogate_compile_model(body):
 def test_a_compile_whose_model_sends_lone_surrogates_writes_text(tmp_path):
     (tmp_path / "raw").mkdir()
     (tmp_path / "raw" / "pricing.md").write_text("# Pricing\n\nThe Solo plan costs $9 per month and Team $29.\n")
-    settings = Settings(kb=tmp_path, model=MODEL, api_base=API_BASE, api_key="k", max_retries=0, timeout=5.0)
+    settings = llm_settings(tmp_path, cache=True)
     with FakeOpenAI() as fake:  # cache on: the replies are written to .kaas/cache/llm too
         fake.add(_surrogate_compile_model, repeat=True)
         report = run_compile(settings, progress=False)
@@ -220,7 +221,7 @@ JUNK_ANSWERS = {
 
 
 def _pricing_wiki(root):
-    from conftest import write_page
+    from helpers import write_page
     from kb_ai.store.kb import KnowledgeBase
 
     write_page(root / "wiki", "notes/pricing.md", "Pricing", "What the plans cost.",
@@ -230,14 +231,10 @@ def _pricing_wiki(root):
     KnowledgeBase(root).reindex()
 
 
-def _llm_settings(root) -> Settings:
-    return Settings(kb=root, model=MODEL, api_base=API_BASE, api_key="k", max_retries=0, timeout=5.0, cache=False)
-
-
 @pytest.mark.parametrize("case", sorted(JUNK_ANSWERS))
 def test_junk_in_the_answer_stream_ends_the_sse_stream_with_done_or_a_model_error(tmp_path, case):
     _pricing_wiki(tmp_path)
-    with FakeOpenAI() as fake, TestClient(create_app(_llm_settings(tmp_path))) as client:
+    with FakeOpenAI() as fake, TestClient(create_app(llm_settings(tmp_path))) as client:
         fake.reply_json({"paths": ["notes/pricing.md"]}, when=SELECT)
         fake.add(JUNK_ANSWERS[case], when=ANSWER)
         response = client.post("/api/chat", json={"question": "How much is Solo?"})
@@ -249,7 +246,7 @@ def test_junk_in_the_answer_stream_ends_the_sse_stream_with_done_or_a_model_erro
 
 def test_a_lone_surrogate_in_a_selected_path_ends_the_sse_stream_with_done(tmp_path):
     _pricing_wiki(tmp_path)
-    with FakeOpenAI() as fake, TestClient(create_app(_llm_settings(tmp_path))) as client:
+    with FakeOpenAI() as fake, TestClient(create_app(llm_settings(tmp_path))) as client:
         fake.add(raw_json_reply(json.dumps('{"paths": ["notes/pricing.md", "notes/x\\ud800.md"]}')), when=SELECT)
         fake.add(sse(delta('"Solo costs $9 [Pricing](notes/pricing.md)."'), STOP), when=ANSWER)
         response = client.post("/api/chat", json={"question": "How much is Solo?"})

@@ -10,7 +10,6 @@ import json
 import pytest
 
 from kb_ai.compile.pipeline import run_compile
-from kb_ai.config import Settings
 from kb_ai.errors import LLMOutputError
 from kb_ai.llm.gateway import GatewayConfig, LLMGateway
 from kb_ai.llm.usage import UsageMeter
@@ -18,7 +17,7 @@ from kb_ai.navigate.ask import ask, build_service
 from kb_ai.navigate.records import AskRequest, Turn
 from kb_ai.quality.lint import run_lint
 
-from conftest import write_page
+from helpers import llm_settings, write_page
 from llm_fakes import API_BASE, MODEL, FakeOpenAI, all_text, chat_json, chat_sse
 
 SELECT = "You are the navigator of a wiki"
@@ -28,12 +27,6 @@ SUGGEST = "You suggest three follow-up questions"
 MESSAGES = [{"role": "user", "content": "hi"}]
 SCHEMA = {"type": "object", "properties": {"paths": {"type": "array", "items": {"type": "string"}}},
           "required": ["paths"]}
-
-
-def llm_settings(root, **overrides) -> Settings:
-    values = dict(kb=root, model=MODEL, api_base=API_BASE, api_key="k", max_retries=0, timeout=5.0, cache=False)
-    values.update(overrides)
-    return Settings(**values)
 
 
 def gateway() -> LLMGateway:

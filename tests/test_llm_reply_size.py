@@ -104,12 +104,13 @@ def _cache_entries(tmp_path) -> list:
 
 async def _peak(awaitable):
     """(result or raised exception, peak bytes allocated by Python while awaiting it)."""
-    from kb_ai.llm import gateway, openai_http
+    from kb_ai.llm import structured
+    from kb_ai.llm.transports import litellm, openai_http
 
     # one-off costs (the CA bundle, litellm's model map, jsonschema) are not the reply's
     openai_http._ssl_context()
-    gateway._model_map()
-    gateway._validator(SCHEMA)
+    litellm._model_map()
+    structured.validator(SCHEMA)
     tracemalloc.start()
     try:
         try:

@@ -6,13 +6,15 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
-from kb_ai.config import Settings, load_settings
+from kb_ai.config import load_settings
 from kb_ai.server_mcp import build_mcp_server
 
-from llm_fakes import API_BASE, MODEL, FakeOpenAI
+from helpers import llm_settings
+from llm_fakes import FakeOpenAI
 
 KAAS = str(Path(sys.executable).with_name("kaas"))
 
@@ -48,7 +50,7 @@ async def test_ask_with_paths_reads_those_pages(sample_kb):
 
 
 async def test_ask_with_a_mocked_llm(sample_kb):
-    settings = Settings(kb=sample_kb.root, model=MODEL, api_base=API_BASE, api_key="k", max_retries=0, cache=False)
+    settings = llm_settings(sample_kb.root)
     with FakeOpenAI() as fake:
         fake.reply_json({"paths": ["ops/configuration.md"]}, when="navigator of a wiki")
         fake.reply_stream(["Set KAAS_MODEL ", "[Configuration](ops/configuration.md)."], when="You answer questions")
@@ -89,6 +91,7 @@ async def test_read_page_and_list_pages(sample_kb):
     assert "KAAS_MODEL variable selects" in page.structured_content["markdown"]
 
 
+@pytest.mark.slow
 async def test_stdio_subprocess_speaks_only_protocol(sample_kb):
     params = StdioServerParameters(command=KAAS, args=["--kb", str(sample_kb.root), "mcp"], env={"PATH": "/usr/bin:/bin"})
     async with Client(params) as client:
@@ -102,6 +105,7 @@ async def test_stdio_subprocess_speaks_only_protocol(sample_kb):
     # Any stray print on stdout would have broken the JSON-RPC stream above: reaching here proves it.
 
 
+@pytest.mark.slow
 def test_mcp_command_with_a_wrong_kb_is_a_one_line_error(tmp_path):
     import subprocess
 

@@ -4,51 +4,15 @@ reply, and nothing is dropped without a word."""
 
 from __future__ import annotations
 
-import json
-import os
-import select
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
-KAAS = str(Path(sys.executable).with_name("kaas"))
+from helpers import McpStdio
 PARSE_ERROR, INVALID_REQUEST = -32700, -32600
-
-
-class Session:
-    """A raw JSON-RPC conversation with `kaas mcp`: byte lines in, JSON lines out."""
-
-    def __init__(self, kb_root: Path):
-        env = {"PATH": "/usr/bin:/bin", **({"PYTHONPATH": os.environ["PYTHONPATH"]} if os.environ.get("PYTHONPATH") else {})}
-        self.process = subprocess.Popen([KAAS, "--kb", str(kb_root), "mcp"], stdin=subprocess.PIPE,
-                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
-        self.send(json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}}))
-        assert self.receive()["id"] == 0
-        self.send('{"jsonrpc": "2.0", "method": "notifications/initialized"}')
-
-    def send(self, line: str | bytes) -> None:
-        self.process.stdin.write((line if isinstance(line, bytes) else line.encode("utf-8")) + b"\n")
-        self.process.stdin.flush()
-
-    def receive(self, timeout: float = 90) -> dict | None:  # generous: CI machines are shared; a hang still fails
-        ready, _, _ = select.select([self.process.stdout], [], [], timeout)
-        return json.loads(self.process.stdout.readline()) if ready else None
-
-    def close(self) -> str:
-        self.process.stdin.close()
-        try:
-            self.process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-        return self.process.stderr.read().decode()
 
 
 @pytest.fixture
 def session(sample_kb):
-    started = Session(sample_kb.root)
+    started = McpStdio(sample_kb.root)
     yield started
     if started.process.poll() is None:
         started.close()

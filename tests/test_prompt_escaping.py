@@ -18,14 +18,12 @@ from hypothesis import given, settings as hypothesis_settings, strategies as st
 from starlette.testclient import TestClient
 
 from kb_ai.compile.pipeline import run_compile
-from kb_ai.config import Settings
 from kb_ai.errors import ConfigError
 from kb_ai.llm.prompts import PromptLibrary, default_prompts_dir
 from kb_ai.server import create_app
-from kb_ai.store.kb import KnowledgeBase
 
-from conftest import SAMPLE_PAGES, write_page
-from llm_fakes import API_BASE, MODEL, FakeOpenAI, all_text, chat_json
+from helpers import llm_settings
+from llm_fakes import FakeOpenAI, all_text, chat_json
 
 # Every way a value could try to leave its place: close its element (any spelling), open a
 # new one, end its attribute, forge an attribute, start a line of its own, smuggle chat-template
@@ -140,6 +138,7 @@ def test_page_text_stays_readable():
     assert escape_data('say "hi"\n> there', "attribute") == "say &quot;hi&quot; &gt; there"
 
 
+@pytest.mark.slow
 @hypothesis_settings(max_examples=300, deadline=None)
 @given(st.text(alphabet=st.sampled_from(list('<>/"\n\r \tpage-=!?|a1&;')), max_size=60))
 def test_no_value_can_open_or_close_an_element(text):
@@ -193,8 +192,7 @@ def test_a_raw_heading_reaches_the_compile_prompts_only_escaped(tmp_path):
     (tmp_path / "raw" / "notes" / "x.md").write_text(f"# {RAW_HEADING}\n\nX is a project.\n")
     with FakeOpenAI() as fake:
         fake.add(_plan_or_write, repeat=True)
-        report = run_compile(Settings(kb=tmp_path, model=MODEL, api_base=API_BASE, api_key="k", max_retries=0,
-                                      cache=False), progress=False)
+        report = run_compile(llm_settings(tmp_path), progress=False)
     assert report.ok and fake.requests
     plan = [r for r in fake.requests if "decide where its knowledge belongs" in all_text(r)]
     assert plan  # the heading is the source's title: in the title attribute and in the text
@@ -204,16 +202,10 @@ def test_a_raw_heading_reaches_the_compile_prompts_only_escaped(tmp_path):
         assert [k for k, _, _ in sources] == ["open", "close"]  # one source element, closed once
 
 
-def test_a_title_set_by_a_non_admin_editor_reaches_the_answer_prompt_only_escaped(tmp_path):
-    wiki = tmp_path / "wiki"
-    for path, title, summary, body in SAMPLE_PAGES:
-        write_page(wiki, path, title, summary, body, topic=path.split("/")[0])
-    write_page(wiki, "ops/links.md", "Links", "Where things are.", "# Links\n\nThe deploy guide is linked here.",
-               topic="ops")
-    (tmp_path / "kaas.toml").write_text(f'[users.bob]\ntoken = "{BOB}"\ngroups = ["eng"]\n')
-    KnowledgeBase(tmp_path).reindex()
-    app = create_app(Settings(kb=tmp_path, model=MODEL, api_base=API_BASE, api_key="k", cache=False,
-                              max_retries=0), mcp=False)
+def test_a_title_set_by_a_non_admin_editor_reaches_the_answer_prompt_only_escaped(make_kb, tmp_path):
+    make_kb(("ops/links.md", "Links", "Where things are.", "# Links\n\nThe deploy guide is linked here.", {"topic": "ops"}),
+            toml=f'[users.bob]\ntoken = "{BOB}"\ngroups = ["eng"]\n')
+    app = create_app(llm_settings(tmp_path), mcp=False)
     with TestClient(app, headers={"Authorization": f"Bearer {BOB}"}) as bob:
         page = bob.get("/api/pages/ops/links.md").json()
         edited = page["markdown"].replace("title: Links", f"title: '{EDITED_TITLE}'")

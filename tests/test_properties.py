@@ -117,6 +117,7 @@ yaml_frontmatters = st.builds(
     st.lists(yaml_lines, min_size=1, max_size=3), st.booleans())  # a "*" selects the pure-Python loader
 
 
+@pytest.mark.slow
 @PROPS
 @given(text=st.one_of(
     st.text(max_size=300),

@@ -15,13 +15,13 @@ import json
 
 import pytest
 
-from conftest import REAL_LLM_BASE
+from helpers import REAL_LLM_BASE
 
 from kb_ai.config import Settings
 from kb_ai.navigate.ask import ask, build_service
 from kb_ai.navigate.records import AskRequest
 
-pytestmark = [pytest.mark.real_llm, pytest.mark.usefixtures("real_llm_server")]
+pytestmark = [pytest.mark.real_llm, pytest.mark.slow, pytest.mark.usefixtures("real_llm_server")]
 BASE = REAL_LLM_BASE
 
 

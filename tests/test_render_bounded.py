@@ -72,7 +72,9 @@ def test_a_page_too_slow_to_render_is_shown_as_plain_text_within_the_limit(shape
         assert "takes longer than" in result.html and result.toc == []
     assert "<script>" not in result.html
     again, seconds = _timed(body)  # remembered: the next view does not pay the time again
-    assert seconds < 0.5 and again.html == result.html
+    # (rendering again would take the whole limit; a cache hit takes milliseconds, even on a
+    # machine shared with other jobs)
+    assert seconds < short_limit and again.html == result.html
 
 
 def test_rendering_goes_on_after_a_render_was_stopped(hard_limit, short_limit):

@@ -16,7 +16,8 @@ from kb_ai.navigate.records import AskRequest
 from kb_ai.navigate.save import save_answer
 from kb_ai.server_mcp import build_mcp_server
 
-from llm_fakes import API_BASE, MODEL, FakeOpenAI
+from helpers import llm_settings
+from llm_fakes import FakeOpenAI
 
 
 async def _save_via_service(kb, question="How are citations validated?"):
@@ -54,7 +55,7 @@ async def test_saved_answer_leads_to_evidence_but_is_never_cited_offline(sample_
 
 async def test_a_model_citing_a_saved_answer_gets_that_citation_rejected(sample_kb):
     await _save_via_service(sample_kb)
-    settings = Settings(kb=sample_kb.root, model=MODEL, api_base=API_BASE, api_key="k", max_retries=0, cache=False)
+    settings = llm_settings(sample_kb.root)
     with FakeOpenAI() as fake:
         fake.reply_json({"paths": ["answers/how-are-citations-validated.md"]}, when="navigator of a wiki")
         fake.reply_stream(["As answered before [Saved](answers/how-are-citations-validated.md) ",

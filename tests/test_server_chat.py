@@ -15,7 +15,8 @@ from kb_ai.navigate.navigator import LexicalIndexCache
 from kb_ai.server import create_app
 from kb_ai.store.kb import KnowledgeBase
 
-from llm_fakes import API_BASE, MODEL, FakeOpenAI
+from helpers import llm_settings
+from llm_fakes import FakeOpenAI
 from server_fakes import FakeLLMServer, PacedNavigator, ServerThread, parse_sse
 
 SELECT = "You are the navigator of a wiki"
@@ -136,8 +137,7 @@ def test_a_bug_in_the_pipeline_is_an_internal_error_event_not_a_broken_stream(sa
 
 
 def test_llm_answer_through_the_real_gateway(sample_kb):
-    settings = Settings(kb=sample_kb.root, model=MODEL, api_base=API_BASE, api_key="k", max_retries=0,
-                        timeout=5.0, cache=False)
+    settings = llm_settings(sample_kb.root)
     with FakeOpenAI() as fake, TestClient(create_app(settings)) as client:
         fake.reply_json({"paths": ["retrieval/citations.md"]}, when=SELECT)
         fake.reply_stream(["Only pages read ", "count: ", "[Citations](retrieval/citations.md) ",
@@ -176,8 +176,7 @@ def test_disconnect_stops_the_model_stream_over_real_http(sample_kb):
     """Real uvicorn, real litellm, a real (loopback) model server: when the browser goes away,
     the model's HTTP stream is closed too."""
     with FakeLLMServer(token_delay=0.05) as llm:
-        settings = Settings(kb=sample_kb.root, model="openai/fake", api_base=llm.api_base, api_key="k",
-                            max_retries=0, timeout=10.0, cache=False)
+        settings = llm_settings(sample_kb, model="openai/fake", api_base=llm.api_base, timeout=10.0)
         with ServerThread(create_app(settings)) as server:
             with httpx.Client(base_url=server.url, timeout=30) as client:
                 with client.stream("POST", "/api/chat", json={"question": "How are citations validated?"}) as response:

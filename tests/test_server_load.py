@@ -13,8 +13,9 @@ from dataclasses import asdict
 from pathlib import Path
 
 import httpx
-from kb_ai.config import Settings
+import pytest
 from kb_ai.server import create_app
+from helpers import llm_settings
 from server_fakes import FakeLLMServer, ServerThread
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
@@ -22,13 +23,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 from bench_server_disconnects import get_json, run_round, settle, violations
 from server_probe import PROBE_PATH, probe_route
 
+pytestmark = pytest.mark.slow  # load: 40 streams over a paced model, twice
+
 STREAMS, ROUNDS, TOKENS = 40, 2, 40  # the fake model's answer is ~40 words, one every 0.1 s
 
 
 def test_streams_with_disconnects_leave_no_error_no_task_and_no_model_stream(sample_kb):
     with FakeLLMServer(token_delay=0.1) as llm:
-        settings = Settings(kb=sample_kb.root, model="openai/fake", api_base=llm.api_base, api_key="k",
-                            max_retries=0, timeout=30.0, cache=False, concurrency=STREAMS + 10)
+        settings = llm_settings(sample_kb, model="openai/fake", api_base=llm.api_base, timeout=30.0,
+                                concurrency=STREAMS + 10)
         with ServerThread(create_app(settings, extra_routes=[probe_route()])) as server:
             rounds, baseline = asyncio.run(_rounds(server.url, llm))
     found = violations(rounds, baseline)

@@ -21,6 +21,10 @@ from pathlib import Path
 
 import pytest
 
+from helpers import write_files
+
+pytestmark = pytest.mark.slow  # every case runs kaas in a subprocess on copies of compiled knowledge bases
+
 TESTS_DIR = Path(__file__).resolve().parent
 TIMEOUT = 60
 MEMORY_LIMIT = 6 << 30  # a child that reads /dev/zero or a huge file whole fails instead of exhausting the machine
@@ -164,12 +168,6 @@ def plant(path: Path, kind: str, tmp_path: Path) -> None:
         raise AssertionError(kind)
 
 
-def write_sources(root: Path) -> None:
-    for rel, text in SOURCES.items():
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_text(text, encoding="utf-8")
-
-
 @pytest.fixture(scope="module")
 def templates(tmp_path_factory):
     """Knowledge bases to copy: ``raw`` (sources only), ``offline`` (compiled offline and asked
@@ -177,7 +175,7 @@ def templates(tmp_path_factory):
     LLM cache entries saved), ``model_cache`` (the LLM cache a model compile of ``raw`` writes)."""
     base = tmp_path_factory.mktemp("state-templates")
     raw = base / "raw-kb"
-    write_sources(raw)
+    write_files(raw, SOURCES)
     offline = base / "offline"
     shutil.copytree(raw, offline, symlinks=True)
     assert kaas(offline, "compile").returncode == 0

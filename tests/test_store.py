@@ -17,7 +17,7 @@ from kb_ai.store.pages import load_page
 from kb_ai.store.access import OWNER
 from kb_ai.store.paths import normalize_wiki_path, safe_wiki_file, slugify
 
-from conftest import write_page
+from helpers import write_page
 
 
 def test_article_round_trip_keeps_key_order_and_body(tmp_path):

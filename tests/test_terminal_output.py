@@ -15,7 +15,7 @@ from click.testing import CliRunner
 
 from kb_ai.cli import cli
 
-from conftest import write_page
+from helpers import write_page
 
 ESC_SOURCE = ("# Office hours\n\nThe office opens at nine.\x1b]0;PWNED-TITLE\x07 The office closes at five."
               "\x1b[2J\x1b[31m Coffee is free on Fridays.\x1b]52;c;ZWNobyBwd25lZA==\x07 Tea\x9b2J is\r too.\n")

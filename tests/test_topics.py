@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from kb_ai.config import Settings, load_settings
+from kb_ai.config import load_settings
 from kb_ai.errors import ConfigError
 from kb_ai.navigate.ask import ask, build_service
 from kb_ai.navigate.records import AskRequest
@@ -14,7 +14,7 @@ from kb_ai.store.catalog import Catalog, CatalogEntry
 from kb_ai.store.kb import KnowledgeBase
 from kb_ai.store.topics import SUBTOPIC_MIN, build_topic_index, membership_key, save_model_summaries
 
-from conftest import write_page
+from helpers import llm_settings, write_page
 from llm_fakes import API_BASE, MODEL, FakeOpenAI, all_text
 from wikigen import generate_wiki
 
@@ -77,10 +77,6 @@ def test_kaas_index_writes_topics_md_which_is_not_an_article(tmp_path):
     assert "- food (1 article) — " in (tmp_path / "wiki" / "topics.md").read_text()
 
 
-def _settings(kb: KnowledgeBase, **overrides) -> Settings:
-    return Settings(kb=kb.root, model=MODEL, api_base=API_BASE, api_key="k", cache=False, max_retries=0, **overrides)
-
-
 async def test_hierarchical_navigation_shows_topics_then_only_the_chosen_topics_pages(tmp_path):
     made = generate_wiki(tmp_path, 400)
     kb = KnowledgeBase(tmp_path)
@@ -91,7 +87,7 @@ async def test_hierarchical_navigation_shows_topics_then_only_the_chosen_topics_
         fake.reply_json({"topics": [gold_topic]}, when=TOPICS)
         fake.reply_json({"paths": [gold_path]}, when=SELECT)
         fake.reply_stream([f"Long ago [{name}]({gold_path})."], when=ANSWER)
-        result = await ask(build_service(_settings(kb, select_budget=1500, navigation="topics")),
+        result = await ask(build_service(llm_settings(kb, select_budget=1500, navigation="topics")),
                            AskRequest(question=f"When was {name} founded?"))
     topic_prompt = all_text([r for r in fake.requests if TOPICS in all_text(r)][0])
     assert f"- {gold_topic} (25 articles) — " in topic_prompt
@@ -107,7 +103,7 @@ async def test_an_invented_topic_falls_back_to_the_shortlist_and_an_empty_one_is
     kb = KnowledgeBase(tmp_path)
     kb.reindex()
     gold_path, name = made[10]
-    service = build_service(_settings(kb, select_budget=1500, navigation="topics"))
+    service = build_service(llm_settings(kb, select_budget=1500, navigation="topics"))
     with FakeOpenAI() as fake:
         fake.reply_json({"topics": ["no such topic"]}, when=TOPICS)
         fake.reply_json({"paths": [gold_path]}, when=SELECT)
@@ -129,7 +125,7 @@ async def test_a_small_catalog_never_takes_the_topic_step(tmp_path):
     with FakeOpenAI() as fake:
         fake.reply_json({"paths": ["food/soup.md"]}, when=SELECT)
         fake.reply_stream(["Hot [Tomato soup](food/soup.md)."], when=ANSWER)
-        await ask(build_service(_settings(kb, navigation="topics")), AskRequest(question="soup?"))
+        await ask(build_service(llm_settings(kb, navigation="topics")), AskRequest(question="soup?"))
     assert not [r for r in fake.requests if TOPICS in all_text(r)]
 
 
@@ -166,8 +162,7 @@ def test_the_topic_fallback_is_a_notice_for_json_and_sse_clients(tmp_path):
     assert any("named no topic of the wiki" in n for n in notices), notices
     with FakeOpenAI() as fake:
         fake_model(fake)
-        app = create_app(Settings(kb=tmp_path, model=MODEL, api_base=API_BASE, api_key="k", cache=False,
-                                  max_retries=0, select_budget=1500, navigation="topics"), mcp=False)
+        app = create_app(llm_settings(tmp_path, select_budget=1500, navigation="topics"), mcp=False)
         with TestClient(app) as client:
             events = parse_sse(client.post("/api/chat", json={"question": f"When was {name} founded?"}).text)
     sse_notices = [data["message"] for event, data in events if event == "notice"]
@@ -184,7 +179,7 @@ async def test_invented_topic_names_next_to_real_ones_are_reported(tmp_path):
         fake.reply_json({"topics": ["made-up topic", gold_topic]}, when=TOPICS)
         fake.reply_json({"paths": [gold_path]}, when=SELECT)
         fake.reply_stream([f"Long ago [{name}]({gold_path})."], when=ANSWER)
-        result = await ask(build_service(_settings(kb, select_budget=1500, navigation="topics")),
+        result = await ask(build_service(llm_settings(kb, select_budget=1500, navigation="topics")),
                            AskRequest(question=f"When was {name} founded?"))
     assert [p["path"] for p in result.pages] == [gold_path]
     assert any(n.startswith("Ignored topic names") and "'made-up topic'" in n for n in result.notices), result.notices

@@ -24,8 +24,9 @@ import pytest
 
 from kb_ai.store.kb import KnowledgeBase
 
-from conftest import SAMPLE_PAGES, write_page
 from server_fakes import FakeLLMServer
+
+pytestmark = pytest.mark.slow  # drives a real browser
 
 CHROMIUM = os.environ.get("KAAS_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
@@ -100,18 +101,14 @@ class KaasServer:
 
 
 @pytest.fixture
-def ui_kb(tmp_path) -> KnowledgeBase:
-    wiki = tmp_path / "wiki"
-    for path, title, summary, body in SAMPLE_PAGES:
-        write_page(wiki, path, title, summary, body, topic=path.split("/")[0], tags=["demo"])
-    write_page(wiki, "retrieval/catalog.md", "The catalog", "master-index.md: one line per article, by topic.",
-               "# The catalog\n\nThe catalog lists every article with its title and summary. "
-               "The navigator reads the catalog to choose pages.\n\n## Format\n\nOne line per article.\n\n"
-               "## Regeneration\n\nRun kaas index after editing articles; see [Citations](citations.md).\n\n"
-               "<script>window.__pwned = true</script><img src=x onerror=\"window.__pwned = true\">")
-    kb = KnowledgeBase(tmp_path)
-    kb.reindex()
-    return kb
+def ui_kb(make_kb) -> KnowledgeBase:
+    return make_kb(
+        ("retrieval/catalog.md", "The catalog", "master-index.md: one line per article, by topic.",
+         "# The catalog\n\nThe catalog lists every article with its title and summary. "
+         "The navigator reads the catalog to choose pages.\n\n## Format\n\nOne line per article.\n\n"
+         "## Regeneration\n\nRun kaas index after editing articles; see [Citations](citations.md).\n\n"
+         "<script>window.__pwned = true</script><img src=x onerror=\"window.__pwned = true\">"),
+        tags=["demo"])
 
 
 def _watch_errors(page) -> list[str]:

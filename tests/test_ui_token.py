@@ -19,6 +19,8 @@ import pytest
 
 from test_ui_browser import KaasServer, _watch_errors, browser, ui_kb  # noqa: F401 (fixtures)
 
+pytestmark = pytest.mark.slow  # drives a real browser
+
 TOKEN = "token-that-must-stay-home-7f3a9c"
 
 SNOOP_PAGE = """<!doctype html><html><head><meta charset="utf-8"><title>another server</title></head>

@@ -18,7 +18,7 @@ from kb_ai.config import Settings
 from kb_ai.server import create_app
 from kb_ai.store.kb import KnowledgeBase
 
-from conftest import write_page
+from helpers import write_page
 
 KAAS = str(Path(sys.executable).with_name("kaas"))
 PYTHONPATH = {"PYTHONPATH": os.environ["PYTHONPATH"]} if os.environ.get("PYTHONPATH") else {}  # to run on other code

@@ -63,15 +63,14 @@ DEPOT_QUESTION = "Which depot has the cold-weather test chamber?"
 def generate_depot_wiki(root: Path) -> None:
     """A 13-page wiki of bus depots; only Northfield has the cold-weather test chamber (the wiki
     the issue's 'kaas ask' hang was seen on has this shape). Indexed."""
-    from kb_ai.store.kb import KnowledgeBase
+    from helpers import build_kb
 
+    pages = []
     for i, name in enumerate(DEPOTS):
         extra = (" It has the cold-weather test chamber, which cools whole buses to minus 40 degrees."
                  if name == "Northfield" else "")
-        meta = {"title": f"{name} depot", "summary": f"What {name} depot does and when it opened.", "topic": "depots"}
         body = (f"# {name} depot\n\n{name} depot keeps buses running.{extra} It opened in {1950 + 5 * i}.\n\n"
                 f"## Staff\n\nThe depot employs {30 + 7 * i} people in two shifts.\n")
-        file = root / "wiki" / "depots" / f"{name.lower()}.md"
-        file.parent.mkdir(parents=True, exist_ok=True)
-        file.write_text(render_article(meta, body), encoding="utf-8")
-    KnowledgeBase(root).reindex()
+        pages.append((f"depots/{name.lower()}.md", f"{name} depot", f"What {name} depot does and when it opened.", body,
+                      {"topic": "depots"}))
+    build_kb(root, *pages, sample=False)

@@ -98,27 +98,52 @@ class LockedError(KaasError):
 
 
 class LLMError(KaasError):
-    """Any failure of the model path. ``retryable`` errors may be retried or degraded around."""
+    """Any failure of the model path. Three class attributes say what a caller can do about it,
+    and every caller asks them (never a list of classes or codes of its own):
+
+    * ``retryable``: the same request, sent again, may succeed (the gateway retries it, with
+      backoff, within the call's deadline).
+    * ``fatal``: no call to this model can succeed until a person changes the configuration
+      (model name, API key, credentials). Nothing degrades around it: an ask, a lint and a
+      compile stop and say so (a compile after saving its finished work).
+    * ``unanswered``: the model did not answer at all (a timeout, the call deadline, a server
+      that cannot be reached, the circuit breaker standing for those). The circuit breaker counts
+      these; an ask answers the rest without the model.
+
+    A compile also stops on ``LLMUnreachableError`` (``stops_compile``): without the model it
+    can do nothing more, and a timeout of one source is that source's failure until the breaker
+    says the model is down (which raises an ``LLMUnreachableError``).
+    """
 
     code = "llm_error"
     retryable = False
+    fatal = False
+    unanswered = False
     http_status = 502  # the model behind the server failed
+
+    @property
+    def stops_compile(self) -> bool:
+        """A compile cannot go on after this error: ``fatal``, or the model cannot be reached."""
+        return self.fatal or isinstance(self, LLMUnreachableError)
 
 
 class UnknownModelError(LLMError):
     code = "unknown_model"
+    fatal = True
     exit_code = 2
     http_status = 500  # the server's configuration
 
 
 class MissingApiKeyError(LLMError):
     code = "missing_api_key"
+    fatal = True
     exit_code = 2
     http_status = 500
 
 
 class LLMAuthError(LLMError):
     code = "llm_auth"
+    fatal = True
     exit_code = 2
     http_status = 500
 
@@ -126,6 +151,7 @@ class LLMAuthError(LLMError):
 class LLMUnreachableError(LLMError):
     code = "llm_unreachable"
     retryable = True
+    unanswered = True
 
 
 class LLMModelDownError(LLMUnreachableError):
@@ -138,6 +164,7 @@ class LLMModelDownError(LLMUnreachableError):
 class LLMTimeoutError(LLMError):
     code = "llm_timeout"
     retryable = True
+    unanswered = True
     http_status = 504
 
 
@@ -167,7 +194,7 @@ class LLMOutputError(LLMError):
     """The model answered, but not with what was asked (invalid JSON, schema mismatch, empty)."""
 
     code = "llm_bad_output"
-    retryable = True
+    retryable = False  # not sent again as it was: complete_json asks once more, saying what was wrong
 
 
 class LLMReplyCutOff(LLMOutputError):
@@ -176,7 +203,6 @@ class LLMReplyCutOff(LLMOutputError):
     the server ignored max_tokens). ``text`` is what came; a streamed answer keeps it."""
 
     code = "llm_reply_cut_off"
-    retryable = False
 
     def __init__(self, message: str, *, text: str = "", reason: str = "length"):
         super().__init__(message)

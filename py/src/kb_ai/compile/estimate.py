@@ -85,10 +85,7 @@ def _write_estimate(run: CompileRun, engine: Engine, works: list[SourceWork]) ->
 def _cost(model: str | None, prompt_tokens: int, completion_tokens: int) -> float | None:
     if not model:
         return None
-    try:
-        from kb_ai.llm.gateway import _litellm  # noqa: PLC0415
+    from kb_ai.llm.transports.litellm import token_cost  # noqa: PLC0415
 
-        p, c = _litellm().cost_per_token(model=model, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens)
-        return round(float(p) + float(c), 6)
-    except Exception:  # noqa: BLE001 - unknown price is an answer
-        return None
+    cost = token_cost(model, prompt_tokens, completion_tokens)
+    return None if cost is None else round(cost, 6)

@@ -52,7 +52,10 @@ async def compile_async(settings: Settings, *, full: bool = False, dry_run: bool
     if not kb.raw_dir.is_dir():
         raise NoWikiError(f"no raw/ folder in {kb.root} (run `kaas init` there, or pass --kb DIR)")
     if gateway is None and settings.effective_compile_model:
-        gateway = build_gateway(settings, kb)  # KAAS_COMPILE_MODEL alone is enough to compile with a model
+        from kb_ai.llm.gateway import build_gateway  # noqa: PLC0415 (offline compiles never load the gateway)
+
+        # KAAS_COMPILE_MODEL alone is enough to compile with a model
+        gateway = build_gateway(settings, kb, model=settings.effective_compile_model)
     today = dt.date.today().isoformat()
     engine = make_engine(settings, gateway, today)
     report = CompileReport(kb=str(kb.root), mode=engine.mode, dry_run=dry_run, full=full,
@@ -69,14 +72,6 @@ async def compile_async(settings: Settings, *, full: bool = False, dry_run: bool
         return await _compile(settings, kb, engine, report, today, full=full, dry_run=False, progress=progress)
     finally:
         lock.release()
-
-
-def build_gateway(settings: Settings, kb: KnowledgeBase):
-    from kb_ai.llm.gateway import LLMGateway, gateway_config  # noqa: PLC0415
-
-    model = settings.effective_compile_model
-    assert model
-    return LLMGateway(gateway_config(settings, model, kb.state_dir))
 
 
 def make_engine(settings: Settings, gateway, today: str) -> Engine:

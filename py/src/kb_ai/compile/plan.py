@@ -18,11 +18,11 @@ from kb_ai.compile.context import CompileRun, Engine, SourceWork, stage_timer
 from kb_ai.compile.plan_catalog import PlanCatalog
 from kb_ai.compile.records import FAILED, PLANNED, PlanTarget, SourceRecord
 from kb_ai.errors import ArticleFormatError, LLMError, UnsafePathError
+from kb_ai.faults import fault_point
 from kb_ai.store.articles import load_article
 from kb_ai.store.catalog import build_catalog, entry_from_article
 
 PLAN_WAVE = 8  # sources planned in parallel per wave; fixed so plans do not depend on --concurrency
-FATAL_LLM_CODES = {"unknown_model", "missing_api_key", "llm_auth", "llm_unreachable"}
 
 
 async def plan(run: CompileRun, engine: Engine, work: dict[str, SourceWork]) -> None:
@@ -121,7 +121,7 @@ class _Planning:
             try:
                 return await self.engine.planner.propose(work.source, self.catalog, work.previous)
             except LLMError as exc:
-                if exc.code in FATAL_LLM_CODES:
+                if exc.stops_compile:
                     raise
                 return exc
 
@@ -198,6 +198,7 @@ def record_planned(run: CompileRun, engine: Engine, work: SourceWork) -> None:
                           plan=work.plan, plan_prompt=engine.planner.prompt_version, notes=source.notes)
     if not run.dry_run:
         run.state.record_source(record)
+    fault_point("compile.plan.after_record")
 
 
 def record_failed(run: CompileRun, work: SourceWork, reason: str) -> None:

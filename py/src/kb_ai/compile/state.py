@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from kb_ai.compile.dedup import Fingerprint
+from kb_ai.faults import fault_point
 from kb_ai.compile.records import MAX_WRITTEN_BYTES, ArticleRecord, SourceRecord, file_hash, text_hash
 from kb_ai.store.files import (
     DamagedFileError,
@@ -206,6 +207,7 @@ class CompileState:
             self._journal = os.fdopen(fd, "a", encoding="utf-8")
             if size and os.pread(fd, 1, size - 1) != b"\n":
                 self._journal.write("\n")  # end a killed run's torn line: the next entry starts its own
+        fault_point("compile.journal.before_line")
         # One write() per entry; flushed so a killed process (not a lost machine) keeps it.
         self._journal.write(json.dumps(entry, ensure_ascii=False, separators=(",", ":")) + "\n")
         self._journal.flush()

@@ -40,6 +40,7 @@ from kb_ai.compile.writers import (
 from kb_ai.compile.records import COMPILED, DUPLICATE, ArticleRecord, PlanTarget, SourceRecord, text_hash
 from kb_ai.compile.state import CompileState
 from kb_ai.errors import ArticleFormatError, KaasError, LLMError, UnsafePathError
+from kb_ai.faults import fault_point
 from kb_ai.llm.plausible import one_line
 from kb_ai.llm.tokens import estimate_tokens
 from kb_ai.store.articles import (
@@ -181,6 +182,7 @@ class ArticleWriter:
         self.state.keep_written(text)
         self.state.record_article(new_record)
         if not same:
+            fault_point("compile.write.before_file")  # journaled, file not replaced yet
             try:
                 write_article_text(self.wiki_dir, article.path, text)
             except UnsafePathError as exc:  # a link put in its place since it was read
@@ -189,6 +191,7 @@ class ArticleWriter:
                 else:
                     self.state.drop_article(article.path)
                 raise LinkRefused(exc.message) from None
+            fault_point("compile.write.after_file")  # file replaced, source not marked compiled yet
         return not same, text
 
     async def run(self, job: ArticleJob) -> ArticleOutcome:
@@ -199,7 +202,7 @@ class ArticleWriter:
                 self.state.set_rejection(job.path, str(exc))
             return ArticleOutcome(job.path, "held", str(exc))
         except LLMError as exc:
-            if exc.code in ("unknown_model", "missing_api_key", "llm_auth", "llm_unreachable"):
+            if exc.stops_compile:
                 raise
             return ArticleOutcome(job.path, "failed", exc.message)
         except KaasError as exc:

@@ -14,6 +14,9 @@ gateway is the one boundary where that is handled, for both transports and the c
   one reply may bring; past them the reply is cut off (``ReplyTooLarge`` from the transport),
   kept as far as it came, and never cached. A repair request quotes at most ``REPAIR_QUOTE_CHARS``
   of a bad reply.
+* **One shape for both transports.** Each transport hands the gateway kaas's own ``Reply`` and
+  ``ReplyChunk`` (text, finish reason, ``Usage``), read from the server's JSON or litellm's
+  objects by the same ``reply_of`` and ``chunks_of``.
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from typing import Any
+
+from kb_ai.errors import LLMOutputError
 
 from kb_ai.llm.tokens import estimate_tokens
 from kb_ai.untrusted_text import as_text
@@ -135,11 +140,92 @@ def member(value: Any, name: str) -> Any:
     return getattr(value, name, None)
 
 
-def usage_numbers(usage: Any, messages: list[dict[str, Any]], text: str) -> tuple[int, int]:
+@dataclass(frozen=True)
+class Usage:
+    """Tokens as a server reported them; None where it did not, or not as a count."""
+
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+
+
+@dataclass(frozen=True)
+class Reply:
+    """One non-streamed reply as a transport got it: ``text`` made text (None when the server
+    sent no content), the finish reason when it is a word, the usage when there was one."""
+
+    text: str | None
+    finish_reason: str | None = None
+    usage: Usage | None = None
+
+
+@dataclass(frozen=True)
+class ReplyChunk:
+    """One piece of a streamed reply: a text delta as sent (the gateway's ``StreamText`` joins
+    and cleans them), a finish reason, a usage (usually on a last chunk of its own)."""
+
+    text: str | None = None
+    finish_reason: str | None = None
+    usage: Usage | None = None
+
+
+def usage_of(value: Any) -> Usage | None:
+    """The ``usage`` member of a reply or chunk; None when there is none."""
+    if not value:
+        return None
+    return Usage(count(member(value, "prompt_tokens")), count(member(value, "completion_tokens")))
+
+
+def finish_reason_of(value: Any) -> str | None:
+    """A finish reason is a word; anything else a server sends there is no finish reason."""
+    return value if isinstance(value, str) and value else None
+
+
+def content_of(value: Any, where: str, what: str) -> str | None:
+    """A reply's or chunk's ``content``: text (lone surrogates made U+FFFD later: by the stream
+    joiner, or by ``reply_of``), None when absent; anything else is bad output."""
+    if value is None or isinstance(value, str):
+        return value
+    raise LLMOutputError(f"{where} sent a {what} whose content is not text "
+                         f"({type(value).__name__}); the protocol promises a string")
+
+
+def reply_of(response: Any, where: str) -> Reply:
+    """The reply of a non-streamed response (a server's JSON or litellm's object), checked:
+    choices that are a list, content that is text. ``where`` names the server for the error."""
+    choices = member(response, "choices")
+    if not isinstance(choices, (list, tuple)) or not choices:
+        raise LLMOutputError(f"{where} sent a reply without choices")
+    choice = choices[0]
+    text = content_of(member(member(choice, "message"), "content"), where, "reply")
+    return Reply(text=None if text is None else as_text(text),
+                 finish_reason=finish_reason_of(member(choice, "finish_reason")),
+                 usage=usage_of(member(response, "usage")))
+
+
+def chunks_of(chunk: Any, where: str) -> list[ReplyChunk]:
+    """A streamed chunk (a server's JSON or litellm's object) as one ``ReplyChunk`` per choice,
+    the first carrying the chunk's usage; a usage-only chunk or a keep-alive as one without text."""
+    usage = usage_of(member(chunk, "usage"))
+    choices = member(chunk, "choices")
+    if choices is None:
+        return [ReplyChunk(usage=usage)]
+    if not isinstance(choices, (list, tuple)):
+        raise LLMOutputError(f"{where} sent a stream chunk whose choices are not a list")
+    pieces = [ReplyChunk(text=content_of(member(member(choice, "delta"), "content"), where, "stream chunk"),
+                         finish_reason=finish_reason_of(member(choice, "finish_reason")))
+              for choice in choices]
+    if not pieces:
+        return [ReplyChunk(usage=usage)]
+    first = pieces[0]
+    pieces[0] = ReplyChunk(first.text, first.finish_reason, usage)
+    return pieces
+
+
+def usage_numbers(usage: Usage | None, messages: list[dict[str, Any]], text: str) -> tuple[int, int]:
     """(prompt, completion) tokens as the server reported them; estimated where it did not, or
     reported something that is not a count."""
-    prompt = count(member(usage, "prompt_tokens")) or 0
-    completion = count(member(usage, "completion_tokens")) or 0
+    prompt = (usage.prompt_tokens if usage else None) or 0
+    completion = (usage.completion_tokens if usage else None) or 0
     if prompt <= 0:
         prompt = sum(estimate_tokens(str(m.get("content") or "")) for m in messages)
     if completion <= 0 and text:

@@ -69,11 +69,11 @@ def build_service(settings: Settings) -> AskService:
         from kb_ai.navigate.offline_navigator import OfflineNavigator
 
         return AskService(kb, settings, OfflineNavigator(lexical))
-    from kb_ai.llm.gateway import LLMGateway, gateway_config
+    from kb_ai.llm.gateway import build_gateway
     from kb_ai.llm.prompts import PromptLibrary
     from kb_ai.navigate.llm_navigator import LLMNavigator
 
-    gateway = LLMGateway(gateway_config(settings, settings.model or "", kb.state_dir))
+    gateway = build_gateway(settings, kb)
     navigator = LLMNavigator(gateway, PromptLibrary(settings.prompts_dir), lexical, settings.select_budget,
                              navigation=settings.navigation, topics=TopicIndexCache(kb.state_dir))
     return AskService(kb, settings, navigator)

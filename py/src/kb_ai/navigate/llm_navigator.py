@@ -15,8 +15,8 @@ from typing import AsyncIterator
 
 import anyio
 
-from kb_ai.errors import LLMAuthError, LLMError, MissingApiKeyError, UnknownModelError
-from kb_ai.llm.gateway import LLMGateway, model_unanswered
+from kb_ai.errors import LLMError
+from kb_ai.llm.gateway import LLMGateway
 from kb_ai.llm.plausible import one_line, plausible, unique
 from kb_ai.llm.prompts import PromptLibrary
 from kb_ai.llm.usage import UsageMeter
@@ -29,8 +29,6 @@ from kb_ai.store.catalog import Catalog
 
 log = logging.getLogger(__name__)
 
-# Errors that degrading cannot help: the configuration is wrong, tell the person.
-FATAL_LLM_ERRORS = (UnknownModelError, MissingApiKeyError, LLMAuthError)
 NOT_COVERED = "The wiki does not cover this: no page in its catalog looks relevant to the question."
 HISTORY_TURNS = 6
 HISTORY_CHARS = 1_500
@@ -78,9 +76,9 @@ class LLMNavigator:
                 messages, schema=REWRITE_SCHEMA, schema_name="rewrite", purpose="rewrite", meter=meter,
                 max_tokens=REWRITE_MAX_TOKENS,
             )
-        except FATAL_LLM_ERRORS:
-            raise
         except LLMError as exc:
+            if exc.fatal:  # degrading cannot help: the configuration is wrong, tell the person
+                raise
             return question, [f"Query rewrite failed ({exc.message}); the question was used as asked."]
         query = " ".join(str(reply.get("query", "")).split())[:1_000]
         if len(re.findall(r"\w", query)) < 3:
@@ -113,9 +111,9 @@ class LLMNavigator:
                     budget_tokens=budget, lexical=lexical, meter=meter,
                 )
                 selection.notices[:0] = notices
-        except FATAL_LLM_ERRORS:
-            raise
         except LLMError as exc:
+            if exc.fatal:  # degrading cannot help: the configuration is wrong, tell the person
+                raise
             fallback = await self._fallback(question, catalog, max_pages, f"Page selection by the model failed ({exc.message})")
             fallback.notices[:0] = notices
             return fallback
@@ -152,7 +150,7 @@ class LLMNavigator:
                     yield delta
                 return
             except LLMError as exc:
-                if started or not model_unanswered(exc):
+                if started or not exc.unanswered:
                     raise
         # The model did not answer: the offline extract, saying so in its first line.
         offline = self._offline(MODEL_DOWN_LABEL.format(reason=meter.model_down or "no reply"))
@@ -178,9 +176,9 @@ class LLMNavigator:
                 messages, schema=SUGGEST_SCHEMA, schema_name="suggestions", purpose="suggest", meter=meter,
                 max_tokens=SUGGEST_MAX_TOKENS,
             )
-        except FATAL_LLM_ERRORS:
-            raise
         except LLMError as exc:
+            if exc.fatal:  # degrading cannot help: the configuration is wrong, tell the person
+                raise
             return [], [f"Follow-up suggestions failed: {exc.message}"]
         # An echo of the prompt, a placeholder, the question itself or a repeat is no suggestion.
         instructions = "\n".join(m["content"] for m in self.prompts.render(

@@ -13,7 +13,7 @@ import itertools
 from dataclasses import dataclass
 
 from kb_ai.config import Settings
-from kb_ai.errors import LLMAuthError, LLMError, MissingApiKeyError, UnknownModelError
+from kb_ai.errors import LLMError
 from kb_ai.llm.usage import UsageMeter
 from kb_ai.offline.text import tokenize
 from kb_ai.quality.lint import INFO, WARNING, Finding, LintContext
@@ -46,7 +46,6 @@ SCHEMA = {
     },
     "required": ["contradictions"],
 }
-_FATAL = (UnknownModelError, MissingApiKeyError, LLMAuthError)
 
 
 @dataclass(frozen=True)
@@ -113,9 +112,9 @@ async def find_contradictions(settings: Settings, ctx: LintContext, max_pairs: i
         try:
             reply = await gateway.complete_json(messages, schema=SCHEMA, schema_name="contradictions",
                                                 purpose="lint", meter=meter, max_tokens=MAX_REPLY_TOKENS)
-        except _FATAL:
-            raise
         except LLMError as exc:
+            if exc.fatal:
+                raise
             return [Finding("contradiction", INFO, pair.a, f"could not compare with {pair.b}: {exc.message}")]
         found = []
         for item in (reply.get("contradictions") or [])[:MAX_PER_PAIR]:

@@ -217,7 +217,7 @@ def _withdraw(state_dir: Path) -> None:
 
 def _import_model_client() -> None:
     try:
-        from kb_ai.llm.gateway import warm_up
+        from kb_ai.llm.transports.litellm import warm_up
 
         warm_up()
     except Exception:  # noqa: BLE001 (warm-up is an optimisation; the first question reports errors)

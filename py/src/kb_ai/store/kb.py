@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kb_ai.errors import EmptyCatalogError, NoWikiError
+from kb_ai.faults import fault_point
 from kb_ai.store.catalog import Catalog, CatalogStore, append_log, build_catalog, write_master_index
 from kb_ai.store.files import atomic_write_text
 from kb_ai.store.topics import build_topic_index, load_model_summaries, write_topics
@@ -63,6 +64,7 @@ class KnowledgeBase:
 
     def reindex(self) -> IndexResult:
         """Regenerate master-index.md and topics.md from the articles and log the operation."""
+        fault_point("store.reindex.before")
         self.require_wiki()
         catalog = build_catalog(self.wiki_dir)
         written = write_master_index(self.wiki_dir, catalog)

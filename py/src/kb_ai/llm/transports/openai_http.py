@@ -1,0 +1,223 @@
+"""The direct transport: chat completions from an OpenAI-compatible server (``openai/<model>``
+with an ``api_base``) straight over httpx; litellm (``litellm.py``) serves the rest.
+
+Why: litellm builds its own response objects around every reply and every streamed chunk
+(~3.4 ms of CPU per chunk on these machines), so with 200 concurrent answers the server spends
+more CPU in litellm than in kaas and falls seconds behind the model (docs/benchmarks.md, "Server").
+The OpenAI chat-completions API is a documented wire format — one JSON reply, or Server-Sent
+Events with one ``chat.completion.chunk`` per ``data:`` line and ``data: [DONE]`` at the end — so
+this module is a request and a JSON parse, read into kaas's ``Reply``/``ReplyChunk`` by the same
+``replies.reply_of``/``chunks_of`` as litellm's objects. What is read is bounded: a reply body or
+stream at ``Request.max_bytes`` (the gateway derives it from ``max_tokens``), an error body at
+``ERROR_BODY_BYTES``; past that ``ReplyTooLarge``. Errors are httpx's own (``HTTPStatusError``
+carrying the response, ``ConnectError``, ``ReadTimeout``...) or ``StreamError``, which the
+gateway maps like litellm's (``llm/error_map.py``). httpx is imported on the first call, not
+with this module. Context windows and prices come from litellm's model map file, read without
+importing litellm; litellm is imported only to price a model that map knows.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from typing import TYPE_CHECKING, Any, AsyncIterator
+
+from kb_ai.llm.replies import ERROR_BODY_BYTES, Reply, ReplyChunk, ReplyTooLarge, chunks_of, reply_of
+from kb_ai.llm.transports import PLACEHOLDER_API_KEY, Request
+from kb_ai.llm.transports.litellm import model_map_entry, token_cost
+
+if TYPE_CHECKING:
+    import httpx
+
+OPENAI_PREFIX = "openai/"
+# Request parameters every OpenAI-compatible chat-completions server takes.
+OPENAI_PARAMS = {"temperature", "max_tokens", "response_format", "stream", "stream_options"}
+
+
+class StreamError(Exception):
+    """The server reported an error in a 200 reply (an ``error`` object), or sent no JSON."""
+
+    def __init__(self, message: str, status_code: int | None = None):
+        super().__init__(message)
+        self.status_code = status_code
+
+
+class OpenAIHTTPTransport:
+    name = "openai-http"
+
+    def __init__(self, model: str, *, api_base: str, api_key: str | None = None, timeout: float = 60.0):
+        self.model = model
+        self.api_base = api_base
+        self.api_key = api_key or PLACEHOLDER_API_KEY
+        self.timeout = timeout
+
+    def where(self) -> str:
+        return f"the LLM server at {self.api_base}"
+
+    def prepare(self) -> None:
+        pass  # nothing to import ahead: httpx is light
+
+    def preflight(self) -> None:
+        pass  # openai/<model> at an api_base: nothing to check without asking the server
+
+    def context_window(self) -> int | None:
+        """The model's input token limit from litellm's model map (read, not imported)."""
+        value = (model_map_entry(self.model) or {}).get("max_input_tokens")
+        return int(value) if isinstance(value, (int, float)) and value > 0 else None
+
+    def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
+        if model_map_entry(self.model) is None:
+            return 0.0  # a model litellm has no price for (a local server): no need to import it
+        return token_cost(self.model, prompt_tokens, completion_tokens) or 0.0
+
+    def supports(self, param: str) -> bool:
+        return param in OPENAI_PARAMS
+
+    def _body(self, request: Request, *, stream: bool) -> dict[str, Any]:
+        body = request.fields(stream=stream, usage_in_stream=True)
+        body["model"] = self.model.removeprefix(OPENAI_PREFIX)
+        return body
+
+    def _request(self, client: httpx.AsyncClient, request: Request, *, stream: bool) -> httpx.Request:
+        # identity: what is counted against the byte limit is what came, not what it inflates to
+        headers = {"Accept": "text/event-stream" if stream else "application/json", "Accept-Encoding": "identity",
+                   "Authorization": f"Bearer {self.api_key}"}
+        url = self.api_base.rstrip("/") + "/chat/completions"
+        return client.build_request("POST", url, json=self._body(request, stream=stream), headers=headers)
+
+    async def complete(self, request: Request) -> Reply:
+        """One chat completion: the reply, read from at most ``request.max_bytes`` of JSON."""
+        async with _client(self.timeout) as client:
+            response = await client.send(self._request(client, request, stream=False), stream=True)
+            try:
+                await _raise_for_status(response)
+                body = await _read(response, request.max_bytes)
+            finally:
+                await response.aclose()
+        try:
+            payload = _json(body)
+        except (ValueError, RecursionError):
+            text = body[:200].decode("utf-8", "replace")
+            raise StreamError(f"the server's reply is not JSON: {text!r}", 502) from None
+        if isinstance(payload, dict) and payload.get("error"):
+            raise StreamError(_error_message(body.decode("utf-8", "replace"), 500), 500)
+        return reply_of(payload, self.where())
+
+    async def stream(self, request: Request) -> AsyncIterator[ReplyChunk]:
+        """Send the request (raising on an HTTP error status) and return the iterator of chunks.
+        At most ``request.max_bytes`` of the stream are read. The iterator is an async
+        generator: ``aclose()`` releases the connection."""
+        client = _client(self.timeout)
+        try:
+            response = await client.send(self._request(client, request, stream=True), stream=True)
+        except BaseException:
+            await client.aclose()
+            raise
+        try:
+            await _raise_for_status(response)
+        except BaseException:
+            await response.aclose()
+            await client.aclose()
+            raise
+        return _chunks(client, response, request.max_bytes, self.where())
+
+
+@functools.lru_cache(maxsize=1)
+def _ssl_context():
+    """Built once: creating httpx's default SSL context (loading the CA bundle) costs ~50 ms of
+    CPU, which a client per call would otherwise pay every time, even for plain http."""
+    import httpx  # noqa: PLC0415
+
+    return httpx.create_ssl_context()
+
+
+def _client(timeout: float) -> httpx.AsyncClient:
+    # A client per call: it belongs to the running event loop, and a gateway outlives loops.
+    import httpx  # noqa: PLC0415 (imported on the first call)
+
+    return httpx.AsyncClient(timeout=httpx.Timeout(timeout or 60.0), verify=_ssl_context())
+
+
+async def _read(response: httpx.Response, max_bytes: int) -> bytes:
+    """The (decoded) body, refusing to hold more than ``max_bytes`` of it: ReplyTooLarge."""
+    body = bytearray()
+    async for piece in response.aiter_bytes():
+        body += piece
+        if len(body) > max_bytes:
+            raise ReplyTooLarge(max_bytes)
+    return bytes(body)
+
+
+async def _raise_for_status(response: httpx.Response) -> None:
+    if response.status_code >= 400:
+        try:
+            detail = (await _read(response, ERROR_BODY_BYTES)).decode("utf-8", "replace")
+        except ReplyTooLarge:
+            detail = f"HTTP {response.status_code} (an error body of more than {ERROR_BODY_BYTES:,} bytes)"
+        import httpx  # noqa: PLC0415
+
+        raise httpx.HTTPStatusError(_error_message(detail, response.status_code), request=response.request,
+                                    response=response)
+
+
+def _json(body: bytes) -> Any:
+    """A JSON document from the server (UTF-8, as the protocol says; anything else is replaced)."""
+    return json.loads(body.decode("utf-8", "replace"))
+
+
+async def _lines(response: httpx.Response, max_bytes: int) -> AsyncIterator[str]:
+    """The lines of a response, counting every byte against ``max_bytes`` (so a single line
+    that never ends is as bounded as a stream that never ends): ReplyTooLarge past it."""
+    buffer = bytearray()
+    total = 0
+    async for piece in response.aiter_bytes():
+        total += len(piece)
+        if total > max_bytes:
+            raise ReplyTooLarge(max_bytes)
+        buffer += piece
+        while True:
+            end = buffer.find(b"\n")
+            if end < 0:
+                break
+            line = bytes(buffer[:end]).rstrip(b"\r")
+            del buffer[:end + 1]
+            yield line.decode("utf-8", "replace")
+    if buffer:
+        yield bytes(buffer).rstrip(b"\r").decode("utf-8", "replace")
+
+
+async def _chunks(client: httpx.AsyncClient, response: httpx.Response, max_bytes: int,
+                  where: str) -> AsyncIterator[ReplyChunk]:
+    try:
+        async for line in _lines(response, max_bytes):
+            if not line.startswith("data:"):
+                continue  # blank separators, comments, event names
+            data = line[5:].strip()
+            if data == "[DONE]":
+                return
+            try:
+                payload = json.loads(data)
+            except (ValueError, RecursionError):
+                raise StreamError(f"the server sent a stream line that is not JSON: {data[:200]!r}", 502) from None
+            if isinstance(payload, dict) and payload.get("error"):
+                error = payload["error"]
+                message = error.get("message") if isinstance(error, dict) else str(error)
+                code = error.get("code") if isinstance(error, dict) else None
+                raise StreamError(str(message or error), code if isinstance(code, int) else 500)
+            for chunk in chunks_of(payload, where):
+                yield chunk
+    finally:
+        await response.aclose()
+        await client.aclose()
+
+
+def _error_message(detail: str, status: int) -> str:
+    """The server's own error message when its body is OpenAI's error JSON, else the text."""
+    try:
+        error = json.loads(detail).get("error")
+        message = error.get("message") if isinstance(error, dict) else error
+        if message:
+            return str(message)
+    except (ValueError, AttributeError, RecursionError):
+        pass
+    return detail.strip()[:300] or f"HTTP {status}"
