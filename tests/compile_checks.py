@@ -10,7 +10,7 @@ from kb_ai.compile.pipeline import run_compile
 from kb_ai.config import Settings
 from kb_ai.store.articles import iter_article_paths, load_article
 from kb_ai.store.catalog import parse_master_index
-from kb_ai.store.files import TEMP_PREFIX
+from kb_ai.files import TEMP_PREFIX
 
 from fixtures.compile.make import write_mixed_corpus
 
@@ -39,7 +39,7 @@ def wiki_snapshot(root: Path) -> dict[str, str]:
 
 def temp_files(root: Path) -> list[Path]:
     """Leftovers of an interrupted write under wiki/ or .kaas/: atomic-write temp files
-    (``store/files.py``) and the lexical index's ``<dir>.tmp-<pid>`` / ``<dir>.old-<pid>`` folders."""
+    (``files.py``) and the lexical index's ``<dir>.tmp-<pid>`` / ``<dir>.old-<pid>`` folders."""
     found: list[Path] = []
     for folder in (root / "wiki", root / ".kaas"):
         if folder.is_dir():

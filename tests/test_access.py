@@ -18,7 +18,7 @@ from kb_ai.store.catalog import parse_master_index, render_master_index
 from kb_ai.store.kb import KnowledgeBase
 from kb_ai.store.pages import load_page
 from kb_ai.store.topics import build_topic_index
-from kb_ai.users import UserDirectory
+from kb_ai.store.users import UserDirectory
 
 from access_twins import ALICE, BOB, OPS, users_toml
 from helpers import SAMPLE_PAGES
@@ -266,7 +266,7 @@ def test_cli_and_stdio_mcp_can_act_as_a_user(kb):
 async def test_stdio_mcp_server_built_for_a_user_sees_only_their_pages(kb):
     from mcp.client import Client
 
-    from kb_ai.server_mcp import build_mcp_server
+    from kb_ai.server.mcp import build_mcp_server
 
     bob = UserDirectory(kb.root).reader_named("bob")
     async with Client(build_mcp_server(Settings(kb=kb.root), stdio_reader=bob)) as client:

@@ -267,10 +267,11 @@ def test_kaas_ask_page_as_a_user_answers_alike_whether_or_not_hidden_pages_exist
 # What reads an article file. Only store/ (the page reader, the catalog), the keyword index,
 # compile and lint (owner operations) may use these; an interface reads through store.pages.load_page.
 FILE_READERS = ("read_article_text", "load_article", "safe_wiki_file", "read_text(", "read_bytes(", "open(")
-INTERFACE_MODULES = ("server", "navigate", "server_mcp.py", "cli.py", "cli_serve.py", "remote_ask.py")
+INTERFACE_MODULES = ("server", "navigate", "cli")
 ALLOWED = {  # file reads that are not pages
     ("server/pages.py", "read_text("),  # the current text, for the edit's version check, after load_page
-    ("server/app.py", "read_text("), ("remote_ask.py", "read_text("),  # .kaas/server.json
+    ("server/app.py", "read_text("), ("server/remote.py", "read_text("),  # .kaas/server.json
+    ("server/mcp_stdio.py", "open("),  # /dev/null and a copy of stdin: the MCP stdio transport
 }
 
 

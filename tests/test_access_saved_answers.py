@@ -17,7 +17,7 @@ from kb_ai.config import Settings
 from kb_ai.navigate.records import AskResult
 from kb_ai.navigate.save import save_answer
 from kb_ai.server.app import create_app
-from kb_ai.server_mcp import build_mcp_server
+from kb_ai.server.mcp import build_mcp_server
 from kb_ai.store.access import OWNER, Reader
 from kb_ai.store.catalog import Catalog, CatalogEntry, parse_master_index, render_master_index
 from kb_ai.store.kb import KnowledgeBase

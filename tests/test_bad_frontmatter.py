@@ -21,7 +21,7 @@ from kb_ai.errors import ArticleFormatError
 from kb_ai.server import create_app
 from kb_ai.server.pages import text_version
 from kb_ai.server.watch import WikiWatcher
-from kb_ai.server_mcp import build_mcp_server
+from kb_ai.server.mcp import build_mcp_server
 from kb_ai.store.articles import parse_article
 
 from fixtures.compile.fake_model import compile_responder

@@ -20,7 +20,7 @@ from starlette.testclient import TestClient
 from kb_ai.cli import cli
 from kb_ai.config import Settings, load_settings
 from kb_ai.server import create_app
-from kb_ai.server_mcp import build_mcp_server
+from kb_ai.server.mcp import build_mcp_server
 
 from helpers import KAAS, McpStdio
 
@@ -260,7 +260,7 @@ def test_a_kaas_toml_that_is_not_a_file_is_a_one_line_error(sample_kb, kind):
     code = f"""
         from click.testing import CliRunner
         from kb_ai.cli import cli
-        from kb_ai.users import UserDirectory
+        from kb_ai.store.users import UserDirectory
         result = CliRunner().invoke(cli, ["--kb", {str(sample_kb.root)!r}, "ask", "deployment"])
         print(result.exit_code, result.stderr.strip())
         UserDirectory({str(sample_kb.root)!r}).required()  # what the server asks on every request

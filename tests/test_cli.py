@@ -120,7 +120,7 @@ def _compile(runner, root, *args):
 
 def test_compile_exit_status_is_documented_and_says_whether_everything_compiled(runner, tmp_path, monkeypatch):
     from compile_checks import make_source_kb
-    from kb_ai.compile.lock import CompileLock
+    from kb_ai.store.lock import CompileLock
     from llm_fakes import API_BASE, MODEL, FakeOpenAI
 
     assert _compile(runner, tmp_path).exit_code == 2  # no raw/: a usage error

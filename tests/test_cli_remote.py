@@ -14,7 +14,7 @@ from starlette.testclient import TestClient
 
 from kb_ai.config import Settings
 from kb_ai.navigate.ask import AskService
-from kb_ai.remote_ask import SERVER_FILE
+from kb_ai.server.remote import SERVER_FILE
 from kb_ai.server.app import create_app
 
 from server_fakes import PacedNavigator, ServerThread, bound_socket
@@ -83,7 +83,7 @@ def test_serve_announces_itself_while_running_and_withdraws_after(sample_kb):
 
 
 def test_an_announcement_written_by_another_user_is_ignored(sample_kb):
-    from kb_ai.remote_ask import running_server
+    from kb_ai.server.remote import running_server
 
     announce(sample_kb.root, "http://127.0.0.1:8123")
     assert running_server(sample_kb.state_dir, None) is not None

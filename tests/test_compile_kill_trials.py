@@ -11,7 +11,7 @@ import pytest
 
 from compile_checks import compile_offline, invariant_violations, make_source_kb
 from kb_ai.store.articles import render_article
-from kb_ai.store.files import TEMP_PREFIX
+from kb_ai.files import TEMP_PREFIX
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 

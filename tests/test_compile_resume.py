@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from kb_ai.compile.lock import CompileLock
+from kb_ai.store.lock import CompileLock
 from kb_ai.errors import LockedError
 from kb_ai.faults import ENV
 

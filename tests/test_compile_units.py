@@ -7,9 +7,9 @@ import pytest
 from kb_ai.compile.dedup import Boilerplate, DedupIndex, Fingerprint, classify, fingerprint
 from kb_ai.compile.ingest import Source
 from kb_ai.compile.offline import TRAIL, article_body, supersede
-from kb_ai.compile.plan_catalog import PlanCatalog, title_key
+from kb_ai.compile.plan_catalog import PlanCatalog, twin_key
 from kb_ai.compile.planners import resolve_plan
-from kb_ai.compile.writers import apply_edits, check_trails, clean_body, clean_summary, clean_tags
+from kb_ai.compile.writers import apply_edits, check_trails, clean_body, clean_tags, summary_or_lead
 from kb_ai.store.catalog import CatalogEntry
 
 TEXT = (
@@ -69,8 +69,8 @@ def test_boilerplate_is_kept_once_and_removed_elsewhere():
     assert two.strip("raw/b.md", texts["raw/b.md"])[1] == 0  # two copies are not yet boilerplate
 
 
-def test_title_key_merges_near_identical_titles():
-    assert title_key("The Release Process") == title_key("release processes")
+def test_twin_key_merges_near_identical_titles():
+    assert twin_key("The Release Process") == twin_key("release processes")
     catalog = PlanCatalog([CatalogEntry("eng/release-process.md", "Release process", "How we ship.", "eng")])
     assert catalog.twin_of("Release Process!") == "eng/release-process.md"
     assert catalog.twin_of("Relase process") == "eng/release-process.md"  # one typo
@@ -132,8 +132,8 @@ def test_supersede_keeps_history_and_states_only_the_current_fact():
 def test_clean_body_summary_tags():
     body = clean_body("```markdown\n---\ntitle: x\n---\n# Other title\n\nText.\n\n# Second H1\n\nMore.\n```", "Title")
     assert body.startswith("# Title\n\nText.") and "## Second H1" in body and "---" not in body
-    assert len(clean_summary("word " * 100, body, "Title")) <= 200
-    assert clean_summary("", body, "Title") == "Text."
+    assert len(summary_or_lead("word " * 100, body, "Title")) <= 200
+    assert summary_or_lead("", body, "Title") == "Text."
     assert clean_tags(["Bank Sync", "bank-sync", "../x", "", "a" * 50]) == ["bank-sync", "x"]
 
 

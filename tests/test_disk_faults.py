@@ -28,7 +28,7 @@ from kb_ai.cli import cli
 from kb_ai.config import Settings
 from kb_ai.store.articles import iter_article_paths, load_article, parse_article
 from kb_ai.store.catalog import parse_master_index
-from kb_ai.store.files import TEMP_PREFIX
+from kb_ai.files import TEMP_PREFIX
 from kb_ai.store.kb import KnowledgeBase
 
 from helpers import write_page
@@ -342,7 +342,7 @@ def test_page_edit_in_a_read_only_folder(client, sample_kb):
 
 def test_fault_injection_is_scoped_to_the_kb(tmp_path, monkeypatch):
     """The injector itself: it fails writes under the KB only (so pytest and the OS are untouched)."""
-    from kb_ai.store.files import atomic_write_text
+    from kb_ai.files import atomic_write_text
 
     inside, outside = tmp_path / "kb" / "wiki" / "a.md", tmp_path / "elsewhere" / "a.md"
     with DiskFault(monkeypatch, tmp_path / "kb", errno.ENOSPC):

@@ -26,7 +26,7 @@ from kb_ai.cli import cli
 from kb_ai.config import Settings
 from kb_ai.server import create_app
 from kb_ai.server.watch import WikiWatcher
-from kb_ai.store.files import TEMP_PREFIX, atomic_write_text
+from kb_ai.files import TEMP_PREFIX, atomic_write_text
 
 from compile_checks import temp_files
 from helpers import write_page

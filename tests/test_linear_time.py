@@ -26,15 +26,15 @@ import time
 
 import pytest
 
-from kb_ai import render
+from kb_ai.server import render
 from kb_ai.compile import dedup, ingest, offline, readers, topic_summaries, writers
 from kb_ai.errors import KaasError
 from kb_ai.llm import plausible, prompts, structured, tokens
 from kb_ai.navigate import citations, read, save
 from kb_ai.navigate.records import ReadPage
 from kb_ai.offline import extractive, text
-from kb_ai.quality import eval as quality_eval, links, scoring
-from kb_ai.store import articles, catalog, markdown_text as md, words
+from kb_ai.quality import eval as quality_eval, scoring
+from kb_ai.store import articles, catalog, links, markdown_text as md, words
 
 SMALL = 1_500
 FACTOR = 8
@@ -90,9 +90,10 @@ FUNCTIONS = {
     "split_sentences": lambda t: md.split_sentences(t),
     "split_sections": lambda t: md.split_sections(t),
     "lines_outside_fences": lambda t: list(md.iter_lines_outside_fences(t)),
-    "find_links": lambda t: links.find_links(t),
-    "remove_links": lambda t: links.remove_links(t, links.find_links(t)),
-    "resolve_links": lambda t: [links.resolve_target("t/a.md", link.target) for link in links.find_links(t)],
+    "find_links": lambda t: md.find_links(t),
+    "remove_links": lambda t: md.replace_links(t, md.find_links(t)),
+    "resolve_links": lambda t: [links.resolve_link("t/a.md", link.target, lambda _p: False)
+                                for link in md.find_links(t)],
     "parse_article": lambda t: articles.parse_article("---\ntitle: x\n---\n" + t, "t/a.md"),
     "parse_master_index": lambda t: catalog.parse_master_index(t),
     "catalog_line": lambda t: catalog.parse_master_index(_catalog_line(t)),
@@ -116,8 +117,8 @@ FUNCTIONS = {
     "lead_summary": lambda t: offline.lead_summary(t, "T"),
     "supersede": lambda t: offline.supersede(t, "# T\n\nNew text here.\n", date="2024-01-02", source="raw/a.md"),
     "supersede_kept": lambda t: offline.supersede(t, t + "\n\nNew text.", date="2024-01-02", source="raw/a.md"),
-    "topic_summary": lambda t: topic_summaries.clean_summary(t),
-    "section_split": lambda t: writers.split_top_sections(t),
+    "topic_summary": lambda t: articles.clean_summary(t, topic_summaries.SUMMARY_CHARS),
+    "section_split": lambda t: md.split_sections(t, level=2),
     "clean_body": lambda t: writers.clean_body(t, "T"),
     "check_trails": lambda t: writers.check_trails(t, {"raw/a.md"}),
     # model replies, prompts, scoring, questions

@@ -15,9 +15,10 @@ from click.testing import CliRunner
 from kb_ai.cli import cli
 from kb_ai.compile.state import ArticleRecord, CompileState
 from kb_ai.config import Settings
-from kb_ai.quality.links import find_links, remove_links, resolve_target
 from kb_ai.quality.lint import LintConfig, lint_kb, run_lint
 from kb_ai.store.kb import KnowledgeBase
+from kb_ai.store.links import resolve_link
+from kb_ai.store.markdown_text import find_links, replace_links
 
 from helpers import llm_settings, write_page
 from llm_fakes import FakeOpenAI
@@ -238,13 +239,13 @@ def test_links_parsing_and_resolution():
     assert [(l.text, l.target, l.line) for l in links] == [
         ("a", "../x/a.md#part", 1), ("b", "b c.md", 1), ("film", "Kiss_(1945_film).md", 1),
         ("wrapped\ntext", "w.md", 5), ("ref", "../../raw/s.pdf", 8)]
-    assert resolve_target("t/p.md", "../x/a.md#part").wiki_path == "x/a.md"
-    assert resolve_target("t/p.md", "../../raw/s.pdf").kb_path == "raw/s.pdf"
-    assert resolve_target("t/p.md", "../../../etc/passwd").kind == "outside"
-    assert resolve_target("t/p.md", "https://x.org").kind == "external"
-    assert resolve_target("t/p.md", "#section").kind == "anchor"
-    assert resolve_target("t/p.md", "/wiki/t/q.md").wiki_path == "t/q.md"
-    assert remove_links(body, links[:1]) == body.replace("[a](../x/a.md#part)", "a")
+    assert resolve_link("t/p.md", "../x/a.md#part").wiki_path == "x/a.md"
+    assert resolve_link("t/p.md", "../../raw/s.pdf").kb_path == "raw/s.pdf"
+    assert resolve_link("t/p.md", "../../../etc/passwd").kind == "outside"
+    assert resolve_link("t/p.md", "https://x.org").kind == "external"
+    assert resolve_link("t/p.md", "#section").kind == "anchor"
+    assert resolve_link("t/p.md", "/wiki/t/q.md").wiki_path == "t/q.md"
+    assert replace_links(body, links[:1]) == body.replace("[a](../x/a.md#part)", "a")
 
 
 def test_contradictions_are_reported_from_the_model(clean_kb):

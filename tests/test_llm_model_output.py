@@ -108,7 +108,7 @@ async def test_a_surrogate_pair_split_over_two_chunks_is_one_character(gateway):
 
 
 async def test_a_cache_entry_holding_a_lone_surrogate_is_never_replayed(gateway, tmp_path):
-    # kaas's state files are read as untrusted JSON (store/files.read_state_json): a lone
+    # kaas's state files are read as untrusted JSON (files.read_state_json): a lone
     # surrogate there is damage, so the entry is ignored and the model asked again.
     with FakeOpenAI() as fake:
         fake.add(raw_json_reply('"plain"'))

@@ -11,7 +11,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
 from kb_ai.config import load_settings
-from kb_ai.server_mcp import build_mcp_server
+from kb_ai.server.mcp import build_mcp_server
 
 from helpers import llm_settings
 from llm_fakes import FakeOpenAI

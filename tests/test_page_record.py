@@ -11,7 +11,7 @@ from kb_ai.compile.plan_catalog import PlanCatalog
 from kb_ai.compile.records import PlanTarget
 from kb_ai.config import load_settings
 from kb_ai.server.app import create_app
-from kb_ai.server_mcp import build_mcp_server
+from kb_ai.server.mcp import build_mcp_server
 from kb_ai.store.catalog import RECORD_FIELDS
 
 

@@ -32,7 +32,7 @@ from kb_ai.store.articles import (
     write_article,
 )
 from kb_ai.store.catalog import Catalog, CatalogEntry, parse_master_index, render_master_index
-from kb_ai.store.files import TEMP_PREFIX
+from kb_ai.files import TEMP_PREFIX
 from kb_ai.store.markdown_text import clip, first_heading, first_sentence, plain_text, split_sections
 from kb_ai.store.paths import MAX_SLUG_LENGTH, normalize_wiki_path, safe_wiki_file, slugify, topic_folder
 

@@ -18,10 +18,10 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 from click.testing import CliRunner
 
-import kb_ai.cli
-import kb_ai.remote_ask
+import kb_ai.cli.commands
+import kb_ai.server.remote
 from kb_ai.cli import cli
-from kb_ai.remote_ask import SERVER_FILE
+from kb_ai.server.remote import SERVER_FILE
 
 TOKEN = "admin-token-that-must-stay-home-1234"
 SECRET = "5e" * 32
@@ -48,7 +48,7 @@ def alarm(seconds: int):
 
 
 def _proof(challenge: str) -> str:
-    return kb_ai.remote_ask.proof(SECRET, challenge) if hasattr(kb_ai.remote_ask, "proof") else "none"
+    return kb_ai.server.remote.proof(SECRET, challenge) if hasattr(kb_ai.server.remote, "proof") else "none"
 
 
 class FakeServe:
@@ -148,9 +148,9 @@ def frame(name: str, data: dict) -> str:
 @pytest.fixture(autouse=True)
 def quick(monkeypatch):
     monkeypatch.setenv("KAAS_API_TOKEN", TOKEN)
-    monkeypatch.setattr(kb_ai.remote_ask, "READ_TIMEOUT", 0.5, raising=False)  # the real one is 60 s
-    if hasattr(kb_ai.cli, "_remote_deadline"):
-        monkeypatch.setattr(kb_ai.cli, "_remote_deadline", lambda settings: 1.5)  # the real one: minutes
+    monkeypatch.setattr(kb_ai.server.remote, "READ_TIMEOUT", 0.5, raising=False)  # the real one is 60 s
+    if hasattr(kb_ai.cli.commands, "_remote_deadline"):
+        monkeypatch.setattr(kb_ai.cli.commands, "_remote_deadline", lambda settings: 1.5)  # the real one: minutes
 
 
 @pytest.mark.parametrize("proves, mode", [(False, 0o600), (True, 0o644)])

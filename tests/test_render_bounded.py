@@ -23,8 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from kb_ai import render
-from kb_ai.render import render_markdown
+from kb_ai.server import render
+from kb_ai.server.render import render_markdown
 
 HARD_LIMIT = 20  # seconds for one test's renders; main took over 40 s for one of these pages
 QUADRATIC = {  # shapes Python-Markdown renders in quadratic time, each about 60 KB
@@ -94,7 +94,7 @@ def test_a_hostile_page_saved_over_http_does_not_freeze_the_server(sample_kb):
     code = textwrap.dedent(f"""
         import json, time
         from starlette.testclient import TestClient
-        from kb_ai import render
+        from kb_ai.server import render
         from kb_ai.config import Settings
         from kb_ai.server import create_app
         render.RENDER_SECONDS = 1.0

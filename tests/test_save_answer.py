@@ -14,7 +14,7 @@ from kb_ai.config import Settings, load_settings
 from kb_ai.navigate.ask import ask, build_service
 from kb_ai.navigate.records import AskRequest
 from kb_ai.navigate.save import save_answer
-from kb_ai.server_mcp import build_mcp_server
+from kb_ai.server.mcp import build_mcp_server
 
 from helpers import llm_settings
 from llm_fakes import FakeOpenAI

@@ -10,7 +10,7 @@ from kb_ai.config import Settings, load_settings
 from kb_ai.server import create_app
 from kb_ai.server.app import hosts_for
 from kb_ai.store.access import OWNER
-from kb_ai.users import UserDirectory
+from kb_ai.store.users import UserDirectory
 
 TOKEN = "s3cret-t0ken/+="
 API_CALLS = [

@@ -7,7 +7,8 @@ from html import unescape
 
 import pytest
 
-from kb_ai.render import render_markdown, resolve_article_link, sanitize_html
+from kb_ai.server.render import render_markdown, sanitize_html
+from kb_ai.store.links import resolve_link
 
 PAGES = {"retrieval/citations.md", "retrieval/page-selection.md", "ops/deployment.md"}
 
@@ -26,7 +27,7 @@ def render(body: str, from_path: str = "retrieval/citations.md"):
     ("../../../etc/passwd.md", None),
 ])
 def test_links_resolve_like_an_editor_then_like_the_catalog(target, expected):
-    found = resolve_article_link(target.removeprefix("/wiki/"), "retrieval/citations.md", lambda p: p in PAGES)
+    found = resolve_link("retrieval/citations.md", target, lambda p: p in PAGES).page
     assert found == expected
 
 

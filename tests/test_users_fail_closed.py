@@ -67,7 +67,7 @@ def test_a_server_with_users_fails_closed_while_kaas_toml_is_missing_empty_or_br
         assert _statuses(client) == {"none": 401, "bob": 200, "admin": 200, "anonymous put": 401}
         for state, change in _broken_states(toml):
             caplog.clear()
-            with caplog.at_level(logging.ERROR, logger="kb_ai.users"):
+            with caplog.at_level(logging.ERROR, logger="kb_ai.store.users"):
                 change()
                 seen = _statuses(client)
             if state == "restored":

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from kb_ai.errors import ConfigError
-from kb_ai.store.files import read_regular_bytes
+from kb_ai.files import read_regular_bytes
 
 CONFIG_FILE = "kaas.toml"
 MAX_CONFIG_BYTES = 1_000_000
@@ -127,7 +127,7 @@ def _read_toml(path: Path) -> dict[str, Any]:
     known = {f.name for f in fields(Settings)} - {"kb"}
     values: dict[str, Any] = {}
     for key, value in data.items():
-        if key == "users":  # API users and their groups: read per request by kb_ai.users
+        if key == "users":  # API users and their groups: read per request by kb_ai.store.users
             continue
         name = key.lower().removeprefix("kaas_")
         if name not in known:

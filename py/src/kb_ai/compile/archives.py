@@ -14,6 +14,7 @@ import zipfile
 from pathlib import PurePosixPath
 
 from kb_ai.compile.readers import ARCHIVE_EXT, Parsed, UnreadableError, parse_document
+from kb_ai.store.markdown_text import demote_headings
 
 MAX_MEMBERS = 2_000
 MAX_MEMBER_BYTES = 5_000_000
@@ -40,7 +41,7 @@ def read_archive(path: str, data: bytes) -> Parsed:
         except Exception as exc:  # noqa: BLE001 - one bad member does not spoil the archive
             notes.append(f"{member_path}: skipped ({type(exc).__name__})")
             continue
-        body = _demote_headings(parsed.text.strip(), 2)
+        body = demote_headings(parsed.text.strip(), 2)  # below the member's own ## heading
         if not body:
             notes.append(f"{member_path}: skipped (no text)")
             continue
@@ -48,19 +49,6 @@ def read_archive(path: str, data: bytes) -> Parsed:
     if len(notes) > MAX_NOTES:
         notes = notes[:MAX_NOTES] + [f"... and {len(notes) - MAX_NOTES} more notes"]
     return Parsed(kind, "\n\n".join(sections), None, None, notes)
-
-
-def _demote_headings(text: str, levels: int) -> str:
-    """Member headings go below the member's own ``##`` section heading."""
-    out, in_fence = [], False
-    for line in text.splitlines():
-        if re.match(r"^\s*(```|~~~)", line):
-            in_fence = not in_fence
-        elif not in_fence and re.match(r"^#{1,6}\s", line):
-            hashes = len(line) - len(line.lstrip("#"))
-            line = "#" * min(6, hashes + levels) + line[hashes:]
-        out.append(line)
-    return "\n".join(out)
 
 
 def _member_problem(name: str) -> str | None:

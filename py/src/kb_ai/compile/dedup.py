@@ -31,6 +31,7 @@ import numpy as np
 from kb_ai.compile.context import CompileRun, SourceWork, stage_timer
 from kb_ai.compile.ingest import Ingested, RawFile, Source, read_source
 from kb_ai.compile.records import COMPILED, DUPLICATE, FAILED, PLANNED, SourceRecord
+from kb_ai.store.words import title_key, words
 
 if TYPE_CHECKING:  # (state imports this module for Fingerprint)
     from kb_ai.compile.state import CompileState
@@ -43,7 +44,6 @@ MIN_WORDS_FOR_NEAR = 40  # shorter texts are compared exactly only (too few shin
 BOILERPLATE_MIN_SOURCES = 3
 MIN_PARAGRAPH_CHARS = 30
 
-_WORD = re.compile(r"\w+", re.UNICODE)
 _BLOCK_SPLIT = re.compile(r"\n\s*\n")
 _HEADING = re.compile(r"^\s*#{1,6}\s")
 
@@ -83,10 +83,6 @@ class DuplicateVerdict:
     kind: str
     of: str
     similarity: float
-
-
-def words(text: str) -> list[str]:
-    return _WORD.findall(text.casefold())
 
 
 def blocks(text: str) -> list[str]:
@@ -160,7 +156,7 @@ class DedupIndex:
     def add(self, path: str, fp: Fingerprint, title: str = "") -> None:
         self._by_hash.setdefault(fp.text_hash, path)
         if title:
-            self._by_title.setdefault(_title_key(title), []).append(path)
+            self._by_title.setdefault(title_key(title), []).append(path)
         if fp.minhash and path not in self._signatures:
             signature = _signature(fp.minhash)
             self._signatures[path] = signature
@@ -188,7 +184,7 @@ class DedupIndex:
             if value >= NEAR_THRESHOLD and (best is None or value > best[1]):
                 best = (path, value, False)
         if best is None and title:
-            for path in self._by_title.get(_title_key(title), []):
+            for path in self._by_title.get(title_key(title), []):
                 other = self._signatures.get(path)
                 if other is None:
                     continue
@@ -209,10 +205,6 @@ def classify(match: tuple[str, float, bool], date: str | None, other_date: str |
     if by_title:
         return None
     return DuplicateVerdict("near", path, round(similarity, 3))
-
-
-def _title_key(title: str) -> str:
-    return " ".join(words(title))
 
 
 @dataclass

@@ -26,7 +26,7 @@ from kb_ai.compile.readers import (
 )
 from kb_ai.compile.relink import articles_naming_sources, relink
 from kb_ai.compile.records import FAILED, FINAL_STATUSES, SKIPPED, SourceRecord
-from kb_ai.store.files import FileTooLargeError, NotRegularFileError, read_regular_bytes
+from kb_ai.files import FileTooLargeError, NotRegularFileError, read_regular_bytes
 from kb_ai.store.paths import slugify, topic_folder
 
 MAX_SOURCE_BYTES = 25_000_000  # larger files are skipped: almost always data dumps, not documents

@@ -13,10 +13,12 @@ from __future__ import annotations
 import re
 from difflib import SequenceMatcher
 
-from kb_ai.compile.dedup import blocks, words
+from kb_ai.compile.dedup import blocks
+from kb_ai.store.words import words
 from kb_ai.store.markdown_text import (
     atx_heading,
     clip,
+    demote_headings,
     first_sentence,
     iter_lines_outside_fences,
     plain_text,
@@ -27,6 +29,12 @@ from kb_ai.store.markdown_text import (
 # The source ends at the first ": earlier " (tried once, not again from every later one).
 TRAIL = re.compile(r"^\[Superseded (\d{4}-\d{2}-\d{2}) by (raw/(?:(?!: earlier ).)++): earlier (.+)\]\s*$")
 QUOTE_LIMIT = 220
+
+
+def trail_lines(body: str) -> list[str]:
+    """The supersession trail lines of ``body`` (stripped), in order: the one reading of
+    ``TRAIL``, for writing, checking and counting them."""
+    return [line.strip() for line in body.splitlines() if TRAIL.match(line.strip())]
 
 
 def trail_line(date: str, source: str, earlier: str) -> str:
@@ -60,17 +68,6 @@ def article_body(title: str, text: str) -> str:
         body = demote_headings(body)
     body = re.sub(r"\n{3,}", "\n\n", body)
     return f"# {title}\n\n{body}".rstrip() + "\n"
-
-
-def demote_headings(body: str, levels: int = 1) -> str:
-    out = []
-    for line, in_fence in iter_lines_outside_fences(body):
-        heading = None if in_fence else atx_heading(line)
-        if heading:
-            hashes = heading[0]
-            line = "#" * min(6, hashes + levels) + line[hashes:]
-        out.append(line)
-    return "\n".join(out)
 
 
 _META_LINE = re.compile(r"^\W*(date|updated|last updated|revised|author|owner|status|version)\W*:", re.I)

@@ -19,7 +19,7 @@ from kb_ai.compile.dedup import dedup
 from kb_ai.compile.estimate import dry_run_plan
 from kb_ai.compile.index import index, topics
 from kb_ai.compile.ingest import Ingested, ingest
-from kb_ai.compile.lock import CompileLock
+from kb_ai.store.lock import CompileLock
 from kb_ai.compile.plan import plan
 from kb_ai.compile.planners import LLMPlanner, OfflinePlanner
 from kb_ai.compile.progress import Progress
@@ -31,7 +31,7 @@ from kb_ai.compile.writers import LLMWriter, OfflineWriter
 from kb_ai.config import Settings
 from kb_ai.errors import NoWikiError
 from kb_ai.store.catalog import append_log
-from kb_ai.store.files import TEMP_PREFIX
+from kb_ai.files import TEMP_PREFIX
 from kb_ai.store.kb import KnowledgeBase
 
 MANIFEST_LABEL = ".kaas/manifest.json"

@@ -1,16 +1,15 @@
 """The wiki as the planner sees it: existing articles plus those planned so far in this run,
-with lexical lookup (BM25 over titles and summaries) and near-identical title detection.
+with lexical lookup (BM25 over titles and summaries, ``offline.lexical.TermIndex``) and near-identical title detection.
 """
 
 from __future__ import annotations
 
-import math
 import re
-from collections import Counter
 from difflib import SequenceMatcher
 
 from kb_ai.compile.records import PlanTarget
 from kb_ai.store.catalog import CatalogEntry
+from kb_ai.store.words import title_key
 
 MAX_CANDIDATES = 25
 TITLE_MERGE_RATIO = 0.92
@@ -20,10 +19,10 @@ _TITLE_STOP = {"a", "an", "the", "of", "and", "for", "to", "in", "on", "with", "
 # the catalog as the planner sees it
 
 
-def title_key(title: str) -> str:
+def twin_key(title: str) -> str:
     """Normalized title for twin detection: case, stop words, punctuation, word order and
     inflection (Snowball stems: "processes" = "process") ignored."""
-    tokens = _terms(" ".join(w for w in re.findall(r"\w+", title.casefold()) if w not in _TITLE_STOP))
+    tokens = _terms(" ".join(w for w in title_key(title).split() if w not in _TITLE_STOP))
     return " ".join(sorted(set(tokens)))
 
 
@@ -35,8 +34,9 @@ class PlanCatalog:
         self.restricted: set[str] = set()  # paths of items with an access rule
         self._public_topics: set[str] = set()
         self._by_key: dict[str, str] = {}
-        self._postings: dict[str, dict[str, int]] = {}
-        self._lengths: dict[str, int] = {}
+        from kb_ai.offline.lexical import TermIndex  # noqa: PLC0415 (bm25s only when planning)
+
+        self._lexical = TermIndex()
         for item in items:
             self.add(item)
 
@@ -52,13 +52,10 @@ class PlanCatalog:
             self.restricted.add(item.path)
         else:
             self._public_topics.add(item.topic)
-        key = title_key(item.title)
+        key = twin_key(item.title)
         if key:
             self._by_key.setdefault(key, item.path)
-        terms = _terms(f"{item.title} {item.title} {item.summary} {item.topic}")
-        self._lengths[item.path] = len(terms)
-        for term, count in Counter(terms).items():
-            self._postings.setdefault(term, {})[item.path] = count
+        self._lexical.add(item.path, f"{item.title} {item.title} {item.summary} {item.topic}")
 
     @property
     def topics(self) -> list[str]:
@@ -70,16 +67,16 @@ class PlanCatalog:
 
     def twin_of(self, title: str) -> str | None:
         """The path of an article whose title is near-identical to ``title``: the same words
-        (``title_key``), or a typo away among the lexically closest titles."""
-        key = title_key(title)
+        (``twin_key``), or a typo away among the lexically closest titles."""
+        key = twin_key(title)
         if not key:
             return None
         if key in self._by_key:
             return self._by_key[key]
-        folded = " ".join(re.findall(r"\w+", title.casefold()))
+        folded = title_key(title)
         numbers = re.findall(r"\d+", folded)
         for item in self.related(title, limit=8):
-            other = " ".join(re.findall(r"\w+", item.title.casefold()))
+            other = title_key(item.title)
             if re.findall(r"\d+", other) != numbers:
                 continue  # "Q1 planning" and "Q2 planning" are one character apart and not twins
             if abs(len(other) - len(folded)) <= 4 and SequenceMatcher(None, folded, other).ratio() >= TITLE_MERGE_RATIO:
@@ -88,26 +85,9 @@ class PlanCatalog:
 
     def related(self, text: str, limit: int = MAX_CANDIDATES, exclude: set[str] | frozenset[str] = frozenset()
                 ) -> list[CatalogEntry]:
-        """The ``limit`` items most related to ``text`` by BM25 (ties broken by path), leaving
-        out the paths in ``exclude``."""
-        if not self.items:
-            return []
-        n = len(self.items)
-        average = (sum(self._lengths.values()) / n) or 1.0
-        scores: dict[str, float] = {}
-        common = max(200, n // 50)
-        for term, qcount in Counter(_terms(text)).most_common(40):
-            postings = self._postings.get(term)
-            if not postings or len(postings) > common:
-                continue  # in over 2% of all titles: says little, costs a scan of them all
-            idf = math.log(1 + (n - len(postings) + 0.5) / (len(postings) + 0.5))
-            for path, tf in postings.items():
-                if path in exclude:
-                    continue
-                norm = tf * 2.2 / (tf + 1.2 * (0.25 + 0.75 * self._lengths[path] / average))
-                scores[path] = scores.get(path, 0.0) + idf * norm
-        ranked = sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))[:limit]
-        return [self.items[p] for p, _ in ranked]
+        """The ``limit`` items most related to ``text`` by BM25 (``offline.lexical.TermIndex``,
+        ties broken by path), leaving out the paths in ``exclude``."""
+        return [self.items[p] for p in self._lexical.search(text, limit, exclude)]
 
 
 def _terms(text: str) -> list[str]:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import PurePosixPath
 
 from kb_ai.compile.ingest import Source
-from kb_ai.compile.plan_catalog import PlanCatalog, title_key
+from kb_ai.compile.plan_catalog import PlanCatalog, twin_key
 from kb_ai.compile.records import PlanTarget
 from kb_ai.errors import UnsafePathError
 from kb_ai.llm.plausible import implausible, one_line
@@ -265,7 +265,7 @@ def resolve_plan(raw: object, source: Source, catalog: PlanCatalog, offered: set
                                                     reason=f"merged: planned new article {target.title!r} matches it")
                 result.notes.append(f"new article {target.title!r} merged into {twin} (near-identical title)")
             continue
-        key = title_key(target.title) or target.path
+        key = twin_key(target.title) or target.path
         if target.path in chosen or len(new_keys) >= MAX_NEW or key in new_keys:
             continue  # (two new articles with one title would be twins)
         new_keys.add(key)

@@ -13,7 +13,7 @@ from typing import Any
 
 from kb_ai.errors import UnsafePathError
 from kb_ai.store.catalog import CatalogEntry
-from kb_ai.store.files import FileTooLargeError, NotRegularFileError, read_regular_bytes
+from kb_ai.files import FileTooLargeError, NotRegularFileError, read_regular_bytes
 from kb_ai.store.paths import normalize_wiki_path
 
 MAX_WRITTEN_BYTES = 64 << 20  # a kept text: an article's size limit, with room

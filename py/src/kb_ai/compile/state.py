@@ -18,7 +18,7 @@
 Everything here is safe to delete: kaas then treats existing articles as hand-written. A state
 file that is damaged or is not a file at all (a folder, a FIFO, a link to a device or to a huge
 file, bytes that are not UTF-8 JSON) counts as missing: the run says so in one warning line naming
-it, redoes the work and writes the file afresh (``store.files`` reads and writes it).
+it, redoes the work and writes the file afresh (``kb_ai.files`` reads and writes it).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from typing import Any
 from kb_ai.compile.dedup import Fingerprint
 from kb_ai.faults import fault_point
 from kb_ai.compile.records import MAX_WRITTEN_BYTES, ArticleRecord, SourceRecord, file_hash, text_hash
-from kb_ai.store.files import (
+from kb_ai.files import (
     DamagedFileError,
     read_regular_bytes,
     read_state_bytes,

@@ -10,14 +10,13 @@ a failed call leaves the deterministic summary in place and is reported.
 from __future__ import annotations
 
 import asyncio
-import re
 
 from kb_ai.errors import LLMError
 from kb_ai.llm.tokens import estimate_tokens
 from kb_ai.llm.usage import UsageMeter
 from kb_ai.store.catalog import Catalog
 from kb_ai.store.kb import KnowledgeBase
-from kb_ai.store.markdown_text import inline_links, replace_links
+from kb_ai.store.articles import clean_summary
 from kb_ai.store.topics import Topic, build_topic_index, load_model_summaries, membership_key, save_model_summaries, write_topics
 
 SUMMARY_CHARS = 200
@@ -35,16 +34,6 @@ def _sample_lines(topic: Topic, catalog: Catalog) -> list[str]:
     keep = max(1, int(len(lines) * LINES_BUDGET / total))
     step = len(lines) / keep
     return [lines[int(i * step)] for i in range(keep)]
-
-
-def clean_summary(text: str) -> str | None:
-    """One line of plain text, at most SUMMARY_CHARS; None when nothing usable is left."""
-    text = str(text)
-    text = replace_links(text, inline_links(text))  # links -> their text
-    text = " ".join(re.sub(r"[<>`*_#]", "", text).split())
-    if len(re.findall(r"\w", text)) < 3:
-        return None
-    return text if len(text) <= SUMMARY_CHARS else text[: SUMMARY_CHARS - 1].rsplit(" ", 1)[0] + "…"
 
 
 async def refresh_topic_summaries(kb: KnowledgeBase, gateway, prompts, meter: UsageMeter) -> tuple[int, list[str]]:
@@ -65,7 +54,7 @@ async def refresh_topic_summaries(kb: KnowledgeBase, gateway, prompts, meter: Us
         except LLMError as exc:
             warnings.append(f"topic {topic.name}: summary not written by the model ({exc.message}); the generated one stays")
             return
-        summary = clean_summary(reply.get("summary", "")) if isinstance(reply, dict) else None
+        summary = clean_summary(reply.get("summary", ""), SUMMARY_CHARS) if isinstance(reply, dict) else None
         if summary is None:
             warnings.append(f"topic {topic.name}: the model returned no usable summary; the generated one stays")
             return

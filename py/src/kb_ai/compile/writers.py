@@ -12,13 +12,12 @@ from typing import Any
 
 from kb_ai.compile.hand_text import HandText, _string_list
 from kb_ai.compile.ingest import Source
-from kb_ai.compile.offline import TRAIL, article_body, lead_summary, supersede
+from kb_ai.compile.offline import TRAIL, article_body, lead_summary, supersede, trail_lines
 from kb_ai.llm.plausible import implausible, one_line
 from kb_ai.llm.tokens import chars_for_tokens, estimate_tokens
-from kb_ai.store.articles import (
-    SUMMARY_LIMIT,
-)
-from kb_ai.store.markdown_text import atx_heading, clip, iter_lines_outside_fences, plain_text
+from kb_ai.offline.lexical import by_shared_terms
+from kb_ai.store.articles import SUMMARY_LIMIT, clean_summary
+from kb_ai.store.markdown_text import clip, iter_lines_outside_fences, plain_text, split_sections
 from kb_ai.store.paths import slugify
 
 WRITE_PROMPT = "compile_write"
@@ -130,7 +129,7 @@ def guard_body(article: "CurrentArticle", body: str, *, model: bool) -> None:
             raise WriteRefused(f"the new text would remove {len(lost)} hand-written line(s), e.g. "
                                f"{clip(lost[0], 120)!r}; hand-written text must be kept word for word")
     new_lines = {line.strip() for line in body.splitlines()}
-    trails = [line.strip() for line in article.body.splitlines() if TRAIL_LINE.match(line.strip())]
+    trails = trail_lines(article.body)
     dropped = [t for t in trails if t not in new_lines]
     if dropped:
         raise WriteRefused(f"the new text would drop {len(dropped)} supersession trail line(s), e.g. "
@@ -263,13 +262,10 @@ class LLMWriter:
         why = implausible(reply.get("summary"), instructions) if one_line(reply.get("summary")) else None
         if why:
             warnings.append(f"the model's summary {why}; used the lead sentence")
-        summary = clean_summary(reply.get("summary"), body, article.title, instructions)
+        summary = summary_or_lead(reply.get("summary"), body, article.title, instructions)
         tags = clean_tags(reply.get("tags"))
-        trails_before = len(TRAIL_LINE.findall(article.body or ""))
-        return Draft(summary, tags, body, max(0, len(TRAIL_LINE.findall(body)) - trails_before), warnings)
-
-
-TRAIL_LINE = re.compile(r"^\[Superseded \d{4}-\d{2}-\d{2} by raw/", re.M)
+        trails_before = len(trail_lines(article.body or ""))
+        return Draft(summary, tags, body, max(0, len(trail_lines(body)) - trails_before), warnings)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -308,13 +304,14 @@ def clean_body(text: str, title: str) -> str:
     return f"# {title}\n\n{body}\n" if body else f"# {title}\n"
 
 
-def clean_summary(value: Any, body: str, title: str, instructions: str = "") -> str:
-    """A plausible one-line summary (llm/plausible.py: no echo of ``instructions``, no
-    placeholder), else the article's lead sentence."""
-    text = one_line(value)
-    if not text or implausible(text, instructions):
-        text = lead_summary(body.split("\n", 1)[-1], title)
-    return clip(text, SUMMARY_LIMIT)
+def summary_or_lead(value: Any, body: str, title: str, instructions: str = "") -> str:
+    """The model's summary as one plain line (``store.articles.clean_summary``) when it is
+    plausible (llm/plausible.py: no echo of ``instructions``, no placeholder), else the article's
+    lead sentence."""
+    text = clean_summary(value)
+    if text is None or implausible(text, instructions):
+        text = clip(lead_summary(body.split("\n", 1)[-1], title), SUMMARY_LIMIT)
+    return text
 
 
 def clean_tags(value: Any) -> list[str]:
@@ -343,29 +340,13 @@ def check_trails(body: str, known_sources: set[str], keep: str = "") -> tuple[st
     return "\n".join(out).strip() + "\n", dropped
 
 
-def split_top_sections(body: str) -> list[tuple[str, str]]:
-    """(heading, text) at H1/H2 level; heading "" for the part before the first ``##``."""
-    sections: list[tuple[str, list[str]]] = [("", [])]
-    for line, in_fence in iter_lines_outside_fences(body):
-        heading = None if in_fence else atx_heading(line, max_level=2)
-        if heading and heading[0] == 2 and heading[1]:
-            sections.append((plain_text(heading[1]), [line]))
-        else:
-            sections[-1][1].append(line)
-    return [(h, "\n".join(lines).strip("\n")) for h, lines in sections if "\n".join(lines).strip()]
-
-
 def relevant_sections(body: str, query: str) -> tuple[str, list[str]]:
     """The lead plus the sections sharing most words with ``query``, and the full outline."""
-    sections = split_top_sections(body)
+    sections = [(s.heading, s.text) for s in split_sections(body, level=2)]
     outline = [h for h, _ in sections if h]
-    terms = set(re.findall(r"\w{4,}", query.casefold()))
-
-    def score(text: str) -> int:
-        return len(terms & set(re.findall(r"\w{4,}", text.casefold())))
-
     lead = [s for s in sections if not s[0]]
-    rest = sorted((s for s in sections if s[0]), key=lambda s: -score(s[1]))[:MAX_SECTIONS_SHOWN]
+    headed = [s for s in sections if s[0]]
+    rest = [headed[i] for i in by_shared_terms(query, [s[1] for s in headed])[:MAX_SECTIONS_SHOWN]]
     shown = set(id(s) for s in lead + rest)
     text = "\n\n".join(s[1] for s in sections if id(s) in shown)
     return text, outline
@@ -381,7 +362,7 @@ def apply_edits(body: str, edits: list[Any], title: str) -> str:
     if unusable:
         raise WriteRefused(f"the model's section edits cannot all be applied ({'; '.join(unusable[:3])}"
                            f"{'; ...' if len(unusable) > 3 else ''}); every edit needs a heading and text")
-    sections = [[h, t] for h, t in split_top_sections(body)]
+    sections = [[s.heading, s.text] for s in split_sections(body, level=2)]
     if not sections or sections[0][0]:
         sections.insert(0, ["", f"# {title}"])
     for edit in edits:

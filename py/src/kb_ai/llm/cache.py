@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kb_ai.store.files import DamagedFileError, read_state_json, write_state_bytes
+from kb_ai.files import DamagedFileError, read_state_json, write_state_bytes
 
 log = logging.getLogger(__name__)
 

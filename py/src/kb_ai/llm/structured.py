@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from kb_ai.llm.replies import clean_json
-from kb_ai.store.files import DamagedFileError, read_state_json, write_state_bytes
+from kb_ai.files import DamagedFileError, read_state_json, write_state_bytes
 
 Message = dict[str, str]
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from kb_ai.errors import LLMError
-from kb_ai.store.files import append_state_text
+from kb_ai.files import append_state_text
 
 log = logging.getLogger(__name__)
 

@@ -52,6 +52,15 @@ class AskService:
     kb: KnowledgeBase
     settings: Settings
     navigator: Navigator
+    lexical: LexicalIndexCache | None = None  # the keyword indexes the navigator ranks with
+
+    def warm(self) -> None:
+        """Build now what the next question would otherwise build first: the catalog and its
+        keyword index (the server's watcher calls this after it re-indexed a hand edit, so the
+        first question after an edit does not wait for it). Blocking: call it in a worker thread."""
+        catalog = self.kb.catalog()
+        if self.lexical is not None and catalog.entries:
+            self.lexical.get(catalog)
 
     @property
     def mode(self) -> str:
@@ -68,7 +77,7 @@ def build_service(settings: Settings) -> AskService:
     if settings.offline:
         from kb_ai.navigate.offline_navigator import OfflineNavigator
 
-        return AskService(kb, settings, OfflineNavigator(lexical))
+        return AskService(kb, settings, OfflineNavigator(lexical), lexical)
     from kb_ai.llm.gateway import build_gateway
     from kb_ai.llm.prompts import PromptLibrary
     from kb_ai.navigate.llm_navigator import LLMNavigator
@@ -76,7 +85,7 @@ def build_service(settings: Settings) -> AskService:
     gateway = build_gateway(settings, kb)
     navigator = LLMNavigator(gateway, PromptLibrary(settings.prompts_dir), lexical, settings.select_budget,
                              navigation=settings.navigation, topics=TopicIndexCache(kb.state_dir))
-    return AskService(kb, settings, navigator)
+    return AskService(kb, settings, navigator, lexical)
 
 
 def _given_selection(kb: KnowledgeBase, paths: list[str], reader: Reader) -> Selection:

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from kb_ai.errors import UnsafePathError
 from kb_ai.navigate.records import Citation, ReadPage
+from kb_ai.store.links import resolve_link
 from kb_ai.store.markdown_text import find_links
-from kb_ai.store.paths import normalize_wiki_path
 
 
 def find_citation_targets(answer: str) -> list[tuple[str, str]]:
@@ -23,10 +22,7 @@ def validate_citations(answer: str, pages_read: list[ReadPage]) -> tuple[list[Ci
     invalid: list[str] = []
     seen: set[str] = set()
     for _title, target in find_citation_targets(answer):
-        try:
-            path = normalize_wiki_path(target)
-        except UnsafePathError:
-            path = None
+        path = resolve_link("", target).page  # an answer's paths are catalog paths, as a page's links may be
         if path is None or path not in read:
             if target not in invalid:
                 invalid.append(target)

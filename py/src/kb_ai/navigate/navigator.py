@@ -18,7 +18,7 @@ from kb_ai.llm.usage import UsageMeter
 from kb_ai.navigate.records import ReadPage, Selection, Turn
 from kb_ai.offline.lexical import LexicalIndex
 from kb_ai.store.catalog import Catalog
-from kb_ai.store.files import remove_state_entry
+from kb_ai.files import remove_state_entry
 
 log = logging.getLogger(__name__)
 

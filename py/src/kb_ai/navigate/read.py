@@ -13,7 +13,7 @@ import logging
 from kb_ai.errors import KaasError
 from kb_ai.llm.tokens import chars_for_tokens, estimate_tokens
 from kb_ai.navigate.records import ReadPage
-from kb_ai.offline.text import tokenize
+from kb_ai.offline.lexical import by_shared_terms
 from kb_ai.store.access import OWNER, Reader
 from kb_ai.store.catalog import Catalog
 from kb_ai.store.kb import KnowledgeBase
@@ -30,7 +30,6 @@ def _trim_to_budget(body: str, question: str, budget: int) -> tuple[str, list[st
     sections = split_sections(body)
     if not sections:
         return None
-    query = set(tokenize(question))
     note_reserve = 60
     lead, rest = (sections[0], sections[1:]) if sections[0].level <= 1 else (None, sections)
     chosen: set[int] = set()
@@ -42,10 +41,7 @@ def _trim_to_budget(body: str, question: str, budget: int) -> tuple[str, list[st
         used += estimate_tokens(lead_text)
     else:
         lead_text = ""
-    ranked = sorted(
-        range(len(rest)),
-        key=lambda i: (-len(query & set(tokenize(rest[i].text))), i),
-    )
+    ranked = by_shared_terms(question, [section.text for section in rest])
     for i in ranked:
         cost = estimate_tokens(rest[i].text)
         if used + cost <= budget:

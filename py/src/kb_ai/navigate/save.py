@@ -11,32 +11,37 @@ from __future__ import annotations
 import datetime as dt
 import secrets
 
-from kb_ai.compile.lock import CompileLock
+from kb_ai.store.lock import CompileLock
 from kb_ai.errors import KaasError, NotSavedError, StorageError
 from kb_ai.navigate.records import AskResult
 from kb_ai.store.access import OWNER, Reader, derived_access
 from kb_ai.store.articles import SUMMARY_LIMIT, write_article
 from kb_ai.store.kb import KnowledgeBase
+from kb_ai.store.links import link_to, resolve_link
 from kb_ai.store.markdown_text import clip, find_links
 from kb_ai.store.pages import load_page
 from kb_ai.store.paths import slugify
 
 ANSWERS_TOPIC = "answers"
+_SAVED_FROM = f"{ANSWERS_TOPIC}/answer.md"  # where links in a saved answer are written from
 
 
 def _relative_links(answer: str, cited: set[str]) -> str:
-    """Citations are catalog paths; inside wiki/answers/ the same page is ``../<path>``."""
+    """Citations are catalog paths (however the answer spelled them: ``store.links``, as
+    ``citations.py`` read them); inside wiki/answers/ the same page is ``../<path>``."""
     out: list[str] = []
     position = 0
     for link in find_links(answer):
-        if link.kind == "reference" or link.target not in cited or link.start < position:
+        target = resolve_link("", link.target)
+        if link.kind == "reference" or target.page not in cited or link.start < position:
             continue
+        relative = link_to(_SAVED_FROM, target.page) + (f"#{target.fragment}" if target.fragment else "")
         out.append(answer[position:link.text_end])
         if link.kind == "definition":
             newline = "\n" if answer[link.start:link.end].endswith("\n") else ""
-            out.append(f"]: ../{link.target}{newline}")
+            out.append(f"]: {relative}{newline}")
         else:
-            out.append(f"](../{link.target})")
+            out.append(f"]({relative})")
         position = link.end
     out.append(answer[position:])
     return "".join(out)
@@ -93,7 +98,7 @@ def save_answer(kb: KnowledgeBase, question: str, result: AskResult, today: dt.d
         "",
         "## Sources",
         "",
-        *[f"- [{c['title']}](../{c['path']})" for c in result.citations],
+        *[f"- [{c['title']}]({link_to(_SAVED_FROM, c['path'])})" for c in result.citations],
     ])
     # The same lock as compile, hand edits and lint --fix: one writer of wiki/ at a time, so two
     # saves of the same question cannot pick the same free name.

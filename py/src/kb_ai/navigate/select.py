@@ -22,12 +22,13 @@ from kb_ai.llm.usage import UsageMeter
 from kb_ai.navigate.records import Selection
 from kb_ai.offline.lexical import LexicalIndex
 from kb_ai.store.catalog import Catalog, CatalogEntry
+from kb_ai.store.markdown_text import Link, inline_links
 from kb_ai.store.paths import normalize_wiki_path, slugify
+from kb_ai.store.words import title_identity
 
 DEFAULT_SELECT_BUDGET = 6_000  # catalog tokens when the model's context window is unknown
 MAX_SELECT_BUDGET = 32_000
 MIN_LINE_TOKENS = 8  # "- [T](a/b.md)" is already ~4 tokens; real lines are 20-60
-_LINK = re.compile(r"^\s*\[(?P<title>[^\]]*)\]\((?P<path>[^)]*)\)\s*$")
 
 
 def selection_schema(max_pages: int) -> dict:
@@ -67,9 +68,9 @@ def resolve_paths(raw_paths: list, catalog: Catalog, limit: int) -> Selection:
             continue
         text = item.strip()
         title_hint = None
-        link = _LINK.match(text)
+        link = _whole_link(text)
         if link:
-            title_hint, text = link.group("title"), link.group("path")
+            title_hint, text = link.text, link.target
         path = _repair(text, title_hint, catalog, by_title, by_slug)
         if path is None:
             dropped.append(item)
@@ -79,6 +80,15 @@ def resolve_paths(raw_paths: list, catalog: Catalog, limit: int) -> Selection:
         if path not in kept:
             kept.append(path)
     return Selection(paths=kept[:limit], method="llm", dropped=dropped, repaired=repaired)
+
+
+def _whole_link(text: str) -> Link | None:
+    """The link when ``text`` is one Markdown link and nothing else (a model answering
+    ``[Title](path)`` for a path), found by the one link finder."""
+    links = inline_links(text)
+    if len(links) == 1 and links[0].start == 0 and links[0].end == len(text) and not links[0].image:
+        return links[0]
+    return None
 
 
 def _repair(text: str, title_hint: str | None, catalog: Catalog, by_title, by_slug) -> str | None:
@@ -91,8 +101,8 @@ def _repair(text: str, title_hint: str | None, catalog: Catalog, by_title, by_sl
     if normalized and normalized in catalog:
         return normalized
     for title in (title_hint, text):
-        if title and title.casefold().strip() in by_title:
-            return by_title[title.casefold().strip()]
+        if title and title_identity(title) in by_title:
+            return by_title[title_identity(title)]
     stem = PurePosixPath(normalized).stem if normalized else slugify(text)
     for slug in (stem, slugify(text), slugify(title_hint or "")):
         matches = by_slug.get(slug, [])

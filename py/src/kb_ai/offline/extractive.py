@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import bm25s
-
+from kb_ai.offline.lexical import rank_texts
 from kb_ai.offline.text import tokenize
 from kb_ai.store.markdown_text import clip, prose_paragraphs, split_sentences
 
@@ -52,11 +51,7 @@ def best_sentences(question: str, pages: list[PageText], limit: int = 4) -> list
                     candidates.append((rank, page, sentence, terms))
     if not candidates:
         return []
-    vocab: dict[str, int] = {}
-    ids = [[vocab.setdefault(t, len(vocab)) for t in tokenize(c[2])] for c in candidates]
-    retriever = bm25s.BM25()
-    retriever.index(bm25s.tokenization.Tokenized(ids=ids, vocab=vocab), show_progress=False)
-    scores = retriever.get_scores([vocab[t] for t in query_terms if t in vocab])
+    scores = rank_texts(query_terms, [tokenize(c[2]) for c in candidates])
     base = [float(s) * (1.0 - 0.08 * min(c[0], 5)) for s, c in zip(scores, candidates)]
 
     picked: list[Evidence] = []

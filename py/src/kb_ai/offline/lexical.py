@@ -1,4 +1,17 @@
-"""A BM25 index over the catalog (title, summary, topic) and the articles' text.
+"""Lexical relevance, in one place: every ranking by shared words in kaas is one of these.
+
+* ``LexicalIndex``: BM25 (bm25s) over the catalog and the articles' text, saved on disk (below).
+* ``rank_texts``: BM25 (bm25s) over a handful of texts ranked once (the extractive answer's
+  sentences).
+* ``TermIndex``: BM25 over short texts that grows one text at a time (the compile planner's
+  catalog, which sees each article it plans in the same run).
+* ``by_shared_terms``: texts ordered by how many terms they share with a query (the sections
+  of a page kept when it is trimmed to a reading budget, or shown to the model for a revision).
+* ``jaccard``: the share of terms two texts have in common (lint's contradiction pairs).
+
+All of them read text through ``offline.text.tokenize`` (stemmed, stop words dropped).
+
+``LexicalIndex``: a BM25 index over the catalog (title, summary, topic) and the articles' text.
 
 Fields are weighted by repetition: a title term counts three times, a summary term twice, body
 terms once, so a page *about* a term outranks one that merely mentions it. The index is saved in
@@ -15,8 +28,10 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 import os
 import shutil
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,7 +42,7 @@ from kb_ai.offline.text import tokenize
 from kb_ai.store.access import parse_access
 from kb_ai.store.articles import read_article_text, split_frontmatter
 from kb_ai.store.catalog import Catalog, CatalogEntry
-from kb_ai.store.files import (
+from kb_ai.files import (
     DamagedFileError,
     atomic_write_text,
     check_regular_file,
@@ -263,3 +278,67 @@ class LexicalIndex:
                 known = all(bool(self._term_scores([self._vocab[t]]).any()) for t in terms)
             (found if known else missing).append(word.strip("?!.,;:\"'()"))
         return found, missing
+
+
+def rank_texts(query_terms: set[str] | list[str], texts_terms: list[list[str]]) -> np.ndarray:
+    """BM25 scores (bm25s) of each of ``texts_terms`` (tokenized texts) for ``query_terms``: an
+    index built for one ranking and dropped."""
+    if not texts_terms:
+        return np.zeros(0, dtype=np.float32)
+    vocab: dict[str, int] = {}
+    ids = [[vocab.setdefault(t, len(vocab)) for t in terms] for terms in texts_terms]
+    retriever = bm25s.BM25()
+    retriever.index(bm25s.tokenization.Tokenized(ids=ids, vocab=vocab), show_progress=False)
+    return retriever.get_scores([vocab[t] for t in query_terms if t in vocab])
+
+
+class TermIndex:
+    """BM25 over short texts (a title and summary each) that grows one text at a time, scored
+    term by term through postings: a query touches only the texts that share a term with it, and
+    skips terms in over 2% of all texts (they say little and cost a scan of them all)."""
+
+    def __init__(self) -> None:
+        self._postings: dict[str, dict[str, int]] = {}
+        self._lengths: dict[str, int] = {}
+
+    def __len__(self) -> int:
+        return len(self._lengths)
+
+    def add(self, key: str, text: str) -> None:
+        terms = tokenize(text)
+        self._lengths[key] = len(terms)
+        for term, count in Counter(terms).items():
+            self._postings.setdefault(term, {})[key] = count
+
+    def search(self, text: str, limit: int, exclude: set[str] | frozenset[str] = frozenset()) -> list[str]:
+        """The ``limit`` keys most related to ``text`` (ties broken by key), leaving out ``exclude``."""
+        n = len(self._lengths)
+        if not n:
+            return []
+        average = (sum(self._lengths.values()) / n) or 1.0
+        scores: dict[str, float] = {}
+        common = max(200, n // 50)
+        for term, _qcount in Counter(tokenize(text)).most_common(40):
+            postings = self._postings.get(term)
+            if not postings or len(postings) > common:
+                continue
+            idf = math.log(1 + (n - len(postings) + 0.5) / (len(postings) + 0.5))
+            for key, tf in postings.items():
+                if key in exclude:
+                    continue
+                norm = tf * 2.2 / (tf + 1.2 * (0.25 + 0.75 * self._lengths[key] / average))
+                scores[key] = scores.get(key, 0.0) + idf * norm
+        return [key for key, _ in sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))[:limit]]
+
+
+def jaccard(a: set[str], b: set[str]) -> float:
+    """The share of terms two texts have in common: |a & b| / |a | b| (0 for two empty sets)."""
+    union = a | b
+    return len(a & b) / len(union) if union else 0.0
+
+
+def by_shared_terms(query: str, texts: list[str]) -> list[int]:
+    """The positions of ``texts``, most terms shared with ``query`` first (ties in text order)."""
+    terms = set(tokenize(query))
+    shared = [len(terms & set(tokenize(text))) if terms else 0 for text in texts]
+    return sorted(range(len(texts)), key=lambda i: (-shared[i], i))

@@ -4,6 +4,7 @@ removed, Snowball-stemmed (PyStemmer), so "selection", "selected" and "selects" 
 from __future__ import annotations
 
 import logging
+import html
 from functools import lru_cache
 
 import Stemmer
@@ -24,4 +25,4 @@ def _stem(word: str) -> str:
 
 def tokenize(text: str) -> list[str]:
     """Terms of ``text`` for BM25: stemmed, stop words and one-letter tokens dropped."""
-    return [_stem(w) for w in _words(text) if (len(w) > 1 or w.isdigit()) and w not in STOP_WORDS]
+    return [_stem(w) for w in _words(html.unescape(text)) if (len(w) > 1 or w.isdigit()) and w not in STOP_WORDS]

@@ -15,9 +15,11 @@ from dataclasses import dataclass
 from kb_ai.config import Settings
 from kb_ai.errors import LLMError
 from kb_ai.llm.usage import UsageMeter
+from kb_ai.offline.lexical import jaccard
 from kb_ai.offline.text import tokenize
 from kb_ai.quality.lint import INFO, WARNING, Finding, LintContext
 from kb_ai.store.articles import Article
+from kb_ai.store.kb import KnowledgeBase
 
 DEFAULT_MAX_PAIRS = 20
 PAGE_CHARS = 12_000  # of each article, per call
@@ -69,8 +71,7 @@ def candidate_pairs(ctx: LintContext, max_pairs: int) -> list[ArticlePair]:
     words = {p: set(tokenize(f"{a.title} {a.summary} {a.body[:4000]}")) for p, a in articles.items()}
 
     def overlap(a: str, b: str) -> float:
-        union = words[a] | words[b]
-        return len(words[a] & words[b]) / len(union) if union else 0.0
+        return jaccard(words[a], words[b])
 
     ranked = sorted(shared.items(), key=lambda item: (-len(item[1]), -overlap(*item[0]), item[0]))
     pairs = [ArticlePair(a, b, "shared source " + ", ".join(sorted(s)[:3])) for (a, b), s in ranked]
@@ -98,10 +99,12 @@ def _page(article: Article) -> dict:
 async def find_contradictions(settings: Settings, ctx: LintContext, max_pairs: int = DEFAULT_MAX_PAIRS
                               ) -> tuple[list[Finding], dict]:
     """One model call per candidate pair. Returns (findings, usage summary)."""
-    from kb_ai.navigate.ask import build_service
+    from kb_ai.llm.gateway import LLMGateway, gateway_config  # noqa: PLC0415 (litellm only for --contradictions)
+    from kb_ai.llm.prompts import PromptLibrary  # noqa: PLC0415
 
-    navigator = build_service(settings).navigator
-    gateway, prompts = navigator.gateway, navigator.prompts
+    # the gateway and prompts only: lint reaches the model, never the ask service (navigate)
+    gateway = LLMGateway(gateway_config(settings, settings.model or "", KnowledgeBase(settings.kb).state_dir))
+    prompts = PromptLibrary(settings.prompts_dir)
     gateway.preflight()
     meter = UsageMeter()
     pairs = candidate_pairs(ctx, max_pairs)

@@ -29,7 +29,6 @@ Questions run one after another through one service, so the lexical index is bui
 from __future__ import annotations
 
 import difflib
-import html
 import json
 import platform
 import re
@@ -45,8 +44,9 @@ from kb_ai.navigate.ask import AskService, ask, build_service
 from kb_ai.navigate.records import AskRequest, AskResult
 from kb_ai.quality.scoring import normalize_answer, score_answer, scoring_text
 from kb_ai.store.catalog import Catalog
-from kb_ai.store.files import FileTooLargeError, atomic_write_text, read_regular_bytes
+from kb_ai.files import FileTooLargeError, atomic_write_text, read_regular_bytes
 from kb_ai.store.paths import normalize_wiki_path
+from kb_ai.store.words import title_identity
 from kb_ai.untrusted_text import parse_json
 
 MAX_QUESTIONS_FILE_BYTES = 50_000_000
@@ -153,18 +153,12 @@ def load_questions(path: Path, warnings: list[str] | None = None) -> list[EvalQu
     return questions
 
 
-def _title_key(title: str) -> str:
-    return " ".join(html.unescape(title).casefold().split())
-
-
 class GoldResolver:
     """Gold pages as catalog paths: a path that is in the catalog, else a title (unescaped, any case)."""
 
     def __init__(self, catalog: Catalog):
         self.catalog = catalog
-        self.by_title: dict[str, str] = {}
-        for entry in catalog.entries:
-            self.by_title.setdefault(_title_key(entry.title), entry.path)
+        self.by_title = catalog.by_title  # title_identity -> first page of that title
 
     def resolve(self, gold: list[str]) -> tuple[list[str], list[str]]:
         """(catalog paths, entries that match no page)."""
@@ -179,7 +173,7 @@ class GoldResolver:
                 except UnsafePathError:
                     path = None
             if path is None:
-                path = self.by_title.get(_title_key(item))
+                path = self.by_title.get(title_identity(item))
             if path is None:
                 unresolved.append(item)
             elif path not in paths:

@@ -15,11 +15,11 @@ with a compile writing the same files.
 
 from __future__ import annotations
 
-from kb_ai.compile.lock import CompileLock
-from kb_ai.quality.links import remove_links
+from kb_ai.store.lock import CompileLock
 from kb_ai.quality.lint import Finding, LintContext, dead_links
 from kb_ai.store.articles import write_article, write_article_text
 from kb_ai.store.kb import KnowledgeBase
+from kb_ai.store.markdown_text import replace_links
 
 
 def apply_fixes(kb: KnowledgeBase, ctx: LintContext, findings: list[Finding]) -> list[str]:
@@ -41,11 +41,11 @@ def apply_fixes(kb: KnowledgeBase, ctx: LintContext, findings: list[Finding]) ->
 
 
 def _drop_dead_links(kb: KnowledgeBase, ctx: LintContext, path: str) -> int:
-    links = dead_links(ctx, path)
+    links = [link for link, _target in dead_links(ctx, path)]
     article, file = ctx.articles.get(path), ctx.files.get(path)
     if not links or article is None or file is None or file.text is None:
         return 0
-    body = remove_links(article.body, links)
+    body = replace_links(article.body, links)
     text = file.text
     if text.endswith(article.body):
         # Keep the frontmatter exactly as written (comments, quoting, key order).

@@ -20,10 +20,8 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import difflib
-import html
 import json
 import re
-import unicodedata
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -33,7 +31,6 @@ from kb_ai.config import Settings
 from kb_ai.errors import ArticleFormatError, ConfigError, UnsafePathError
 from kb_ai.llm.tokens import estimate_tokens
 from kb_ai.offline.text import tokenize
-from kb_ai.quality.links import Link, LinkTarget, find_links, resolve_target
 from kb_ai.store.articles import (
     SUMMARY_LIMIT,
     Article,
@@ -45,8 +42,11 @@ from kb_ai.store.articles import (
 )
 from kb_ai.store.catalog import Catalog, entry_from_article, parse_master_index, read_master_index, render_master_index
 from kb_ai.store.kb import KnowledgeBase
+from kb_ai.store.links import LinkTarget, resolve_link
+from kb_ai.store.markdown_text import Link, find_links
 from kb_ai.store.paths import safe_wiki_file
-from kb_ai.users import configured_groups
+from kb_ai.store.users import configured_groups
+from kb_ai.store.words import title_key
 
 ERROR, WARNING, INFO = "error", "warning", "info"
 SEVERITIES = (ERROR, WARNING, INFO)
@@ -122,7 +122,9 @@ class LintContext:
 
     @cached_property
     def links(self) -> dict[str, list[tuple[Link, LinkTarget]]]:
-        return {path: [(link, resolve_target(path, link.target)) for link in find_links(article.body)]
+        """Each article's links, resolved as the renderer resolves them (``store.links``)."""
+        in_wiki = lambda rel: self.exists(f"wiki/{rel}")  # noqa: E731
+        return {path: [(link, resolve_link(path, link.target, in_wiki)) for link in find_links(article.body)]
                 for path, article in self.articles.items()}
 
     @cached_property
@@ -152,9 +154,10 @@ def _read_file(kb: KnowledgeBase, path: str) -> ArticleFile:
         return ArticleFile(path, text, None, exc.message)
 
 
-def dead_links(ctx: LintContext, path: str) -> list[Link]:
-    """The links of article ``path`` that point inside the KB at nothing (what ``--fix`` removes)."""
-    return [link for link, target in ctx.links.get(path, [])
+def dead_links(ctx: LintContext, path: str) -> list[tuple[Link, LinkTarget]]:
+    """The links of article ``path`` that point inside the KB at nothing (what ``--fix`` removes),
+    each with where it points."""
+    return [(link, target) for link, target in ctx.links.get(path, [])
             if target.kind in ("wiki", "kb") and not ctx.exists(target.kb_path or "")]
 
 
@@ -235,10 +238,9 @@ def check_links(ctx: LintContext) -> list[Finding]:
     """Relative links (to articles, or to files such as sources in raw/) that resolve to nothing."""
     findings: list[Finding] = []
     for path in ctx.articles:
-        for link in dead_links(ctx, path):
+        for link, target in dead_links(ctx, path):
             if link.kind == "reference":
                 continue  # reported once, at its definition (``--fix`` removes the uses with it)
-            target = resolve_target(path, link.target)
             what = "no such article" if target.kind == "wiki" and (target.wiki_path or "").endswith(".md") else "no such file"
             shown = target.kb_path if target.kind == "kb" else f"wiki/{target.wiki_path}"
             kind = "image" if link.image else "link"
@@ -325,16 +327,10 @@ def check_summaries(ctx: LintContext) -> list[Finding]:
     return findings
 
 
-def normalize_title(title: str) -> str:
-    """Title as compared for duplicates: unescaped, NFKC, case-folded, punctuation to spaces."""
-    text = unicodedata.normalize("NFKC", html.unescape(title)).casefold()
-    return " ".join(re.sub(r"[^\w]+", " ", text).split())
-
-
 def check_titles(ctx: LintContext) -> list[Finding]:
     """Two pages with the same (or almost the same) title confuse the navigator and the reader.
 
-    Same = equal after ``normalize_title``. Almost the same = the same word stems, articles
+    Same = equal after ``store.words.title_key``. Almost the same = the same word stems, articles
     aside ("Configuring a model" / "Configure the model"), or one word spelt differently
     ("Colour profiles" / "Color profiles"). Titles that differ by a number or by a disambiguating
     word ("Kiss and Tell (1945 film)", "Gasherbrum II", "National League North") are not flagged.
@@ -342,7 +338,7 @@ def check_titles(ctx: LintContext) -> list[Finding]:
     findings: list[Finding] = []
     groups: dict[str, list[str]] = {}
     for path in sorted(ctx.articles):
-        groups.setdefault(normalize_title(ctx.articles[path].title), []).append(path)
+        groups.setdefault(title_key(ctx.articles[path].title), []).append(path)
     for paths in groups.values():
         first = ctx.articles[paths[0]].title
         for other in paths[1:]:

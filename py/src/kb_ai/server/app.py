@@ -11,7 +11,7 @@ Routes (DESIGN.md, "HTTP"):
     GET  /api/pages/<path>      one article: frontmatter, markdown, html, toc
     PUT  /api/pages/<path>      save a hand edit (POST works too)
     GET  /healthz               liveness
-    POST /mcp                   the MCP tools over streamable HTTP (server_mcp.py)
+    POST /mcp                   the MCP tools over streamable HTTP (mcp.py)
 """
 
 from __future__ import annotations
@@ -40,10 +40,10 @@ from kb_ai.server.assets import default_web_dir
 from kb_ai.server.answers import save_answer_endpoint
 from kb_ai.server.chat import chat_endpoint
 from kb_ai.server.guard import LOOPBACK_HOSTS, RequestGuard
-from kb_ai.users import UserDirectory
+from kb_ai.store.users import UserDirectory
 from kb_ai.server.pages import index_endpoint, page_endpoint, template_env, wiki_page_endpoint
 from kb_ai.server.watch import WikiWatcher
-from kb_ai.store.files import DamagedFileError, read_state_json, write_state_bytes
+from kb_ai.files import DamagedFileError, read_state_json, write_state_bytes
 from kb_ai.store.kb import KnowledgeBase
 
 log = logging.getLogger(__name__)
@@ -92,7 +92,7 @@ async def ui_endpoint(request: Request) -> Response:
 
 async def health_endpoint(request: Request) -> Response:
     """Liveness; with ``?challenge=<hex>``, also the proof that this is the announced server."""
-    from kb_ai.remote_ask import proof, valid_challenge
+    from kb_ai.server.remote import proof, valid_challenge
 
     state: ServerState = request.app.state.kaas
     data: dict[str, Any] = {"status": "ok", "version": __version__, "mode": state.mode}
@@ -132,17 +132,17 @@ def create_app(settings: Settings, *, service: AskService | None = None, web_dir
     service = service or build_service(settings)
     mcp_endpoint = None
     if mcp:
-        from kb_ai.server_mcp import MCPHttpEndpoint
+        from kb_ai.server.mcp import MCPHttpEndpoint
 
         mcp_endpoint = MCPHttpEndpoint(settings, service)
     web = Path(web_dir) if web_dir else default_web_dir()
     state = ServerState(settings=settings, service=service, web_dir=web, templates=template_env(web))
     if announce_url:
-        from kb_ai.remote_ask import new_secret
+        from kb_ai.server.remote import new_secret
 
         state.proof_secret = new_secret()
     if watch_interval:
-        state.watcher = WikiWatcher(service.kb, watch_interval, lambda: state.save_lock)
+        state.watcher = WikiWatcher(service.kb, watch_interval, lambda: state.save_lock, warm=service.warm)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -193,7 +193,7 @@ def create_app(settings: Settings, *, service: AskService | None = None, web_dir
 
 def _announce(state_dir: Path, url: str, model: str | None, secret: str) -> None:
     """Write .kaas/server.json: atomically, and readable by the owner only (it holds the secret)."""
-    from kb_ai.remote_ask import SERVER_FILE, announcement
+    from kb_ai.server.remote import SERVER_FILE, announcement
 
     try:
         write_state_bytes(state_dir / SERVER_FILE,
@@ -204,7 +204,7 @@ def _announce(state_dir: Path, url: str, model: str | None, secret: str) -> None
 
 def _withdraw(state_dir: Path) -> None:
     """Remove the announcement if it is still ours (another server may have replaced it)."""
-    from kb_ai.remote_ask import SERVER_FILE
+    from kb_ai.server.remote import SERVER_FILE
 
     target = state_dir / SERVER_FILE
     try:

@@ -5,7 +5,7 @@ security headers on every response.
   rebinds its DNS name to 127.0.0.1 cannot read the wiki through the visitor's browser.
 - Origin: a request that changes something (POST/PUT/DELETE) must come from the UI's own origin
   when the browser says where it comes from.
-- Token: with ``KAAS_API_TOKEN`` set or users configured in ``kaas.toml`` (``kb_ai/users.py``),
+- Token: with ``KAAS_API_TOKEN`` set or users configured in ``kaas.toml`` (``kb_ai/store/users.py``),
   every ``/api``, ``/mcp`` and ``/wiki`` route needs ``Authorization: Bearer <token>`` (compared in
   constant time), and nothing else: never a cookie. Cookies ignore ports, so a token in a cookie
   would be sent to every other server on the same host name and readable by the pages it serves.
@@ -27,7 +27,7 @@ from urllib.parse import quote, urlsplit
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from kb_ai.store.access import OWNER, Reader
-from kb_ai.users import UserDirectory
+from kb_ai.store.users import UserDirectory
 
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
 UNSAFE_METHODS = {"POST", "PUT", "PATCH", "DELETE"}

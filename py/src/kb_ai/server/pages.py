@@ -22,15 +22,15 @@ import jinja2
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 
-from kb_ai.compile.lock import CompileLock
+from kb_ai.store.lock import CompileLock
 from kb_ai.errors import ArticleFormatError, BadRequestError, KaasError, StorageError, UnsafePathError
-from kb_ai.render import render_markdown, wiki_href
+from kb_ai.server.render import render_markdown, wiki_href
 from kb_ai.server.chat import read_json
 from kb_ai.server.guard import reader_of
 from kb_ai.store.access import OWNER, Reader
 from kb_ai.store.articles import MAX_ARTICLE_BYTES, is_generated, link_on_path, validate_article_text, write_article_text
 from kb_ai.store.catalog import Catalog, entry_from_article
-from kb_ai.store.files import FileTooLargeError, NotRegularFileError, read_regular_bytes
+from kb_ai.files import FileTooLargeError, NotRegularFileError, read_regular_bytes
 from kb_ai.store.kb import KnowledgeBase
 from kb_ai.store.pages import LoadedPage, load_page
 from kb_ai.store.paths import normalize_wiki_path, resolve_in

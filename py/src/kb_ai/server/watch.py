@@ -2,9 +2,14 @@
 the wiki browser without a restart.
 
 The catalog store already reloads when ``master-index.md`` changes; this closes the other gap:
-an article edited, added or removed by hand. A cheap fingerprint (names, sizes, mtimes of the
-article files) is polled; when it changes, the wiki is re-indexed (in a thread, under the same
-lock as saves, and never while a compile holds the knowledge base).
+an article edited, added or removed by hand. The watcher waits for the operating system's
+file-change events under ``wiki/`` (watchfiles: inotify on Linux, FSEvents on macOS; set
+``WATCHFILES_FORCE_POLLING=1`` where none are delivered, e.g. some network mounts), so an idle
+server does no work and an edit is seen within the debounce. On an event it compares a cheap
+fingerprint (names, sizes, mtimes of the article files) with the last one it saw, so kaas's own
+writes (a save through the API, the catalog it generates) cause no second pass. When articles
+changed, the wiki is re-indexed (in a thread, under the same lock as saves, and never while a
+compile holds the knowledge base), then the new catalog and keyword index are built (``warm``).
 """
 
 from __future__ import annotations
@@ -17,8 +22,9 @@ from pathlib import Path
 from typing import Callable
 
 import anyio
+from watchfiles import Change, awatch
 
-from kb_ai.compile.lock import CompileLock
+from kb_ai.store.lock import CompileLock
 from kb_ai.errors import KaasError
 from kb_ai.store.articles import RESERVED_NAMES
 from kb_ai.store.kb import KnowledgeBase
@@ -54,12 +60,15 @@ def wiki_fingerprint(wiki_dir: Path) -> str:
 
 
 class WikiWatcher:
-    """Polls the wiki every ``interval`` seconds and re-indexes when articles changed."""
+    """Re-indexes the wiki when its articles change on disk. ``interval`` (seconds) is the
+    debounce: the changes of one burst (an editor's save, a ``git pull``) make one re-index."""
 
-    def __init__(self, kb: KnowledgeBase, interval: float, lock: Callable[[], asyncio.Lock]):
+    def __init__(self, kb: KnowledgeBase, interval: float, lock: Callable[[], asyncio.Lock],
+                 warm: Callable[[], None] | None = None):
         self.kb = kb
         self.interval = interval
         self._lock = lock
+        self._warm = warm  # blocking: run in a worker thread after each re-index, outside the locks
         self._seen: str | None = None
         self.reindexed = 0
 
@@ -86,6 +95,7 @@ class WikiWatcher:
                 log.info("wiki changed; not re-indexed now: %s", exc.message)
                 return False
             self._seen = await anyio.to_thread.run_sync(wiki_fingerprint, self.kb.wiki_dir)
+        await anyio.to_thread.run_sync(self._warm_caches)  # outside the save lock: saves need not wait
         self.reindexed += 1
         return True
 
@@ -94,10 +104,46 @@ class WikiWatcher:
             result = self.kb.reindex()
         log.info("wiki changed on disk: re-indexed %d articles", result.articles)
 
+    def _warm_caches(self) -> None:
+        if self._warm is None:
+            return
+        try:  # the new catalog and keyword index, built here rather than by the next question
+            self._warm()
+        except Exception:  # noqa: BLE001 (warming is an optimisation; the next question reports errors)
+            log.warning("warming the caches after a re-index failed", exc_info=True)
+
     async def run(self) -> None:
+        """Watch until cancelled. A wiki folder that is missing (or goes away) is waited for."""
         while True:
+            await self._check_logged()  # the baseline, or what changed while nobody watched
+            if not self.kb.wiki_dir.is_dir():
+                await asyncio.sleep(self.interval)
+                continue
             try:
-                await self.check()
-            except Exception:  # noqa: BLE001 (the watcher must outlive one bad poll)
-                log.exception("wiki watcher poll failed")
-            await asyncio.sleep(self.interval)
+                async for _changes in awatch(self.kb.wiki_dir, watch_filter=self._may_be_article,
+                                             debounce=max(1, round(self.interval * 1000)), step=50):
+                    await self._check_logged()
+            except Exception:  # noqa: BLE001 (the folder went away, a watch limit, ...: start again)
+                log.warning("watching %s failed; watching it again", self.kb.wiki_dir, exc_info=True)
+                await asyncio.sleep(self.interval)
+
+    async def _check_logged(self) -> None:
+        try:
+            await self.check()
+        except Exception:  # noqa: BLE001 (the watcher must outlive one bad pass)
+            log.exception("wiki watcher pass failed")
+
+    def _may_be_article(self, _change: Change, path: str) -> bool:
+        """An event worth a fingerprint: an article, or a folder of them (a folder moved away
+        reports only the folder). Hidden names (kaas's temporary files) and the generated root
+        files (``master-index.md``, ...) are not."""
+        try:
+            parts = Path(path).relative_to(self.kb.wiki_dir).parts
+        except ValueError:
+            return False
+        if not parts or any(part.startswith(".") for part in parts):
+            return False
+        if len(parts) == 1 and parts[0] in RESERVED_NAMES:
+            return False
+        name = parts[-1]
+        return name.endswith(".md") or "." not in name

@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,7 @@ import yaml
 
 from kb_ai.errors import ArticleFormatError, UnsafePathError
 from kb_ai.store.access import parse_access
-from kb_ai.store.files import (
+from kb_ai.files import (
     FileTooLargeError,
     LinkInPathError,
     NotRegularFileError,
@@ -28,7 +29,7 @@ from kb_ai.store.files import (
     read_regular_bytes,
     write_below,
 )
-from kb_ai.store.markdown_text import clip, first_heading, first_sentence
+from kb_ai.store.markdown_text import clip, first_heading, first_sentence, plain_text
 from kb_ai.store.paths import normalize_wiki_path, safe_wiki_file
 
 MAX_ARTICLE_BYTES = 2_000_000
@@ -41,6 +42,19 @@ DEFAULT_TOPIC = "general"
 # Files in wiki/ that are not articles.
 RESERVED_NAMES = {"master-index.md", "log.md", "index.md", "topics.md"}
 TOPIC_INDEX_NAME = "index.md"  # wiki/<topic>/index.md: a topic's index page, generated
+_SUMMARY_MARKUP = re.compile(r"[<>]|^#++\s*+")
+
+
+def clean_summary(value: object, limit: int = SUMMARY_LIMIT) -> str | None:
+    """A summary (from a model, for an article or a topic) as one catalog line of plain text:
+    links to their text, emphasis and code markers, a leading heading marker and angle brackets
+    dropped, whitespace (line breaks too) folded, clipped at a word to ``limit``; None when fewer
+    than 3 letters or digits are left."""
+    text = plain_text(str(value if value is not None else ""))
+    text = " ".join(_SUMMARY_MARKUP.sub("", text).split())
+    if len(re.findall(r"\w", text)) < 3:
+        return None
+    return clip(text, limit)
 
 
 def is_generated(rel: str) -> bool:

@@ -24,8 +24,9 @@ from kb_ai.errors import ArticleFormatError, UnsafePathError
 from kb_ai.store.access import Reader, format_access
 from kb_ai.store.articles import Article, load_article, iter_article_paths
 from kb_ai.store.derived import Derived
-from kb_ai.store.files import NotRegularFileError, append_text, read_regular_bytes, write_text_if_changed
+from kb_ai.files import NotRegularFileError, append_text, read_regular_bytes, write_text_if_changed
 from kb_ai.store.paths import normalize_wiki_path
+from kb_ai.store.words import title_identity
 
 log = logging.getLogger(__name__)
 
@@ -213,8 +214,12 @@ class Catalog:
 
     @functools.cached_property
     def by_title(self) -> dict[str, str]:
-        """Case-folded title -> path (for repairing a model that answers with a title)."""
-        return {e.title.casefold(): e.path for e in self.entries}
+        """``title_identity`` of a title -> path, the first page of that title (a model answering
+        with a title instead of a path, gold titles in ``kaas eval``)."""
+        found: dict[str, str] = {}
+        for e in self.entries:
+            found.setdefault(title_identity(e.title), e.path)
+        return found
 
     @functools.cached_property
     def by_stem(self) -> dict[str, list[str]]:

@@ -9,7 +9,7 @@ from pathlib import Path
 from kb_ai.errors import EmptyCatalogError, NoWikiError
 from kb_ai.faults import fault_point
 from kb_ai.store.catalog import Catalog, CatalogStore, append_log, build_catalog, write_master_index
-from kb_ai.store.files import atomic_write_text
+from kb_ai.files import atomic_write_text
 from kb_ai.store.topics import build_topic_index, load_model_summaries, write_topics
 
 KAAS_TOML_TEMPLATE = """\

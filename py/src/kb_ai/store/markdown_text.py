@@ -444,18 +444,34 @@ def clip(text: str, limit: int) -> str:
     return cut + "…"
 
 
-def split_sections(body: str) -> list[Section]:
-    """Split at every heading (outside code fences). The lead (text before any heading) comes first."""
+def demote_headings(body: str, levels: int = 1) -> str:
+    """``body`` with every heading outside code ``levels`` deeper (at most ``######``): text
+    placed under a heading of its own (a source in an article, an archive member)."""
+    out = []
+    for line, in_fence in iter_lines_outside_fences(body):
+        heading = None if in_fence else atx_heading(line)
+        if heading:
+            hashes = heading[0]
+            line = "#" * min(6, hashes + levels) + line[hashes:]
+        out.append(line)
+    return "\n".join(out)
+
+
+def split_sections(body: str, level: int | None = None) -> list[Section]:
+    """Split at every heading (outside code fences), or, given ``level``, only at the headings of
+    that level that have text (``level=2``: an article's ``##`` sections, which compile edits
+    one by one; deeper headings stay inside them). The lead (text before the first split, an
+    H1 included) comes first, with heading "" and level 0; empty sections are left out."""
     sections: list[Section] = []
-    heading, level, lines = "", 0, []
+    heading, depth, lines = "", 0, []
     for line, in_fence in iter_lines_outside_fences(body):
         found = None if in_fence else atx_heading(line)
-        if found:
+        if found and (level is None or (found[0] == level and found[1])):
             if lines or heading:
-                sections.append(Section(heading, level, "\n".join(lines).strip("\n")))
-            heading, level, lines = plain_text(found[1]), found[0], [line]
+                sections.append(Section(heading, depth, "\n".join(lines).strip("\n")))
+            heading, depth, lines = plain_text(found[1]), found[0], [line]
         else:
             lines.append(line)
     if lines or heading:
-        sections.append(Section(heading, level, "\n".join(lines).strip("\n")))
+        sections.append(Section(heading, depth, "\n".join(lines).strip("\n")))
     return [s for s in sections if s.text.strip()]

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kb_ai.store.catalog import Catalog, CatalogEntry
-from kb_ai.store.files import DamagedFileError, read_state_json, write_state_bytes, write_text_if_changed
+from kb_ai.files import DamagedFileError, read_state_json, write_state_bytes, write_text_if_changed
 from kb_ai.store.words import label_words
 
 log = logging.getLogger(__name__)

@@ -1,11 +1,13 @@
-"""Words as every ranking and summary in kaas sees them: lower-case, English stop words and
-question words removed. Dependency-free, so the store can summarize topics without the
-lexical engine."""
+"""Words as every ranking, summary and comparison in kaas sees them: case-folded word runs
+(``words``), English stop words and question words (``STOP_WORDS``), and titles as compared for
+sameness (``title_key``) or as they name a page (``title_identity``). Dependency-free, so the store can summarize topics without the lexical
+engine, and compile's duplicate detection and lint's title checks read words the same way."""
 
 from __future__ import annotations
 
 import html
 import re
+import unicodedata
 
 # bm25s's English list (33 words), kept here so that importing it does not import bm25s.
 _ENGLISH = {
@@ -28,8 +30,24 @@ _LABEL_WORD = re.compile(r"[^\W\d_]{3,}", re.UNICODE)  # letters only, 3+: what 
 
 
 def words(text: str) -> list[str]:
-    """Lower-case words of ``text`` (HTML entities decoded)."""
-    return _WORD.findall(html.unescape(text).lower())
+    """Case-folded words of ``text``, as written (decode HTML entities first where the text may
+    carry them: ``offline.text.tokenize`` does). Compile's fingerprints hash these words, so a
+    change here changes which sources are duplicates."""
+    return _WORD.findall(text.casefold())
+
+
+def title_identity(title: str) -> str:
+    """A title as it names one page (a model or a question file naming a page by its title):
+    HTML entities decoded, NFKC, case-folded, whitespace folded. Punctuation counts:
+    ``Romeo + Juliet`` and ``Romeo × Juliet`` are two pages."""
+    return " ".join(unicodedata.normalize("NFKC", html.unescape(title)).casefold().split())
+
+
+def title_key(title: str) -> str:
+    """A title as compared for sameness (duplicate titles in lint, same-title sources in dedup,
+    twin articles in the planner): ``title_identity`` with punctuation to spaces, so
+    ``Romeo + Juliet`` and ``Romeo × Juliet`` look the same."""
+    return " ".join(words(title_identity(title)))
 
 
 def label_words(text: str) -> set[str]:

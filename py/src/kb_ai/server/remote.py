@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any, Iterator
 from urllib.parse import urlsplit
 
-from kb_ai.store.files import DamagedFileError, read_state_json
+from kb_ai.files import DamagedFileError, read_state_json
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
-"""``kaas serve``: the chat server and wiki browser. Registered on the ``kaas`` group by cli.py.
+"""``kaas serve``: the chat server and wiki browser. Registered on the ``kaas`` group by commands.py.
 
-Kept apart from cli.py so the server's imports (Starlette, uvicorn) load only for this command.
+Kept apart from commands.py so the server's imports (Starlette, uvicorn) load only for this command.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 import click
 
 from kb_ai.errors import KaasError, NoWikiError
-from kb_ai.cli_output import say
+from kb_ai.cli.output import say
 
 
 @click.command()

@@ -1,7 +1,7 @@
 """The ``kaas`` command line. Thin: it parses options, calls the services, prints results.
 
 Errors a person can cause are one line on stderr and a non-zero exit, never a traceback.
-Everything printed goes through ``cli_output.say`` (text: no escape sequence or control
+Everything printed goes through ``cli.output.say`` (text: no escape sequence or control
 character of a page, a source, a model reply or a file name reaches the terminal) or ``say_json``
 (the exact JSON value, with the controls JSON leaves raw escaped); log lines through the same
 filter (``untrusted_text.terminal_safe``).
@@ -18,7 +18,7 @@ from pathlib import Path
 import click
 
 from kb_ai import __version__
-from kb_ai.cli_output import say, say_json
+from kb_ai.cli.output import say, say_json
 from kb_ai.config import Settings, load_settings
 from kb_ai.errors import KaasError, StorageError, exit_code_for
 from kb_ai.untrusted_text import terminal_safe
@@ -66,7 +66,7 @@ def _reader(settings: Settings, user_name: str | None):
 
     if not user_name:
         return OWNER
-    from kb_ai.users import UserDirectory
+    from kb_ai.store.users import UserDirectory
 
     try:
         return UserDirectory(settings.kb).reader_named(user_name)
@@ -197,7 +197,7 @@ def ask(ctx: click.Context, question: str, as_json: bool, rewrite: bool, suggest
     result = None
     declined: str | None = None  # why the running server did not answer, when the person should know
     if server is not None:
-        from kb_ai.remote_ask import ServerUnavailable
+        from kb_ai.server.remote import ServerUnavailable
 
         try:
             result = asyncio.run(ask_question(_ServerEvents(server, settings), request, on_event=show))
@@ -264,8 +264,8 @@ def ask(ctx: click.Context, question: str, as_json: bool, rewrite: bool, suggest
 
 
 def _running_server(settings: Settings) -> dict | None:
-    """The running `kaas serve` of this KB with this model, if any (``remote_ask.running_server``)."""
-    from kb_ai.remote_ask import running_server
+    """The running `kaas serve` of this KB with this model, if any (``server.remote.running_server``)."""
+    from kb_ai.server.remote import running_server
 
     # KnowledgeBase(...).state_dir, spelled out: importing the store here would cost this fast path.
     return running_server(settings.kb / ".kaas", settings.model)
@@ -274,7 +274,7 @@ def _running_server(settings: Settings) -> dict | None:
 class _ServerEvents:
     """A running `kaas serve` as the source of a question's events (``records.ask`` folds them):
     the same events as in-process, read from its SSE stream. A server that takes no question
-    raises ``remote_ask.ServerUnavailable`` (the question is then answered here); one that breaks
+    raises ``server.remote.ServerUnavailable`` (the question is then answered here); one that breaks
     off or closes the answer before its end ends it with an ``error`` event, keeping what came."""
 
     def __init__(self, server: dict, settings: Settings):
@@ -285,7 +285,7 @@ class _ServerEvents:
 
     async def events(self, request):
         from kb_ai.navigate.records import AskEvent
-        from kb_ai.remote_ask import ask_events_remote
+        from kb_ai.server.remote import ask_events_remote
 
         url = self.server["url"]
         body = {"question": request.question, "rewrite": request.rewrite, "suggest": request.suggest,
@@ -357,7 +357,7 @@ def compile_command(ctx: click.Context, full: bool, dry_run: bool, as_json: bool
 @click.pass_context
 def mcp(ctx: click.Context, user_name: str | None) -> None:
     """Serve the MCP tools (ask, ask_and_save, read_page, list_pages) over stdio."""
-    from kb_ai.server_mcp import run_stdio
+    from kb_ai.server.mcp import run_stdio
     from kb_ai.store.kb import KnowledgeBase
 
     settings = _settings(ctx)
@@ -365,7 +365,7 @@ def mcp(ctx: click.Context, user_name: str | None) -> None:
     if user_name:
         import functools
 
-        from kb_ai.users import UserDirectory
+        from kb_ai.store.users import UserDirectory
 
         # Resolved on every tool call, as kaas.toml says then: a revoked user (or a users table
         # that is gone or broken) is refused at once, not at the next restart.
@@ -436,7 +436,7 @@ def eval_command(ctx: click.Context, questions_file: Path, json_out: Path | None
     sys.exit(report.exit_code)
 
 
-from kb_ai.cli_serve import serve  # noqa: E402 (cheap: click only; the server loads on use)
+from kb_ai.cli.serve import serve  # noqa: E402 (cheap: click only; the server loads on use)
 
 cli.add_command(serve)
 
@@ -447,6 +447,3 @@ def main() -> None:
     except KaasError as exc:  # a service error that escaped a command
         _fail(exc)
 
-
-if __name__ == "__main__":
-    main()

@@ -323,6 +323,6 @@ class MCPHttpEndpoint:
 def run_stdio(settings: Settings, reader: StdioReader = OWNER) -> None:
     """Serve MCP over stdin/stdout. Nothing but protocol may reach stdout; a message the SDK
     could not parse gets a JSON-RPC error instead of no answer (``mcp_stdio.py``)."""
-    from kb_ai.mcp_stdio import run_screened_stdio
+    from kb_ai.server.mcp_stdio import run_screened_stdio
 
     run_screened_stdio(build_mcp_server(settings, stdio_reader=reader))

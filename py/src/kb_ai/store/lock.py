@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from kb_ai.errors import LockedError, StorageError
-from kb_ai.store.files import open_state_file
+from kb_ai.files import open_state_file
 
 LOCK_NAME = "compile.lock"
 log = logging.getLogger(__name__)

@@ -6,9 +6,10 @@ an allow-list: no scripts, no event handlers, no style, only http(s)/mailto link
 footnote ids get an ``h-`` prefix so an article cannot clobber the ids of the page around it.
 
 Links are rewritten before sanitizing: ``other.md`` / ``../topic/other.md`` / ``topic/other.md``
-(relative to the article, then to ``wiki/``) become ``/wiki/<path>`` when that page exists, and
-are marked ``broken-link`` when it does not; links to files that are not pages (``raw/`` sources)
-lose their target, since the server does not serve them.
+(relative to the article, then to ``wiki/``: ``store.links.resolve_link``, the resolver ``kaas
+lint`` uses too) become ``/wiki/<path>`` when that page exists, and are marked ``broken-link``
+when it does not; links to files that are not pages (``raw/`` sources) lose their target, since
+the server does not serve them.
 
 Then every ``href`` of the page — a Markdown link, and also a raw ``<a>`` the article writes in
 HTML, which Python-Markdown passes by the rewriter — is checked once more by the sanitizer
@@ -32,7 +33,6 @@ from __future__ import annotations
 import hashlib
 import html
 import logging
-import posixpath
 import re
 import threading
 import time
@@ -49,6 +49,7 @@ from markdown.treeprocessors import Treeprocessor
 
 from kb_ai.errors import UnsafePathError
 from kb_ai.isolated import IsolatedBusy, IsolatedFailure, IsolatedTimeout, run_isolated
+from kb_ai.store.links import LinkTarget, link_candidates, resolve_link
 from kb_ai.store.markdown_text import find_links
 from kb_ai.store.paths import normalize_wiki_path
 
@@ -119,54 +120,23 @@ def wiki_href(path: str, anchor: str = "") -> str:
     return href
 
 
-def _candidates(target: str, from_path: str) -> list[str]:
-    """The catalog paths a link target may mean: relative to the article first (as a Markdown
-    editor resolves it), then to ``wiki/`` (as the catalog and answers write paths)."""
-    base = posixpath.dirname(from_path)
-    joined = posixpath.normpath(posixpath.join(base, unquote(target)))
-    valid: list[str] = []
-    for candidate in (joined, target):
-        try:
-            path = normalize_wiki_path(candidate)
-        except UnsafePathError:
-            continue
-        if path not in valid:
-            valid.append(path)
-    return valid
-
-
-def resolve_article_link(target: str, from_path: str, exists: PageExists | None = None) -> str | None:
-    """The catalog path a link in article ``from_path`` points at, or None if it names no page:
-    the first candidate (``_candidates``) that ``exists``, else the first."""
-    valid = _candidates(target, from_path)
-    for path in valid:
-        if exists is None or exists(path):
-            return path
-    return valid[0] if valid else None
-
-
-def _page_link(href: str) -> tuple[str, str] | str:
-    """What an ``<a href>`` of an article is: ``(path, fragment)`` of a link that may name a page,
-    or "keep" (an in-page anchor), "external" (a URL) or "unlink" (anything the server does not
-    serve, or cannot parse)."""
+def _page_link(href: str, from_path: str, exists: PageExists) -> LinkTarget | str:
+    """What an ``<a href>`` of an article is: where it points when it may name a page
+    (``store.links.resolve_link``, the resolver lint uses too), or "keep" (an in-page anchor),
+    "external" (a URL) or "unlink" (anything the server does not serve, or cannot parse)."""
     href = href.strip()
-    if not href or href.startswith("#"):
+    target = resolve_link(from_path, href, exists)
+    if target.kind == "anchor" and not href.split("#", 1)[0].strip():
         return "keep"
-    try:
-        parts = urlsplit(href)
-        if parts.scheme or parts.netloc:
-            if parts.scheme.lower() in URL_SCHEMES or not parts.scheme:  # //host: another host too
-                return "external"
-            return "keep"  # the sanitizer drops other schemes, and checks every target again
-        if href.startswith("/"):
-            if not href.startswith(WIKI_PREFIX):
-                return "unlink"
-            parts = urlsplit(href[len(WIKI_PREFIX):])
-    except ValueError:  # "http://[x": not a URL anyone can follow
-        return "unlink"
-    if not parts.path.endswith(".md"):
-        return "unlink"
-    return parts.path, parts.fragment
+    if target.kind == "external":
+        try:
+            parts = urlsplit(href)
+        except ValueError:  # "http://[x": not a URL anyone can follow
+            return "unlink"
+        if parts.scheme.lower() in URL_SCHEMES or not parts.scheme:  # //host: another host too
+            return "external"
+        return "keep"  # the sanitizer drops other schemes, and checks every target again
+    return target if target.page is not None else "unlink"
 
 
 class _LinkRewriter(Treeprocessor):
@@ -181,17 +151,17 @@ class _LinkRewriter(Treeprocessor):
             self._rewrite(element)
 
     def _rewrite(self, element: etree.Element) -> None:
-        link = _page_link(element.get("href") or "")
+        link = _page_link(element.get("href") or "", self.from_path, self.exists)
         if link == "keep":
             return
         if link == "external":
             element.set("class", "external")
             return
-        path = None if link == "unlink" else resolve_article_link(link[0], self.from_path, self.exists)
-        if path is None:
+        if link == "unlink":
             self._unlink(element)
             return
-        element.set("href", wiki_href(path, unquote(link[1])))
+        path = link.page
+        element.set("href", wiki_href(path, unquote(link.fragment)))
         if self.exists(path):
             element.set("class", "wiki-link")
             if path not in self.result.links:
@@ -258,7 +228,7 @@ def _link_target(value: str, from_path: str, exists: PageExists) -> str | None:
     elif target.startswith("/") or not target.split("?", 1)[0].endswith(".md"):
         return None  # another route of this server, or a file it does not serve
     else:
-        path = resolve_article_link(target.split("?", 1)[0], from_path, exists)
+        path = resolve_link(from_path, target.split("?", 1)[0], exists).page
         if path is None:
             return None
         fragment = ID_PREFIX + fragment if fragment else ""  # a raw <a>: ids are prefixed
@@ -366,11 +336,8 @@ def _known_pages(body: str, from_path: str, exists: PageExists) -> dict[str, boo
     for link in find_links(body):
         if link.kind == "definition" or link.image:
             continue
-        target = _page_link(link.target)
-        if not isinstance(target, tuple):
-            continue
-        for path in _candidates(target[0], from_path):
-            if path not in known:
+        for path in link_candidates(from_path, link.target):
+            if path.endswith(".md") and path not in known:
                 if len(known) >= MAX_LINK_LOOKUPS:
                     return known
                 known[path] = bool(exists(path))
