@@ -70,30 +70,52 @@ def check_titles(ctx: LintContext) -> list[Finding]:
     ("Colour profiles" / "Color profiles"). Titles that differ by a number or by a disambiguating
     word ("Kiss and Tell (1945 film)", "Gasherbrum II", "National League North") are not flagged.
     Both tests work on hashed keys, so large wikis are not compared pair by pair."""
-    findings: list[Finding] = []
     groups: dict[str, list[str]] = {}
     for path in sorted(ctx.articles):
         groups.setdefault(title_key(ctx.articles[path].title), []).append(path)
+    findings = _duplicate_titles(ctx, groups)
+    keys = sorted(groups)
+    pairs = _same_stem_pairs(keys) | _one_word_apart_pairs(keys, ctx.config.near_duplicate_ratio)
+    for a, b in sorted(pairs):
+        if re.findall(r"\d+", a) != re.findall(r"\d+", b):
+            continue  # "1991 Mr. Olympia" and "1992 Mr. Olympia" are different things
+        first, second = groups[a][0], groups[b][0]
+        findings.append(Finding("near-duplicate-title", INFO, second,
+                                f"title {ctx.articles[second].title!r} is close to {ctx.articles[first].title!r} ({first})"))
+    return findings
+
+
+def _duplicate_titles(ctx: LintContext, groups: dict[str, list[str]]) -> list[Finding]:
+    """One warning for each page whose title key another (earlier) page already has."""
+    findings: list[Finding] = []
     for paths in groups.values():
         first = ctx.articles[paths[0]].title
         for other in paths[1:]:
             title = ctx.articles[other].title
             same = f"same title as {paths[0]}" if title == first else f"same title as {paths[0]} ({first!r})"
             findings.append(Finding("duplicate-title", WARNING, other, f"{title!r}: {same}"))
-    keys = sorted(groups)
-    pairs: set[tuple[str, str]] = set()
+    return findings
+
+
+def _same_stem_pairs(keys: list[str]) -> set[tuple[str, str]]:
+    """Pairs of title keys with the same word stems once "a", "an", "the" are left out."""
     by_stems: dict[tuple[str, ...], list[str]] = {}
-    by_masked: dict[tuple[str, ...], list[str]] = {}
     for key in keys:
         stems = tuple(sorted((tokenize(w) or [w])[0] for w in key.split() if w not in _TITLE_ARTICLES))
         if stems:
             by_stems.setdefault(stems, []).append(key)
+    return {(a, b) for members in by_stems.values() for n, a in enumerate(members) for b in members[n + 1:]}
+
+
+def _one_word_apart_pairs(keys: list[str], ratio: float) -> set[tuple[str, str]]:
+    """Pairs of title keys equal but for one word of 5+ letters spelt alike (difflib ``ratio``).
+    Keys are grouped by each word masked in turn; groups of more than 50 keys are skipped."""
+    by_masked: dict[tuple[str, ...], list[str]] = {}
+    for key in keys:
         words = key.split()
         for i in range(len(words)):
             by_masked.setdefault((*words[:i], "\x00", *words[i + 1:]), []).append(key)
-    for members in by_stems.values():
-        pairs.update((a, b) for n, a in enumerate(members) for b in members[n + 1:])
-    ratio = ctx.config.near_duplicate_ratio
+    pairs: set[tuple[str, str]] = set()
     for masked, members in by_masked.items():
         if len(members) < 2 or len(members) > 50:
             continue
@@ -103,13 +125,7 @@ def check_titles(ctx: LintContext) -> list[Finding]:
                 left, right = a.split()[position], b.split()[position]
                 if min(len(left), len(right)) >= 5 and difflib.SequenceMatcher(None, left, right).ratio() >= ratio:
                     pairs.add((a, b))
-    for a, b in sorted(pairs):
-        if re.findall(r"\d+", a) != re.findall(r"\d+", b):
-            continue  # "1991 Mr. Olympia" and "1992 Mr. Olympia" are different things
-        first, second = groups[a][0], groups[b][0]
-        findings.append(Finding("near-duplicate-title", INFO, second,
-                                f"title {ctx.articles[second].title!r} is close to {ctx.articles[first].title!r} ({first})"))
-    return findings
+    return pairs
 
 
 def check_oversized(ctx: LintContext) -> list[Finding]:
