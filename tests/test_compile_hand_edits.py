@@ -182,7 +182,8 @@ def test_an_article_deleted_while_the_model_writes_is_not_recreated_with_part_of
 
 def test_guard_is_one_check_for_rewrites_and_section_edits():
     """The same guard refuses a whole rewrite and a section edit that lose a hand-written line."""
-    from kb_ai.compile.write import CurrentArticle, HandText, WriteRefused, guard_body
+    from kb_ai.compile.hand_text import HandText
+    from kb_ai.compile.writers import CurrentArticle, WriteRefused, guard_body
 
     written = "# T\n\nKaas wrote this lead.\n\n## A\n\nKaas text.\n"
     edited = "# T\n\nKaas wrote this lead.\n\n## A\n\nKaas text.\nA person's line.\n"

@@ -7,8 +7,9 @@ import pytest
 from kb_ai.compile.dedup import Boilerplate, DedupIndex, Fingerprint, classify, fingerprint
 from kb_ai.compile.ingest import Source
 from kb_ai.compile.offline import TRAIL, article_body, supersede
-from kb_ai.compile.plan import PlanCatalog, resolve_plan, twin_key
-from kb_ai.compile.write import apply_edits, check_trails, clean_body, clean_tags, summary_or_lead
+from kb_ai.compile.plan_catalog import PlanCatalog, twin_key
+from kb_ai.compile.planners import resolve_plan
+from kb_ai.compile.writers import apply_edits, check_trails, clean_body, clean_tags, summary_or_lead
 from kb_ai.store.catalog import CatalogEntry
 
 TEXT = (

@@ -27,7 +27,7 @@ import time
 import pytest
 
 from kb_ai.server import render
-from kb_ai.compile import dedup, ingest, offline, topic_summaries, write
+from kb_ai.compile import dedup, ingest, offline, readers, topic_summaries, writers
 from kb_ai.errors import KaasError
 from kb_ai.llm import plausible, prompts, structured, tokens
 from kb_ai.navigate import citations, read, save
@@ -105,12 +105,12 @@ FUNCTIONS = {
     "relative_links": lambda t: save._relative_links(t, {"b.md"}),
     "render_link_lookups": lambda t: (render._bracket_scan_cost(t), render._known_pages(t, "t/a.md", lambda p: True)),
     # compile: ingest, dedup, the offline writer, model output checks
-    "decode_text": lambda t: ingest.decode_text(t.encode("utf-8")),
-    "markdown_source": lambda t: ingest.parse_document("raw/a.md", t.encode("utf-8")),
-    "text_source": lambda t: ingest.parse_document("raw/a.txt", t.encode("utf-8")),
-    "html_source": lambda t: ingest.parse_document("raw/a.html", t.encode("utf-8")),
-    "html_fallback": lambda t: ingest._html_text(t),
-    "date_from_text": lambda t: ingest.date_from_text(t),
+    "decode_text": lambda t: readers.decode_text(t.encode("utf-8")),
+    "markdown_source": lambda t: readers.parse_document("raw/a.md", t.encode("utf-8")),
+    "text_source": lambda t: readers.parse_document("raw/a.txt", t.encode("utf-8")),
+    "html_source": lambda t: readers.parse_document("raw/a.html", t.encode("utf-8")),
+    "html_fallback": lambda t: readers._html_text(t),
+    "date_from_text": lambda t: readers.date_from_text(t),
     "cut_text": lambda t: ingest.cut_text(t, len(t) // 2),
     "fingerprint": lambda t: (dedup.fingerprint(t), dedup.blocks(t)),
     "article_body": lambda t: offline.article_body("T", t),
@@ -119,8 +119,8 @@ FUNCTIONS = {
     "supersede_kept": lambda t: offline.supersede(t, t + "\n\nNew text.", date="2024-01-02", source="raw/a.md"),
     "topic_summary": lambda t: articles.clean_summary(t, topic_summaries.SUMMARY_CHARS),
     "section_split": lambda t: md.split_sections(t, level=2),
-    "clean_body": lambda t: write.clean_body(t, "T"),
-    "check_trails": lambda t: write.check_trails(t, {"raw/a.md"}),
+    "clean_body": lambda t: writers.clean_body(t, "T"),
+    "check_trails": lambda t: writers.check_trails(t, {"raw/a.md"}),
     # model replies, prompts, scoring, questions
     "parse_json_reply": lambda t: _quietly(structured.parse_json_reply, t),
     "escape_data": lambda t: [prompts.escape_data(t, context) for context in ("attribute", "inline", "block")],
@@ -155,7 +155,7 @@ def _seconds(func, text: str, runs: int) -> float:
             func(text)
         except _TooSlow:
             return float("inf")
-        except (KaasError, ingest.UnreadableError, ValueError, RecursionError):
+        except (KaasError, readers.UnreadableError, ValueError, RecursionError):
             pass  # junk may be refused; how long refusing takes is what counts
         finally:
             gc.enable()

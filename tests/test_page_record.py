@@ -7,8 +7,8 @@ from __future__ import annotations
 from mcp import Client
 from starlette.testclient import TestClient
 
-from kb_ai.compile.plan import PlanCatalog
-from kb_ai.compile.state import PlanTarget
+from kb_ai.compile.plan_catalog import PlanCatalog
+from kb_ai.compile.records import PlanTarget
 from kb_ai.config import load_settings
 from kb_ai.server.app import create_app
 from kb_ai.server.mcp import build_mcp_server

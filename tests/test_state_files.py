@@ -324,10 +324,10 @@ def test_a_kept_texts_folder_that_is_a_link_is_never_followed(templates, tmp_pat
 SWAP_AFTER_SCAN = textwrap.dedent('''
     import os, sys
     from pathlib import Path
-    import kb_ai.compile.pipeline as pipeline
+    import kb_ai.compile.ingest as ingest
     from kb_ai.cli import main
     root, kind = Path(os.environ["KB"]), os.environ["KIND"]
-    real_walk = pipeline.walk_raw
+    real_walk = ingest.walk_raw
 
     def walk_raw(kb_root):
         found = real_walk(kb_root)
@@ -339,7 +339,7 @@ SWAP_AFTER_SCAN = textwrap.dedent('''
             target.symlink_to("/dev/zero")  # inside raw/ now: only what is opened can tell
         return found
 
-    pipeline.walk_raw = walk_raw
+    ingest.walk_raw = walk_raw
     sys.argv = ["kaas", "--kb", str(root), "compile"]
     main()
 ''')

@@ -13,7 +13,7 @@ import tarfile
 import zipfile
 from pathlib import PurePosixPath
 
-from kb_ai.compile.ingest import ARCHIVE_EXT, Parsed, UnreadableError, parse_document
+from kb_ai.compile.readers import ARCHIVE_EXT, Parsed, UnreadableError, parse_document
 from kb_ai.store.markdown_text import demote_headings
 
 MAX_MEMBERS = 2_000

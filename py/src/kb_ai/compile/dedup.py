@@ -1,4 +1,4 @@
-"""Dedup: exact duplicates, near-duplicates and revisions, and corpus-wide boilerplate.
+"""Compile, stage 2 (dedup): exact duplicates, near-duplicates and revisions, and corpus-wide boilerplate.
 
 * **Exact duplicate:** same normalized text (case, whitespace and Markdown markup ignored).
 * **Near-duplicate:** estimated Jaccard similarity of word 3-shingles >= ``NEAR_THRESHOLD``
@@ -24,11 +24,17 @@ import base64
 import hashlib
 import re
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
 
 import numpy as np
 
+from kb_ai.compile.context import CompileRun, SourceWork, stage_timer
+from kb_ai.compile.ingest import Ingested, RawFile, Source, read_source
+from kb_ai.compile.records import COMPILED, DUPLICATE, FAILED, PLANNED, SourceRecord
 from kb_ai.store.words import title_key, words
+
+if TYPE_CHECKING:  # (state imports this module for Fingerprint)
+    from kb_ai.compile.state import CompileState
 
 NUM_PERM = 128
 SHINGLE_WORDS = 3  # 5-word shingles judged a 2-sentence edit of a short note only 0.77 similar
@@ -230,3 +236,142 @@ class Boilerplate:
                 continue
             kept.append(block)
         return ("\n\n".join(kept), removed) if removed else (text, 0)
+
+
+# ---------------------------------------------------------------------------------------------
+# the stage
+
+
+@dataclass
+class Deduped:
+    """The sources still to compile (copies left out, revisions marked) and the sources that
+    became copies, with the articles they fed (their name is removed from them)."""
+
+    work: dict[str, SourceWork]
+    became_duplicate: dict[str, list[str]]
+
+
+def dedup(run: CompileRun, ingested: Ingested) -> Deduped:
+    """Exact and near copies are recorded, not compiled; a later-dated near copy is a revision
+    of its original; boilerplate paragraphs shared by many sources are removed."""
+    with stage_timer(run.report, "dedup") as stage:
+        state, present = run.state, ingested.present
+        work = dict(ingested.work)
+        for path in ingested.deleted:
+            state.set_fingerprint(path, None)
+        _orphaned_copies(run, present, work)
+        counts = {"checked": len(work), "exact": 0, "near": 0, "revisions": 0, "boilerplate_paragraphs": 0}
+        became: dict[str, list[str]] = {}
+        if work:
+            fingerprints = state.fingerprints()
+            index = _known_index(run, present, work, fingerprints)
+            run.progress.start("dedup", len(work))
+            # Oldest first, then the simplest name: "faq.html" is the original of "faq (copy).html",
+            # and a later-dated near copy is a revision of the earlier one, not the other way round.
+            for path in sorted(work, key=lambda p: (work[p].source.date or "9999", len(p), p)):
+                run.progress.advance(path)
+                _dedup_one(run, work, work[path], index, counts, became)
+            work = {p: w for p, w in work.items() if w.change != "duplicate"}
+            counts["boilerplate_paragraphs"] = _strip_boilerplate(state, present, work, fingerprints)
+            if not run.dry_run:
+                state.save_fingerprints()
+        _report_known_duplicates(run, present, work)
+        run.progress.done()
+        stage.counts = counts
+    return Deduped(work, became)
+
+
+def _orphaned_copies(run: CompileRun, present: dict[str, RawFile], work: dict[str, SourceWork]) -> None:
+    """Copies whose original vanished or changed are compiled in their own right now."""
+    state = run.state
+    for path, record in sorted(state.sources.items()):
+        if record.status == DUPLICATE and path in present and path not in work:
+            original = record.duplicate_of
+            if original not in present or original in work or \
+                    state.sources.get(original, record).status == DUPLICATE:
+                result = read_source(present[path])
+                if isinstance(result, Source):
+                    work[path] = SourceWork(result, "changed", record)
+
+
+def _known_index(run: CompileRun, present: dict[str, RawFile], work: dict[str, SourceWork],
+                 fingerprints: dict[str, Fingerprint]) -> DedupIndex:
+    """The sources compiled before (and still there), to compare the new ones with."""
+    state = run.state
+    index = DedupIndex()
+    for path in sorted(state.sources):
+        record = state.sources[path]
+        if path in work or path not in present or record.status not in (COMPILED, PLANNED, FAILED):
+            continue
+        fp = fingerprints.get(path)
+        if fp is None:  # state from a run killed before it saved fingerprints
+            result = read_source(present[path])
+            if not isinstance(result, Source):
+                continue
+            fp = fingerprint(result.text)
+            state.set_fingerprint(path, fp)
+        index.add(path, fp, record.title or "")
+    return index
+
+
+def _dedup_one(run: CompileRun, work: dict[str, SourceWork], item: SourceWork, index: DedupIndex,
+               counts: dict[str, int], became: dict[str, list[str]]) -> None:
+    state, path = run.state, item.source.path
+    fp = fingerprint(item.source.text)
+    state.set_fingerprint(path, fp)
+    match = index.match(fp, item.source.title)
+    verdict = None
+    if match is not None:
+        other = match[0]
+        other_date = work[other].source.date if other in work else \
+            (state.sources[other].date if other in state.sources else None)
+        verdict = classify(match, item.source.date, other_date)
+    if verdict is None:
+        index.add(path, fp, item.source.title)
+    elif verdict.kind == "revision":
+        item.revision_of = verdict.of
+        counts["revisions"] += 1
+        index.add(path, fp, item.source.title)
+        run.report.duplicates.append({"path": path, "of": verdict.of, "kind": "revision",
+                                      "similarity": verdict.similarity})
+    else:
+        counts[verdict.kind] += 1
+        source = item.source
+        if item.previous:
+            became[path] = list(item.previous)
+        state.record_source(SourceRecord(source.path, DUPLICATE, source.checksum, source.size, source.mtime_ns,
+                                         source.kind, source.title, source.date, duplicate_of=verdict.of,
+                                         duplicate_kind=verdict.kind, similarity=verdict.similarity,
+                                         notes=source.notes))
+        item.change = "duplicate"
+
+
+def _strip_boilerplate(state: CompileState, present: dict[str, RawFile], work: dict[str, SourceWork],
+                       fingerprints: dict[str, Fingerprint]) -> int:
+    """Remove paragraphs many sources share (kept in one of them); returns how many went."""
+    boilerplate = Boilerplate.from_fingerprints(
+        {p: fp for p, fp in fingerprints.items()
+         if p in present and (p in work or state.sources.get(p, SourceRecord(p, "")).status != DUPLICATE)}
+    )
+    total = 0
+    for path, item in work.items():
+        text, removed = boilerplate.strip(path, item.source.text)
+        if removed:
+            item.source.text = text
+            item.source.notes.append(f"{removed} boilerplate paragraph(s) removed")
+            total += removed
+    return total
+
+
+def _report_known_duplicates(run: CompileRun, present: dict[str, RawFile], work: dict[str, SourceWork]) -> None:
+    report, state = run.report, run.state
+    for path, record in sorted(state.sources.items()):
+        if record.status == DUPLICATE and path in present:
+            report.duplicates.append({"path": path, "of": record.duplicate_of,
+                                      "kind": record.duplicate_kind or "exact",
+                                      "similarity": record.similarity or 1.0})
+    revisions = sum(1 for d in report.duplicates if d["kind"] == "revision")
+    report.sources["duplicates"] = len(report.duplicates) - revisions
+    report.sources["revisions"] = revisions + sum(
+        1 for p, r in state.sources.items() if r.revision_of and p in present and p not in work
+    )

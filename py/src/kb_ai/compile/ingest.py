@@ -1,26 +1,32 @@
-"""Ingest: walk ``raw/`` in a deterministic order and turn each file into text plus metadata.
+"""Compile, stage 1 (ingest): walk ``raw/`` in a deterministic order and turn each file into text
+plus metadata, and decide which sources need work this run (``ingest``).
 
 Every file ends up either as a ``Source`` (normalized Markdown-ish text, title, date, checksum)
 or as a ``SkippedSource`` with a reason a person can act on. Nothing here raises for a bad
-file: unreadable, binary, oversized or corrupt inputs are skipped, never fatal. Heavy readers
-(trafilatura, pypdf, python-docx) are imported only when a file of their kind turns up.
+file: unreadable, binary, oversized or corrupt inputs are skipped, never fatal. The readers of
+each format are in ``readers.py``.
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import errno
 import hashlib
-import io
 import os
-import re
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from kb_ai.errors import ArticleFormatError
-from kb_ai.store.articles import split_frontmatter
+from kb_ai.compile.context import CompileRun, SourceWork, stage_timer
+from kb_ai.compile.readers import (
+    UnreadableError,
+    _has_words,
+    _one_line,
+    date_from_filename,
+    parse_document,
+    title_from_filename,
+)
+from kb_ai.compile.relink import articles_naming_sources, relink
+from kb_ai.compile.records import FAILED, FINAL_STATUSES, SKIPPED, SourceRecord
 from kb_ai.files import FileTooLargeError, NotRegularFileError, read_regular_bytes
-from kb_ai.store.markdown_text import first_heading
 from kb_ai.store.paths import slugify, topic_folder
 
 MAX_SOURCE_BYTES = 25_000_000  # larger files are skipped: almost always data dumps, not documents
@@ -28,28 +34,8 @@ MAX_SOURCE_BYTES = 25_000_000  # larger files are skipped: almost always data du
 # like the article limit (store.articles.MAX_ARTICLE_BYTES, 2,000,000), with room for the
 # frontmatter, the title and demoted headings: an offline article made from the text fits.
 MAX_TEXT_BYTES = 1_500_000
-MAX_PDF_PAGES = 1_000
 DEFAULT_TOPIC = "general"
 
-MARKDOWN_EXT = {".md", ".markdown", ".mdown", ".mkd"}
-TEXT_EXT = {".txt", ".text", ".rst", ".org", ".csv", ".tsv", ".json", ".yaml", ".yml", ".toml", ".log", ".adoc"}
-HTML_EXT = {".html", ".htm", ".xhtml"}
-ARCHIVE_EXT = (".zip", ".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar.xz", ".txz")
-# Known binary formats: skipped without reading them (a sniff catches the rest).
-BINARY_EXT = {
-    ".png", ".jpg", ".jpeg", ".gif", ".bmp", ".tif", ".tiff", ".webp", ".ico", ".heic", ".svgz",
-    ".mp3", ".wav", ".flac", ".ogg", ".m4a", ".mp4", ".mov", ".avi", ".mkv", ".webm",
-    ".exe", ".dll", ".so", ".dylib", ".bin", ".o", ".a", ".class", ".jar", ".pyc", ".wasm",
-    ".gz", ".bz2", ".xz", ".7z", ".rar", ".zst", ".dmg", ".iso", ".img",
-    ".doc", ".xls", ".xlsx", ".ppt", ".pptx", ".odt", ".ods", ".odp", ".epub", ".sqlite", ".db",
-    ".ttf", ".otf", ".woff", ".woff2", ".psd", ".ai", ".sketch", ".fig",
-}
-
-_ISO_DATE = re.compile(r"(?<!\d)(\d{4})-(\d{2})-(\d{2})(?!\d)")
-# "Date: 2026-03-01", "**Last updated:** 2026-03-01". One possessive run of non-word characters
-# around the keyword (it covers ":", "*" and spaces), so a long run is read once.
-_DATE_LINE = re.compile(r"\W*+(?:date|updated|last updated|revised|as of)\W*+(\d{4}-\d{2}-\d{2})", re.I)
-_CONTROL_CHARS = re.compile(r"[\x00-\x08\x0b\x0e-\x1f\x7f]")
 
 
 @dataclass
@@ -234,405 +220,98 @@ def cut_text(text: str, limit: int) -> tuple[str, int]:
     return kept.rstrip(), len(data)
 
 
-class UnreadableError(Exception):
-    """A file that cannot be turned into text; the message is the skip reason."""
+
+# ---------------------------------------------------------------------------------------------
+# the stage
 
 
 @dataclass
-class Parsed:
-    kind: str
-    text: str
-    title: str | None = None
-    date: str | None = None
-    notes: list[str] = field(default_factory=list)
-    tags: list[str] = field(default_factory=list)
+class Ingested:
+    """What ingest found: every file of raw/ (by path), the sources that need work this run, and
+    the sources of the last run that are gone."""
+
+    present: dict[str, RawFile]
+    work: dict[str, SourceWork]
+    deleted: list[str]
 
 
-def parse_document(path: str, data: bytes, *, depth: int = 0) -> Parsed:
-    """Dispatch on the file name; ``depth`` > 0 for archive members (no nested archives)."""
-    name = PurePosixPath(path).name.lower()
-    suffix = PurePosixPath(name).suffix
-    if name.endswith(ARCHIVE_EXT):
-        if depth > 0:
-            raise UnreadableError("nested archive")
-        from kb_ai.compile.archives import read_archive
-
-        return read_archive(path, data)
-    if suffix == ".pdf":
-        return _read_pdf(data)
-    if suffix == ".docx":
-        return _read_docx(data)
-    if suffix in BINARY_EXT:
-        raise UnreadableError(f"binary file ({suffix})")
-    if data[:5] == b"%PDF-":
-        return _read_pdf(data)
-    text, notes = decode_text(data)
-    if suffix in HTML_EXT or (suffix not in MARKDOWN_EXT | TEXT_EXT and _looks_like_html(text)):
-        parsed = _read_html(text)
-    elif suffix in MARKDOWN_EXT:
-        parsed = _read_markdown(path, text)
-    else:
-        parsed = _read_plain(text)
-    parsed.notes[:0] = notes
-    return parsed
-
-
-def decode_text(data: bytes) -> tuple[str, list[str]]:
-    """The text of a file, and notes on anything changed to get it. UTF-8 (with or without BOM);
-    UTF-16 (with a BOM, or without when every other byte is NUL, as in English text); UTF-8 with
-    a few bytes that are not UTF-8 (replaced by U+FFFD, noted); else Windows-1252 when that
-    gives clean text (noted); else unreadable. NUL characters in text are removed (noted): they
-    cannot be part of an article. A file with NUL bytes in its first 8 KB that is not UTF-16 is
-    binary."""
-    notes: list[str] = []
-    utf16 = _utf16_text(data)
-    if utf16 is not None:
-        text = utf16
-    elif b"\x00" in data[:8192]:
-        raise UnreadableError("binary file (contains NUL bytes)")
-    else:
-        try:
-            text = data.decode("utf-8-sig")
-        except UnicodeDecodeError as exc:
-            text, note = _not_quite_utf8(data, exc)
-            notes.append(note)
-    nul = text.count("\x00")
-    if nul:
-        text = text.replace("\x00", "")
-        notes.append(f"{nul:,} NUL character{'s' if nul != 1 else ''} removed")
-    return _newlines(text), notes
+def ingest(run: CompileRun) -> Ingested:
+    """Walk raw/ and read what is new or changed (a file whose size and mtime are as recorded is
+    not read); skipped files are reported and recorded; sources keep their articles (``relink``)."""
+    with stage_timer(run.report, "ingest") as stage:
+        state = run.state
+        raws = walk_raw(run.kb.root)
+        counts = {"found": len(raws), "read": 0, "new": 0, "changed": 0, "unchanged": 0, "skipped": 0}
+        # No state at all (a first compile, or .kaas/ deleted or damaged): a source that an article
+        # names in its `sources:` feeds that article again instead of a duplicate of it.
+        named = articles_naming_sources(run) if not state.sources and raws else {}
+        work: dict[str, SourceWork] = {}
+        run.progress.start("ingest", len(raws))
+        for raw in raws:
+            record = state.sources.get(raw.path)
+            if record is None and raw.path in named:
+                record = SourceRecord(raw.path, FAILED, articles=named[raw.path])  # no checksum: "changed"
+            run.progress.advance(raw.path)
+            item = _ingest_one(run, raw, record, counts)
+            if item is not None:
+                work[raw.path] = item
+        present = {r.path: r for r in raws}
+        deleted = sorted(p for p in state.sources if p not in present)
+        relink(run, work, deleted)
+        run.progress.done()
+        stage.counts = counts
+    run.report.sources = {
+        "total": len(raws), "new": counts["new"], "changed": counts["changed"],
+        "unchanged": counts["unchanged"], "deleted": len(deleted), "skipped": counts["skipped"],
+        "duplicates": 0, "revisions": 0,
+    }
+    return Ingested(present, work, deleted)
 
 
-def _utf16_text(data: bytes) -> str | None:
-    """The text when ``data`` is UTF-16 text: with a BOM, or without one when its sample has
-    NUL high bytes in (nearly) every character, as UTF-16 English text has. Decoded strictly,
-    and text only (almost no control characters), so 16-bit binary data is not taken for text."""
-    if data[:2] in (b"\xff\xfe", b"\xfe\xff"):
-        codec = "utf-16"
-    elif len(data) >= 4 and len(data) % 2 == 0:
-        sample = data[:8192]
-        half = len(sample) // 2
-        odd, even = sample[1::2].count(0), sample[0::2].count(0)
-        if odd >= 0.9 * half and even <= 0.01 * half:
-            codec = "utf-16-le"
-        elif even >= 0.9 * half and odd <= 0.01 * half:
-            codec = "utf-16-be"
-        else:
-            return None
-    else:
+def _ingest_one(run: CompileRun, raw: RawFile, record: SourceRecord | None,
+                counts: dict[str, int]) -> SourceWork | None:
+    """One file of raw/: the work it needs this run, or None (unchanged or skipped)."""
+    fast = (not run.full and record is not None and record.status in FINAL_STATUSES
+            and record.size == raw.size and record.mtime_ns == raw.mtime_ns and not raw.skip_reason)
+    if fast:
+        counts["unchanged"] += 1
+        if record.status == SKIPPED:
+            counts["skipped"] += 1
+            run.report.skipped.append({"path": raw.path, "reason": record.reason or ""})
         return None
-    try:
-        head = data[:8192].decode(codec, errors="strict")
-    except UnicodeDecodeError:
-        if data[:2] in (b"\xff\xfe", b"\xfe\xff"):
-            raise UnreadableError("not text (a UTF-16 mark, then bytes that are not UTF-16)") from None
+    result = read_source(raw)
+    counts["read"] += 1
+    if isinstance(result, SkippedSource):
+        counts["skipped"] += 1
+        _record_skipped(run, raw, result, record)
         return None
-    if len(_CONTROL_CHARS.findall(head)) > max(2, len(head) // 100):
+    if (record is not None and record.checksum == result.checksum and record.status in FINAL_STATUSES
+            and record.status != SKIPPED and not run.full):
+        counts["unchanged"] += 1
+        if (record.size, record.mtime_ns) != (result.size, result.mtime_ns):
+            record.size, record.mtime_ns = result.size, result.mtime_ns
+            run.state.record_source(record)
         return None
-    try:
-        return data.decode(codec)
-    except UnicodeDecodeError as exc:
-        raise UnreadableError(f"not text (UTF-16 with bytes that are not UTF-16 at byte {exc.start:,})") from None
+    change = _change(record, result, run.full)
+    counts["new" if change == "new" else "changed" if change == "changed" else "unchanged"] += 1
+    return SourceWork(result, change, record)
 
 
-def _not_quite_utf8(data: bytes, error: UnicodeDecodeError) -> tuple[str, str]:
-    """Text that is not valid UTF-8: UTF-8 with a few stray bytes when it has more valid
-    non-ASCII characters than bad bytes, else Windows-1252 when that gives clean text."""
-    text = data.decode("utf-8-sig", errors="replace")
-    bad = text.count("\ufffd") - data.count("\ufffd".encode("utf-8"))
-    non_ascii = len(text) - len(text.encode("ascii", "ignore"))
-    valid = non_ascii - text.count("\ufffd")
-    if bad <= max(2, len(text) // 200) and valid >= bad:
-        return text, (f"{bad:,} byte sequence{'s' if bad != 1 else ''} that {'are' if bad != 1 else 'is'} not UTF-8 "
-                      f"replaced by U+FFFD (the first at byte {error.start:,})")
-    text = data.decode("cp1252", errors="replace")
-    unreadable = text.count("\ufffd") + len(_CONTROL_CHARS.findall(text)) - text.count("\x00")
-    if unreadable > max(2, len(text) // 200):
-        raise UnreadableError("not text (undecodable bytes)")
-    return text, "not UTF-8: read as Windows-1252"
+def _change(record: SourceRecord | None, source: Source, full: bool) -> str:
+    if record is None or record.status == SKIPPED:
+        return "new"  # (a skipped file that now reads, e.g. after a fix, counts as new)
+    if record.checksum != source.checksum:
+        return "changed"
+    return "full" if full else "pending"
 
 
-def _newlines(text: str) -> str:
-    return text.replace("\r\n", "\n").replace("\r", "\n")
-
-
-def _has_words(text: str) -> bool:
-    return len(re.findall(r"\w{2,}", text[:20_000])) >= 3
-
-
-def _one_line(exc: BaseException) -> str:
-    return " ".join(str(exc).split())[:200]
-
-
-# ---------------------------------------------------------------------------------------------
-# dates and titles
-
-
-def normalize_date(value: object) -> str | None:
-    """An ISO ``YYYY-MM-DD`` from a date, a datetime or a string that starts with one."""
-    if isinstance(value, dt.datetime):
-        return value.date().isoformat()
-    if isinstance(value, dt.date):
-        return value.isoformat()
-    if isinstance(value, str):
-        match = _ISO_DATE.search(value.strip()[:40])
-        if match:
-            return _valid_date(*match.groups())
-    return None
-
-
-def _valid_date(year: str, month: str, day: str) -> str | None:
-    try:
-        return dt.date(int(year), int(month), int(day)).isoformat()
-    except ValueError:
-        return None
-
-
-def date_from_filename(path: str) -> str | None:
-    match = _ISO_DATE.search(PurePosixPath(path).name)
-    return _valid_date(*match.groups()) if match else None
-
-
-def date_from_text(text: str) -> str | None:
-    """A ``Date: 2026-03-01`` style line near the top of a document."""
-    for line in text.splitlines()[:15]:
-        match = _DATE_LINE.match(line.strip()[:200])
-        if match:
-            return normalize_date(match.group(1))
-    return None
-
-
-def title_from_filename(path: str) -> str:
-    stem = PurePosixPath(path).name
-    for ext in ARCHIVE_EXT:
-        if stem.lower().endswith(ext):
-            stem = stem[: -len(ext)]
-            break
-    else:
-        stem = PurePosixPath(stem).stem
-    stem = _ISO_DATE.sub(" ", stem)
-    words = re.sub(r"[-_.]+", " ", stem).split()
-    text = " ".join(words)
-    return (text[:1].upper() + text[1:]) if text else "Untitled"
-
-
-# ---------------------------------------------------------------------------------------------
-# readers
-
-
-def _read_markdown(path: str, text: str) -> Parsed:
-    try:
-        meta, body = split_frontmatter(text, path)
-    except ArticleFormatError:
-        meta, body = {}, text
-    title = meta.get("title") if isinstance(meta.get("title"), str) else None
-    date = None
-    for key in ("date", "updated", "modified", "created"):
-        date = normalize_date(meta.get(key))
-        if date:
-            break
-    tags = meta.get("tags")
-    tags = [str(t) for t in tags if isinstance(t, (str, int))] if isinstance(tags, list) else []
-    return Parsed("markdown", body, title or first_heading(body), date or date_from_text(body), tags=tags[:10])
-
-
-def _read_plain(text: str) -> Parsed:
-    lines = [line.strip() for line in text.splitlines()]
-    title = None
-    for index, line in enumerate(lines):
-        if not line:
-            continue
-        next_line = lines[index + 1] if index + 1 < len(lines) else ""
-        underlined = bool(re.fullmatch(r"[=\-~#*]{3,}", next_line))
-        if len(line) <= 90 and (underlined or not line.endswith((".", ",", ";", ":")) or not next_line):
-            title = line.strip("#*= ")
-        break
-    body = _plain_to_markdown(text)
-    return Parsed("text", body, title or None, date_from_text(text))
-
-
-def _plain_to_markdown(text: str) -> str:
-    """Plain text: setext underlines become headings, everything else stays as written."""
-    out: list[str] = []
-    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
-    skip = False
-    for index, line in enumerate(lines):
-        if skip:
-            skip = False
-            continue
-        following = lines[index + 1].strip() if index + 1 < len(lines) else ""
-        if line.strip() and re.fullmatch(r"={3,}", following):
-            out.append("# " + line.strip())
-            skip = True
-        elif line.strip() and re.fullmatch(r"-{3,}", following):
-            out.append("## " + line.strip())
-            skip = True
-        else:
-            out.append(line.rstrip())
-    return "\n".join(out)
-
-
-def _looks_like_html(text: str) -> bool:
-    head = text[:2000].lstrip().lower()
-    return head.startswith(("<!doctype html", "<html")) or ("<body" in head and "</" in head)
-
-
-def _read_html(text: str) -> Parsed:
-    try:
-        import trafilatura  # noqa: PLC0415 (heavy; only when an HTML file turns up)
-    except ImportError:
-        trafilatura = None
-    body = title = date = None
-    notes: list[str] = []
-    if trafilatura is not None:
-        try:
-            body = trafilatura.extract(text, output_format="markdown", include_tables=True,
-                                       include_comments=False, include_links=False, include_images=False)
-            meta = trafilatura.extract_metadata(text)
-            if meta is not None:
-                title, date = meta.title, normalize_date(meta.date)
-        except Exception as exc:  # noqa: BLE001 - fall back to the plain extractor below
-            notes.append(f"main-content extraction failed ({type(exc).__name__}); used all text")
-    else:
-        notes.append("trafilatura unavailable; used all text")
-    if not body or not body.strip():
-        body, fallback_title = _html_text(text)
-        title = title or fallback_title
-    if title and body:
-        heading = first_heading(body)
-        if heading and heading.casefold() in title.casefold():
-            title = heading  # "Pricing | Acme" -> "Pricing"
-    return Parsed("html", body or "", title or first_heading(body or ""), date, notes)
-
-
-_SKIP_TAGS = {"script", "style", "nav", "header", "footer", "noscript", "template", "svg"}
-_BLOCK_TAGS = {"p", "div", "li", "tr", "br", "section", "article", "table", "ul", "ol", "pre", "blockquote"}
-_HEADING_TAGS = {f"h{n}": n for n in range(1, 7)}
-_SPACES = re.compile(r"\s++")
-_BLANK_RUNS = re.compile(r"\n{3,}+")
-
-
-def _html_text(html: str) -> tuple[str, str]:
-    """Fallback for HTML trafilatura finds nothing in: (visible text with headings kept,
-    title), scripts, styles and navigation dropped. lxml's parser (C, linear on any input; the
-    standard library's HTMLParser rescans unclosed tags, quadratic on "<a <a <a ..."), walked
-    with a stack, not recursion."""
-    import lxml.html  # noqa: PLC0415 (a dependency of trafilatura)
-    from lxml import etree  # noqa: PLC0415
-
-    try:
-        root = lxml.html.document_fromstring(_CONTROL_CHARS.sub("", html))
-    except (etree.ParserError, etree.XMLSyntaxError, ValueError):
-        return "", ""
-    parts: list[str] = []
-    title = ""
-    stack: list[tuple[object, bool]] = [(root, False)]
-    while stack:
-        element, closing = stack.pop()
-        tag = element.tag.lower() if isinstance(element.tag, str) else ""
-        if closing:
-            if tag in _HEADING_TAGS:
-                parts.append("\n\n")
-        elif tag == "title":
-            title = title or element.text_content()
-        elif tag and tag not in _SKIP_TAGS:
-            if tag in _HEADING_TAGS:
-                parts.append("\n\n" + "#" * _HEADING_TAGS[tag] + " ")
-            elif tag in _BLOCK_TAGS:
-                parts.append("\n\n" if tag != "li" else "\n- ")
-            if element.text:
-                parts.append(_SPACES.sub(" ", element.text))
-            stack.append((element, True))
-            stack.extend((child, False) for child in reversed(element))
-            continue
-        if element.tail and (closing or not tag or tag in _SKIP_TAGS or tag == "title"):
-            parts.append(_SPACES.sub(" ", element.tail))
-    return _BLANK_RUNS.sub("\n\n", "".join(parts)).strip(), " ".join(title.split())
-
-
-def _read_pdf(data: bytes) -> Parsed:
-    try:
-        from pypdf import PdfReader  # noqa: PLC0415
-        from pypdf.errors import PdfReadError  # noqa: PLC0415
-    except ImportError:  # pragma: no cover - declared dependency
-        raise UnreadableError("PDF support unavailable (pypdf not installed)") from None
-    import logging  # noqa: PLC0415
-
-    logging.getLogger("pypdf").setLevel(logging.ERROR)  # broken files are reported as skipped, not logged
-    try:
-        reader = PdfReader(io.BytesIO(data), strict=False)
-        if reader.is_encrypted:
-            try:
-                if not reader.decrypt(""):
-                    raise UnreadableError("encrypted PDF (password required)")
-            except UnreadableError:
-                raise
-            except Exception:  # noqa: BLE001
-                raise UnreadableError("encrypted PDF (cannot decrypt)") from None
-        pages = reader.pages
-        count = len(pages)
-    except UnreadableError:
-        raise
-    except (PdfReadError, ValueError, KeyError, TypeError, OSError, AttributeError) as exc:
-        raise UnreadableError(f"not a readable PDF ({_one_line(exc)})") from None
-    notes: list[str] = []
-    texts: list[str] = []
-    for number in range(min(count, MAX_PDF_PAGES)):
-        try:
-            page_text = pages[number].extract_text() or ""
-        except Exception as exc:  # noqa: BLE001 - one bad page does not spoil the rest
-            notes.append(f"page {number + 1} unreadable ({type(exc).__name__})")
-            continue
-        texts.append(page_text.strip())
-    if count > MAX_PDF_PAGES:
-        notes.append(f"only the first {MAX_PDF_PAGES} of {count} pages read")
-    title = date = None
-    try:
-        info = reader.metadata
-        if info is not None:
-            title = info.title if isinstance(info.title, str) and info.title.strip() else None
-            created = info.creation_date
-            date = normalize_date(created) if created else None
-    except Exception:  # noqa: BLE001 - metadata is optional
-        pass
-    body = "\n\n".join(t for t in texts if t)
-    if not title:
-        first = next((line.strip() for line in body.splitlines() if line.strip()), "")
-        title = first if 0 < len(first) <= 90 else None
-    return Parsed("pdf", body, title, date_from_text(body) or date, notes)
-
-
-def _read_docx(data: bytes) -> Parsed:
-    try:
-        import docx  # noqa: PLC0415
-    except ImportError:  # pragma: no cover - declared dependency
-        raise UnreadableError("DOCX support unavailable (python-docx not installed)") from None
-    try:
-        document = docx.Document(io.BytesIO(data))
-    except Exception as exc:  # noqa: BLE001 - python-docx raises many kinds for a broken file
-        raise UnreadableError(f"not a readable DOCX ({type(exc).__name__})") from None
-    lines: list[str] = []
-    title = None
-    for paragraph in document.paragraphs:
-        text = paragraph.text.strip()
-        if not text:
-            continue
-        style = (paragraph.style.name if paragraph.style is not None else "") or ""
-        if style == "Title":
-            title = title or text
-            lines.append(f"# {text}")
-        elif style.startswith("Heading"):
-            level = int(style.split()[-1]) if style.split()[-1].isdigit() else 2
-            lines.append("#" * min(6, level + 1) + " " + text)
-        elif style.startswith("List"):
-            lines.append(f"- {text}")
-        else:
-            lines.append(text)
-    for table in document.tables:
-        for row in table.rows:
-            cells = [" ".join(cell.text.split()) for cell in row.cells]
-            lines.append("| " + " | ".join(cells) + " |")
-    title = title or (document.core_properties.title or None)
-    # core_properties.created is not used: templates carry their own (python-docx's says 2013).
-    body = "\n\n".join(lines)
-    return Parsed("docx", body, title or first_heading(body), date_from_text(body))
+def _record_skipped(run: CompileRun, raw: RawFile, result: SkippedSource, record: SourceRecord | None) -> None:
+    """The file is still there: unreadable for now (saved as UTF-16, emptied while an editor
+    rewrites it), not deleted. It keeps its articles (their text is its last readable version),
+    so when it reads again it updates them, never a copy of them."""
+    run.report.skipped.append({"path": raw.path, "reason": result.reason})
+    new_record = SourceRecord(raw.path, SKIPPED, result.checksum, result.size, result.mtime_ns,
+                              reason=result.reason, articles=list(record.articles) if record else [])
+    if record is None or record.to_json() != new_record.to_json():
+        run.state.record_source(new_record)
+        run.state.set_fingerprint(raw.path, None)

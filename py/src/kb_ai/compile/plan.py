@@ -1,399 +1,212 @@
-"""Plan: decide, per source, which articles it updates and which it creates.
+"""Compile, stage 3 (plan): decide, per source, which articles it updates and which it creates.
 
-Two planners share one shape: ``OfflinePlanner`` (deterministic: one article per source, topic
-from the ``raw/`` subfolder, title from the document) and ``LLMPlanner`` (the model, asked with a
-JSON schema at temperature 0 and shown a *bounded* catalog: the candidates most related to the
-source by BM25 over titles and summaries, plus the articles the source fed before).
-
-Whatever the model answers goes through ``resolve_plan``: paths are rebuilt from validated slugs
-(never taken from the source), updates must name an article that was offered, and a new title
-that is near-identical to an existing or already planned one becomes an update of that article
-instead of a twin. Plans run in fixed-size waves in path order, each wave seeing the articles the
-previous waves planned, so the result does not depend on timing or concurrency.
+The planners (offline, model) are in ``planners.py``, the catalog they plan against in
+``plan_catalog.py``. Here: every source to plan goes through the same two steps, ``propose``
+(the planner's raw answer, in parallel) and ``settle`` (resolved against the catalog as it then
+is, its refused parts and notes reported, a failure recorded), whether it is a source of its own
+or a revision whose original has no article yet. Plans run in fixed-size waves in path order,
+each wave seeing the articles the previous waves planned, so the result does not depend on
+timing or concurrency; a plan journaled by an interrupted run is reused.
 """
 
 from __future__ import annotations
 
-import hashlib
-import re
-from dataclasses import dataclass, field, replace
-from difflib import SequenceMatcher
-from pathlib import PurePosixPath
+import asyncio
+from dataclasses import replace
 
-from kb_ai.compile.ingest import Source
-from kb_ai.compile.state import PlanTarget
-from kb_ai.errors import UnsafePathError
-from kb_ai.llm.plausible import implausible, one_line
-from kb_ai.llm.tokens import chars_for_tokens
-from kb_ai.store.access import derived_access
-from kb_ai.store.articles import RESERVED_NAMES, SUMMARY_LIMIT
-from kb_ai.store.catalog import CatalogEntry
-from kb_ai.store.markdown_text import clip, first_sentence
-from kb_ai.store.paths import normalize_wiki_path, slugify, topic_folder
-from kb_ai.store.words import title_key
+from kb_ai.compile.context import CompileRun, Engine, SourceWork, stage_timer
+from kb_ai.compile.plan_catalog import PlanCatalog
+from kb_ai.compile.records import FAILED, PLANNED, PlanTarget, SourceRecord
+from kb_ai.errors import ArticleFormatError, LLMError, UnsafePathError
+from kb_ai.faults import fault_point
+from kb_ai.store.articles import load_article
+from kb_ai.store.catalog import build_catalog, entry_from_article
 
-PLAN_PROMPT = "compile_plan"
 PLAN_WAVE = 8  # sources planned in parallel per wave; fixed so plans do not depend on --concurrency
-MAX_CANDIDATES = 25
-MAX_UPDATES = 4
-MAX_NEW = 3
-PLAN_SOURCE_TOKENS = 2_500  # excerpt of the source shown to the planner
-PLAN_MAX_TOKENS = 1_000  # a plan is a few lines of JSON; bounds a rambling model
-MAX_TOPIC_LENGTH = 40
-MAX_TITLE_LENGTH = 120
-TITLE_MERGE_RATIO = 0.92
-
-_SLUG = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
-_TITLE_STOP = {"a", "an", "the", "of", "and", "for", "to", "in", "on", "with", "about", "our", "&"}
-
-PLAN_SCHEMA = {
-    "type": "object",
-    "properties": {
-        "updates": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "properties": {"path": {"type": "string"}, "reason": {"type": "string"}},
-                "required": ["path"],
-            },
-        },
-        "creates": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "properties": {
-                    "topic": {"type": "string"},
-                    "slug": {"type": "string"},
-                    "title": {"type": "string"},
-                    "summary": {"type": "string"},
-                },
-                "required": ["topic", "slug", "title"],
-            },
-        },
-    },
-    "required": ["updates", "creates"],
-}
 
 
-# ---------------------------------------------------------------------------------------------
-# the catalog as the planner sees it
-
-
-def twin_key(title: str) -> str:
-    """Normalized title for twin detection: case, stop words, punctuation, word order and
-    inflection (Snowball stems: "processes" = "process") ignored."""
-    tokens = _terms(" ".join(w for w in title_key(title).split() if w not in _TITLE_STOP))
-    return " ".join(sorted(set(tokens)))
-
-
-class PlanCatalog:
-    """Existing articles plus those planned so far in this run, with lexical lookup."""
-
-    def __init__(self, items: list[CatalogEntry]):
-        self.items: dict[str, CatalogEntry] = {}
-        self.restricted: set[str] = set()  # paths of items with an access rule
-        self._public_topics: set[str] = set()
-        self._by_key: dict[str, str] = {}
-        from kb_ai.offline.lexical import TermIndex  # noqa: PLC0415 (bm25s only when planning)
-
-        self._lexical = TermIndex()
-        for item in items:
-            self.add(item)
-
-    def add_target(self, target: PlanTarget) -> None:
-        """A new article planned in this run, so later plans see it (with the access it gets)."""
-        self.add(target.entry())
-
-    def add(self, item: CatalogEntry) -> None:
-        if item.path in self.items:
+async def plan(run: CompileRun, engine: Engine, work: dict[str, SourceWork]) -> None:
+    """Give every source in ``work`` its plan (``SourceWork.plan``; None when planning failed,
+    reported). A dry run with a model plans nothing: it estimates what planning would cost."""
+    with stage_timer(run.report, "plan") as stage:
+        counts = {"planned": 0, "reused": 0, "revisions": 0, "failed": 0}
+        stage.counts = counts
+        to_plan = [w for _, w in sorted(work.items()) if w.revision_of is None]
+        revisions = sorted((w for w in work.values() if w.revision_of is not None),
+                           key=lambda w: (w.source.date or "9999", len(w.source.path), w.source.path))
+        if not to_plan and not revisions:
             return
-        self.items[item.path] = item
-        if item.access is not None:
-            self.restricted.add(item.path)
+        need, reused = _reusable(run, engine, to_plan, counts)
+        catalog = plan_catalog(run, work, {t.path for w in to_plan if w.path in reused
+                                           for t in (w.plan or []) if t.new})
+        if run.dry_run and engine.mode == "llm":
+            from kb_ai.compile.estimate import estimate  # noqa: PLC0415
+
+            run.report.estimate = estimate(run, engine, need, revisions, catalog)
+            stage.counts = {"to_plan": len(need), "reused": counts["reused"], "revisions": len(revisions)}
+            return
+        planning = _Planning(run, engine, catalog, counts)
+        run.progress.start("plan", len(need) + len(revisions))
+        await planning.waves(to_plan, reused)
+        await planning.revisions(revisions, work)
+        run.progress.done()
+        stage.add_usage(engine.plan_meter)
+
+
+def _reusable(run: CompileRun, engine: Engine, to_plan: list[SourceWork],
+              counts: dict[str, int]) -> tuple[list[SourceWork], set[str]]:
+    """(the sources to plan now, the paths whose plan an interrupted run journaled and that is
+    reused). An article such a plan was to update that has since been deleted by hand makes the
+    source plan again, against the wiki as it now is."""
+    planned_new = {t.path for w in to_plan if w.record is not None and w.record.status == PLANNED
+                   for t in (w.record.plan or []) if t.new}
+
+    def still_there(target: PlanTarget) -> bool:
+        return target.new or target.path in planned_new or (run.kb.wiki_dir / target.path).is_file()
+
+    need: list[SourceWork] = []
+    reused: set[str] = set()
+    for work in to_plan:
+        record = work.record
+        if (record is not None and record.status == PLANNED and record.checksum == work.source.checksum
+                and record.plan and record.plan_prompt == engine.planner.prompt_version and work.change == "pending"
+                and all(still_there(t) for t in record.plan)):
+            work.plan = record.plan
+            reused.add(work.path)
+            counts["reused"] += 1
         else:
-            self._public_topics.add(item.topic)
-        key = twin_key(item.title)
-        if key:
-            self._by_key.setdefault(key, item.path)
-        self._lexical.add(item.path, f"{item.title} {item.title} {item.summary} {item.topic}")
+            need.append(work)
+    return need, reused
 
-    @property
-    def topics(self) -> list[str]:
-        return sorted({i.topic for i in self.items.values()})
 
-    @property
-    def public_topics(self) -> set[str]:
-        return self._public_topics
+def plan_catalog(run: CompileRun, work: dict[str, SourceWork], replayed: set[str] = frozenset()) -> PlanCatalog:
+    """The wiki as the planner starts from. ``replayed``: new articles of reused plans, left
+    out here because replaying those plans adds them where an uninterrupted run did."""
+    kb = run.kb
+    if not kb.wiki_dir.is_dir():
+        catalog = None
+    elif kb.master_index.exists():
+        catalog = kb.catalog_store.get()
+    else:
+        catalog = build_catalog(kb.wiki_dir)
+    items = list(catalog.entries) if catalog else []
+    known = {i.path for i in items}
+    # Articles written by a run that was killed before it re-indexed, and articles sources
+    # were linked to again (``relink``) that the catalog does not list yet.
+    linked = {a for w in work.values() for a in w.previous}
+    for path in sorted(set(run.state.articles) | linked):
+        if path in known or path in replayed:
+            continue
+        try:
+            article = load_article(kb.wiki_dir, path)
+        except (FileNotFoundError, ArticleFormatError, UnsafePathError, OSError):
+            continue
+        items.append(entry_from_article(article))
+    return PlanCatalog(items)
 
-    def twin_of(self, title: str) -> str | None:
-        """The path of an article whose title is near-identical to ``title``: the same words
-        (``twin_key``), or a typo away among the lexically closest titles."""
-        key = twin_key(title)
-        if not key:
+
+class _Planning:
+    """One plan stage: the catalog grows as plans are settled, in a fixed order."""
+
+    def __init__(self, run: CompileRun, engine: Engine, catalog: PlanCatalog, counts: dict[str, int]):
+        self.run = run
+        self.engine = engine
+        self.catalog = catalog
+        self.counts = counts
+        self.semaphore = asyncio.Semaphore(run.settings.concurrency)
+
+    async def propose(self, work: SourceWork):
+        """The planner's raw answer for ``work``, or the (non-fatal) ``LLMError`` it failed with."""
+        async with self.semaphore:
+            try:
+                return await self.engine.planner.propose(work.source, self.catalog, work.previous)
+            except LLMError as exc:
+                if exc.stops_compile:
+                    raise
+                return exc
+
+    def settle(self, work: SourceWork, proposal) -> list[PlanTarget] | None:
+        """Resolve a proposal against the catalog as it is now: its new articles join the
+        catalog, what was refused of the model's answer and the planner's notes go into the
+        report. A failed proposal is recorded as the source's failure (None)."""
+        if isinstance(proposal, LLMError):
+            self.counts["failed"] += 1
+            record_failed(self.run, work, f"plan failed: {proposal.message}")
             return None
-        if key in self._by_key:
-            return self._by_key[key]
-        folded = title_key(title)
-        numbers = re.findall(r"\d+", folded)
-        for item in self.related(title, limit=8):
-            other = title_key(item.title)
-            if re.findall(r"\d+", other) != numbers:
-                continue  # "Q1 planning" and "Q2 planning" are one character apart and not twins
-            if abs(len(other) - len(folded)) <= 4 and SequenceMatcher(None, folded, other).ratio() >= TITLE_MERGE_RATIO:
-                return item.path
-        return None
+        result = self.engine.planner.resolve(proposal, work.source, self.catalog, work.previous)
+        for target in result.targets:
+            if target.new:
+                self.catalog.add_target(target)
+        for detail in result.rejected:
+            self.run.report.rejected.append({"source": work.path, "detail": detail})
+        for note in result.notes:
+            self.run.report.notes.append(f"{work.path}: {note}")
+        return result.targets
 
-    def related(self, text: str, limit: int = MAX_CANDIDATES, exclude: set[str] | frozenset[str] = frozenset()
-                ) -> list[CatalogEntry]:
-        """The ``limit`` items most related to ``text`` by BM25 (``offline.lexical.TermIndex``,
-        ties broken by path), leaving out the paths in ``exclude``."""
-        return [self.items[p] for p in self._lexical.search(text, limit, exclude)]
+    async def waves(self, to_plan: list[SourceWork], reused: set[str]) -> None:
+        """Waves over *every* source to plan, the reused ones included, so that a resumed compile
+        sees, source for source, the catalog an uninterrupted one saw: each wave is proposed
+        against the articles planned by the waves before it, then settled in path order (a
+        reused plan adds its new articles to the catalog exactly where it was made)."""
+        for start in range(0, len(to_plan), PLAN_WAVE):
+            wave = to_plan[start:start + PLAN_WAVE]
+            fresh = [w for w in wave if w.path not in reused]
+            proposals = dict(zip((w.path for w in fresh), await asyncio.gather(*(self.propose(w) for w in fresh))))
+            for work in wave:
+                if work.path in reused:
+                    for target in work.plan or []:
+                        if target.new:
+                            self.catalog.add_target(target)
+                    continue
+                self.run.progress.advance(work.path)
+                targets = self.settle(work, proposals[work.path])
+                if targets is None:
+                    continue
+                work.plan = targets
+                self.counts["planned"] += 1
+                record_planned(self.run, self.engine, work)
 
+    async def revisions(self, revisions: list[SourceWork], work: dict[str, SourceWork]) -> None:
+        """A revision goes into the articles of its original; when the original has none (yet),
+        it is planned as a source of its own, by the same ``propose`` and ``settle``."""
+        for item in revisions:
+            self.run.progress.advance(item.path)
+            targets = self._original_targets(item, work)
+            if not targets:
+                targets = self.settle(item, await self.propose(item))
+                if targets is None:
+                    continue
+            item.plan = [replace(t, reason="revision") for t in targets]
+            self.counts["revisions"] += 1
+            record_planned(self.run, self.engine, item)
 
-def _terms(text: str) -> list[str]:
-    from kb_ai.offline.text import tokenize  # noqa: PLC0415 (shared stemmer/stop words)
-
-    return tokenize(text)
-
-
-# ---------------------------------------------------------------------------------------------
-# offline planner
-
-
-def offline_target(source: Source) -> PlanTarget:
-    """One article per source: topic from the folder, slug from the title."""
-    topic = source.topic_hint
-    slug = source_slug(source)
-    if f"{slug}.md" in RESERVED_NAMES:
-        slug = f"{slug}-page"
-    summary = first_sentence(source.text, SUMMARY_LIMIT) or source.title
-    return PlanTarget(path=f"{topic}/{slug}.md", title=source.title, summary=summary, topic=topic, new=True)
-
-
-def source_slug(source: Source) -> str:
-    """The slug of a source's article: from its title; from its file name when the title has no
-    Latin letters (Cyrillic, CJK: ``slugify`` keeps ASCII only); else ``untitled-`` and a short
-    hash of the source's path, stable and distinct per source (not ``untitled-2``, ``-3`` in
-    the order the sources happen to come)."""
-    slug = slugify(source.title, fallback="") or slugify(PurePosixPath(source.path).stem, fallback="")
-    return slug or f"untitled-{hashlib.sha256(source.path.encode('utf-8', 'surrogatepass')).hexdigest()[:8]}"
-
-
-class OfflinePlanner:
-    """Deterministic structuring: no model, no cost."""
-
-    mode = "offline"
-    prompt_version = "offline-1"
-
-    async def propose(self, source: Source, catalog: PlanCatalog, previous: list[str]) -> None:
-        return None
-
-    def resolve(self, proposal: None, source: Source, catalog: PlanCatalog, previous: list[str]) -> "PlanResult":
-        target = offline_target(source)
-        # A changed source keeps its article. A title collision with another source's article gets
-        # a distinct slug rather than a merge: offline there is no model to merge two texts.
-        kept = [p for p in previous if p in catalog.items]
-        if kept:
-            return PlanResult([replace(PlanTarget.update_of(catalog.items[kept[0]]), summary=target.summary)])
-        path, n = target.path, 2
-        while path in catalog.items:
-            path = f"{target.topic}/{source_slug(source)}-{n}.md"
-            n += 1
-        target.path = path
-        return PlanResult([target])
+    def _original_targets(self, item: SourceWork, work: dict[str, SourceWork]) -> list[PlanTarget] | None:
+        original = work.get(item.revision_of)
+        targets = original.plan if original is not None else None
+        if targets is None:
+            record = self.run.state.sources.get(item.revision_of)
+            targets = [PlanTarget.update_of(self.catalog.items[p]) for p in (record.articles if record else [])
+                       if p in self.catalog.items] or None
+        return targets
 
 
-# ---------------------------------------------------------------------------------------------
-# LLM planner
+def record_planned(run: CompileRun, engine: Engine, work: SourceWork) -> None:
+    """Journal a source's plan: a killed run resumes from it."""
+    source = work.source
+    record = SourceRecord(source.path, PLANNED, source.checksum, source.size, source.mtime_ns, source.kind,
+                          source.title, source.date, revision_of=work.revision_of, articles=list(work.previous),
+                          plan=work.plan, plan_prompt=engine.planner.prompt_version, notes=source.notes)
+    if not run.dry_run:
+        run.state.record_source(record)
+    fault_point("compile.plan.after_record")
 
 
-@dataclass
-class PlanResult:
-    targets: list[PlanTarget]
-    rejected: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-
-
-def source_excerpt(source: Source, tokens: int = PLAN_SOURCE_TOKENS) -> tuple[str, bool]:
-    """The beginning of the source plus the outline of the rest, within ``tokens``."""
-    limit = chars_for_tokens(tokens)
-    text = source.text
-    if len(text) <= limit:
-        return text, False
-    head = text[: int(limit * 0.75)].rsplit("\n", 1)[0]
-    rest_headings = [line for line in text[len(head):].splitlines() if re.match(r"^#{1,6}\s", line)]
-    outline = "\n".join(rest_headings)[: limit - len(head)]
-    return f"{head}\n\n[...]\n\nLater headings:\n{outline}".rstrip(), True
-
-
-@dataclass
-class PlanView:
-    """What one plan prompt shows of the wiki, and the access a page written from it must have."""
-
-    candidates: list[CatalogEntry]
-    topics: list[str]
-    access: tuple[str, ...] | None  # derived_access of every article shown; None: all public
-
-
-def plan_view(catalog: PlanCatalog, query: str, title: str, previous: list[str]) -> PlanView:
-    """THE rule for what a compile prompt may show of the wiki (the write prompt shows only the
-    article being written and the sources, so this is the only place that chooses).
-
-    A model may copy anything it is shown into what it writes, and what it writes here (the title
-    and summary of a new article) lands in a page. So: an article with an ``access`` rule is not
-    shown, unless the source fed it before (``previous``: the planner must be able to keep routing
-    the source there); the topics shown are those of public articles and of the articles shown; and
-    ``access`` is the rule of everything shown (``store.access.derived_access``), which every new
-    article this prompt plans is created with. Routing a source *into* a restricted article (an
-    update, a twin merge) needs no showing and is fine: text flows into a more restricted page."""
-    hidden = catalog.restricted - set(previous) if catalog.restricted else frozenset()
-    candidates = catalog.related(query, exclude=hidden)
-    shown = {c.path for c in candidates}
-    for path in previous:
-        if path in catalog.items and path not in shown:
-            candidates.append(catalog.items[path])
-            shown.add(path)
-    twin = catalog.twin_of(title)
-    if twin and twin not in shown and twin not in hidden:
-        candidates.append(catalog.items[twin])
-    topics = sorted(catalog.public_topics | {c.topic for c in candidates})[:60]
-    return PlanView(candidates, topics, derived_access([c.access for c in candidates]))
-
-
-class LLMPlanner:
-    """Asks the model for a plan (JSON schema, temperature 0) and validates it."""
-
-    mode = "llm"
-
-    def __init__(self, gateway, prompts, meter):
-        self.gateway = gateway
-        self.prompts = prompts
-        self.meter = meter
-        self.prompt_version = prompts.version(PLAN_PROMPT)
-        # kaas's own words in the plan prompt (its data left out): a title or summary that
-        # repeats them is an echo, not a plan (llm/plausible.py).
-        self.instructions = "\n".join(m["content"] for m in prompts.render(
-            PLAN_PROMPT, source={"path": "", "title": "", "date": None, "topic_hint": "", "text": "",
-                                 "truncated": False},
-            candidates=[], previous=[], topics=[], max_new=MAX_NEW, max_updates=MAX_UPDATES))
-
-    def messages(self, source: Source, catalog: PlanCatalog, previous: list[str]) -> tuple[list[dict], PlanView]:
-        excerpt, truncated = source_excerpt(source)
-        view = plan_view(catalog, f"{source.title}\n{excerpt}", source.title, previous)
-        messages = self.prompts.render(
-            PLAN_PROMPT,
-            source={"path": source.path, "title": source.title, "date": source.date,
-                    "topic_hint": source.topic_hint, "text": excerpt, "truncated": truncated},
-            candidates=[c.record("path", "title", "summary") for c in view.candidates],
-            previous=previous,
-            topics=view.topics,
-            max_new=MAX_NEW,
-            max_updates=MAX_UPDATES,
-        )
-        return messages, view
-
-    async def propose(self, source: Source, catalog: PlanCatalog, previous: list[str]) -> "Proposal":
-        """The model's raw plan. Resolved later, in path order, against the catalog as it then is."""
-        messages, view = self.messages(source, catalog, previous)
-        raw = await self.gateway.complete_json(messages, schema=PLAN_SCHEMA, schema_name="compile_plan",
-                                               purpose="compile.plan", meter=self.meter,
-                                               max_tokens=PLAN_MAX_TOKENS)
-        return Proposal(raw, {c.path for c in view.candidates} | set(previous), view.access)
-
-    def resolve(self, proposal: "Proposal", source: Source, catalog: PlanCatalog, previous: list[str]) -> PlanResult:
-        return resolve_plan(proposal.raw, source, catalog, proposal.offered, access=proposal.access,
-                            instructions=self.instructions)
-
-
-@dataclass
-class Proposal:
-    raw: object
-    offered: set[str]
-    access: tuple[str, ...] | None = None  # of what the prompt showed: every new article gets it
-
-
-def _clean_slug(value: object, what: str) -> str:
-    """A model-supplied topic or slug: tolerated when only case/spaces differ, else refused."""
-    if not isinstance(value, str):
-        raise UnsafePathError(f"{what} is not a string")
-    text = value.strip()
-    if not text or any(ch in text for ch in "/\\.") or any(ord(ch) < 32 for ch in text):
-        raise UnsafePathError(f"{what} {value!r} is not a slug")
-    slug = slugify(text, fallback="")
-    if not slug or not _SLUG.match(slug):
-        raise UnsafePathError(f"{what} {value!r} is not a slug")
-    return slug
-
-
-def resolve_plan(raw: object, source: Source, catalog: PlanCatalog, offered: set[str], *,
-                 access: tuple[str, ...] | None = None, instructions: str = "") -> PlanResult:
-    """Validate a model's plan into safe targets; anything unusable is rejected with a reason.
-    New articles get ``access`` (see ``plan_view``); an implausible title (``llm/plausible.py``)
-    falls back to the source's own title, an implausible summary to the source's first sentence."""
-    result = PlanResult([])
-    fallback_summary = first_sentence(source.text, SUMMARY_LIMIT) or source.title
-    new_keys: set[str] = set()
-    if not isinstance(raw, dict):
-        raw = {}
-    chosen: dict[str, PlanTarget] = {}
-    for item in (raw.get("updates") or [])[: MAX_UPDATES * 2]:
-        path_value = item.get("path") if isinstance(item, dict) else None
-        try:
-            path = normalize_wiki_path(str(path_value))
-        except UnsafePathError as exc:
-            result.rejected.append(f"update {path_value!r}: {exc.message}")
-            continue
-        if path not in offered or path not in catalog.items:
-            result.rejected.append(f"update {path_value!r}: not one of the articles offered")
-            continue
-        if path in chosen or len([t for t in chosen.values() if not t.new]) >= MAX_UPDATES:
-            continue
-        chosen[path] = PlanTarget.update_of(catalog.items[path], reason=clip(str(item.get("reason") or ""), 200))
-    new_count = 0
-    for item in (raw.get("creates") or [])[: MAX_NEW * 2]:
-        if not isinstance(item, dict):
-            continue
-        try:
-            topic = topic_folder(_clean_slug(item.get("topic"), "topic")[:MAX_TOPIC_LENGTH].strip("-"))
-            slug = _clean_slug(item.get("slug"), "slug")
-            if f"{slug}.md" in RESERVED_NAMES:
-                raise UnsafePathError(f"slug {slug!r} is a reserved name")
-            path = normalize_wiki_path(f"{topic}/{slug}.md")
-        except UnsafePathError as exc:
-            result.rejected.append(f"create: {exc.message}")
-            continue
-        title = clip(one_line(item.get("title")), MAX_TITLE_LENGTH)
-        if not title:
-            result.rejected.append(f"create {path}: empty title")
-            continue
-        why = implausible(title, instructions)
-        if why:
-            result.rejected.append(f"create {path}: title {why}; used the source's title")
-            title = clip(source.title, MAX_TITLE_LENGTH)
-        summary = clip(one_line(item.get("summary")), SUMMARY_LIMIT)
-        if summary and (why := implausible(summary, instructions)):
-            result.rejected.append(f"create {path}: summary {why}; used the source's first sentence")
-            summary = fallback_summary
-        twin = path if path in catalog.items else catalog.twin_of(title)
-        if twin is not None:
-            if twin not in chosen:
-                chosen[twin] = PlanTarget.update_of(catalog.items[twin],
-                                                    reason=f"merged: planned new article {title!r} matches it")
-                result.notes.append(f"new article {title!r} merged into {twin} (near-identical title)")
-            continue
-        key = twin_key(title) or path
-        if path in chosen or new_count >= MAX_NEW or key in new_keys:
-            continue  # (two new articles with one title would be twins)
-        new_keys.add(key)
-        chosen[path] = PlanTarget(path, title, summary or title, topic, new=True,
-                                  access=list(access) if access is not None else None)
-        new_count += 1
-    result.targets = list(chosen.values())
-    if not result.targets:
-        fallback = offline_target(source)
-        twin = fallback.path if fallback.path in catalog.items else catalog.twin_of(fallback.title)
-        if twin is not None:
-            fallback = PlanTarget.update_of(catalog.items[twin])
-        result.targets = [fallback]
-        result.notes.append("the model's plan had no usable target; used the offline plan (one article)")
-    return result
+def record_failed(run: CompileRun, work: SourceWork, reason: str) -> None:
+    """A source whose plan failed: reported, and retried on the next run."""
+    source = work.source
+    run.report.failed.append({"path": source.path, "reason": reason})
+    work.plan = None
+    if not run.dry_run:
+        run.state.record_source(SourceRecord(source.path, FAILED, source.checksum, source.size, source.mtime_ns,
+                                             source.kind, source.title, source.date, reason=reason,
+                                             articles=list(work.previous)))

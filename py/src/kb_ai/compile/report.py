@@ -102,20 +102,30 @@ class CompileReport:
 
     def render_text(self) -> str:
         """A human summary: what happened, what it cost, and everything that needs attention."""
-        lines: list[str] = []
+        lines = self._summary_lines() + self._stage_lines() + self._estimate_lines() + self._plan_lines()
+        for title, items in self._sections():
+            if not items:
+                continue
+            lines += ["", f"{title}:"]
+            shown = items if len(items) <= 50 else items[:50] + [f"... and {len(items) - 50} more"]
+            lines += [f"  {item}" for item in shown]
+        if self.manifest:
+            lines += ["", f"coverage manifest: {self.manifest}"]
+        return "\n".join(lines)
+
+    def _summary_lines(self) -> list[str]:
         if self.mode == "offline":
             head = "kaas compile — offline mode (no model configured): deterministic structuring, no LLM calls"
         else:
             head = f"kaas compile — model {self.model}"
         if self.dry_run:
             head += " — DRY RUN: nothing was written"
-        lines.append(head)
         s = self.sources
-        lines.append(
+        lines = [head, (
             f"sources: {s.get('total', 0)} in raw/ — {s.get('new', 0)} new, {s.get('changed', 0)} changed, "
             f"{s.get('unchanged', 0)} unchanged, {s.get('deleted', 0)} deleted; {s.get('skipped', 0)} skipped, "
             f"{s.get('duplicates', 0)} duplicates, {s.get('revisions', 0)} revisions"
-        )
+        )]
         if not self.dry_run:
             lines.append(
                 f"articles: {len(self.created)} created, {len(self.updated)} updated, "
@@ -131,30 +141,43 @@ class CompileReport:
                 f"{u['completion_tokens']:,} completion tokens, ${u['cost_usd']:.4f}"
             )
         lines.append(f"time: {self.seconds:.2f}s")
-        if self.stages:
-            lines.append("")
-            lines.append(f"  {'stage':<8}{'time':>8}  {'LLM calls':>9}  {'tokens in/out':>15}  {'cost':>9}  counts")
-            for st in self.stages:
-                counts = ", ".join(f"{k} {v}" for k, v in st.counts.items() if v)
-                lines.append(
-                    f"  {st.name:<8}{st.seconds:>7.2f}s  {st.llm_calls:>9}  "
-                    f"{st.prompt_tokens:>7,}/{st.completion_tokens:<7,}  ${st.cost_usd:>8.4f}  {counts}"
-                )
-        if self.estimate:
-            e = self.estimate
-            cost = "unknown (no price for this model)" if e.get("cost_usd") is None else f"${e['cost_usd']:.4f}"
-            lines += ["", f"estimate: {e.get('llm_calls', 0)} LLM calls ({e.get('plan_calls', 0)} plan, "
-                      f"{e.get('write_calls', 0)} write, ~{e.get('topic_calls', 0)} topic summaries), "
-                      f"~{e.get('prompt_tokens', 0):,} prompt + "
-                      f"~{e.get('completion_tokens', 0):,} completion tokens, cost {cost}"]
-        if self.plan:
-            lines += ["", "plan:"]
-            for item in self.plan[:200]:
-                arts = ", ".join(item.get("articles") or []) or "-"
-                lines.append(f"  {item['source']}: {item['action']} -> {arts}")
-            if len(self.plan) > 200:
-                lines.append(f"  ... and {len(self.plan) - 200} more")
-        sections = [
+        return lines
+
+    def _stage_lines(self) -> list[str]:
+        if not self.stages:
+            return []
+        lines = ["", f"  {'stage':<8}{'time':>8}  {'LLM calls':>9}  {'tokens in/out':>15}  {'cost':>9}  counts"]
+        for st in self.stages:
+            counts = ", ".join(f"{k} {v}" for k, v in st.counts.items() if v)
+            lines.append(
+                f"  {st.name:<8}{st.seconds:>7.2f}s  {st.llm_calls:>9}  "
+                f"{st.prompt_tokens:>7,}/{st.completion_tokens:<7,}  ${st.cost_usd:>8.4f}  {counts}"
+            )
+        return lines
+
+    def _estimate_lines(self) -> list[str]:
+        if not self.estimate:
+            return []
+        e = self.estimate
+        cost = "unknown (no price for this model)" if e.get("cost_usd") is None else f"${e['cost_usd']:.4f}"
+        return ["", f"estimate: {e.get('llm_calls', 0)} LLM calls ({e.get('plan_calls', 0)} plan, "
+                f"{e.get('write_calls', 0)} write, ~{e.get('topic_calls', 0)} topic summaries), "
+                f"~{e.get('prompt_tokens', 0):,} prompt + "
+                f"~{e.get('completion_tokens', 0):,} completion tokens, cost {cost}"]
+
+    def _plan_lines(self) -> list[str]:
+        if not self.plan:
+            return []
+        lines = ["", "plan:"]
+        for item in self.plan[:200]:
+            arts = ", ".join(item.get("articles") or []) or "-"
+            lines.append(f"  {item['source']}: {item['action']} -> {arts}")
+        if len(self.plan) > 200:
+            lines.append(f"  ... and {len(self.plan) - 200} more")
+        return lines
+
+    def _sections(self) -> list[tuple[str, list[str]]]:
+        return [
             ("created", [f"{p}" for p in self.created]),
             ("updated", [f"{p}" for p in self.updated]),
             ("sources removed from", self.detached),
@@ -169,15 +192,6 @@ class CompileReport:
             ("notes", self.notes),
             ("warnings", self.warnings),
         ]
-        for title, items in sections:
-            if not items:
-                continue
-            lines += ["", f"{title}:"]
-            shown = items if len(items) <= 50 else items[:50] + [f"... and {len(items) - 50} more"]
-            lines += [f"  {item}" for item in shown]
-        if self.manifest:
-            lines += ["", f"coverage manifest: {self.manifest}"]
-        return "\n".join(lines)
 
 
 def _dup_line(d: dict[str, Any]) -> str:

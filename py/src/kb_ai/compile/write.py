@@ -1,4 +1,4 @@
-"""Write: create or merge articles, one article at a time, safely.
+"""Compile, stage 4 (write): create or merge articles, one article at a time, safely.
 
 Per article (articles run in parallel; the sources feeding one article are merged one batch after
 another, oldest first), kaas:
@@ -19,91 +19,41 @@ another, oldest first), kaas:
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
-import hashlib
-import json
 import re
-from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kb_ai.compile.ingest import Source
-from kb_ai.compile.offline import TRAIL, article_body, lead_summary, supersede, trail_lines
-from kb_ai.compile.state import ArticleRecord, CompileState, PlanTarget, text_hash
+from kb_ai.compile.context import CompileRun, Engine, SourceWork, stage_timer
+from kb_ai.compile.hand_text import HandText, _present, _string_list
+from kb_ai.compile.writers import (
+    WRITE_SOURCE_TOKENS,
+    ArticleChanged,
+    Contribution,
+    CurrentArticle,
+    LinkRefused,
+    WriteRefused,
+    guard_body,
+)
+from kb_ai.compile.records import COMPILED, DUPLICATE, ArticleRecord, PlanTarget, SourceRecord, text_hash
+from kb_ai.compile.state import CompileState
 from kb_ai.errors import ArticleFormatError, KaasError, LLMError, UnsafePathError
 from kb_ai.faults import fault_point
-from kb_ai.llm.plausible import implausible, one_line
-from kb_ai.llm.tokens import chars_for_tokens, estimate_tokens
-from kb_ai.offline.lexical import by_shared_terms
+from kb_ai.llm.plausible import one_line
+from kb_ai.llm.tokens import estimate_tokens
 from kb_ai.store.articles import (
     RESERVED_NAMES,
-    SUMMARY_LIMIT,
-    clean_summary,
-    jsonable,
     parse_article,
     link_on_path,
     link_refusal,
     read_article_text,
     render_article,
-    split_frontmatter,
     validate_article_text,
     write_article_text,
 )
-from kb_ai.store.markdown_text import clip, first_sentence, iter_lines_outside_fences, plain_text, split_sections
-from kb_ai.store.paths import safe_wiki_file, slugify
-
-WRITE_PROMPT = "compile_write"
-WRITE_SOURCE_TOKENS = 8_000  # source text per write call; a longer source is cut (and reported)
-LARGE_ARTICLE_TOKENS = 2_500  # above this an article is edited by section, not rewritten whole
-MAX_SECTIONS_SHOWN = 4
-MAX_TAGS = 8
-WRITE_MAX_TOKENS = 6_000  # one article; bounds a rambling model
-SHRINK_LIMIT = 0.5  # a whole rewrite may not drop more than half of an article's words
-
-BODY_SCHEMA = {
-    "type": "object",
-    "properties": {
-        "summary": {"type": "string"},
-        "tags": {"type": "array", "items": {"type": "string"}},
-        "body": {"type": "string"},
-    },
-    "required": ["summary", "body"],
-}
-EDITS_SCHEMA = {
-    "type": "object",
-    "properties": {
-        "summary": {"type": "string"},
-        "tags": {"type": "array", "items": {"type": "string"}},
-        "edits": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "properties": {
-                    "heading": {"type": "string"},
-                    "action": {"type": "string", "enum": ["replace", "add"]},
-                    "text": {"type": "string"},
-                },
-                "required": ["heading", "action", "text"],
-            },
-        },
-    },
-    "required": ["summary", "edits"],
-}
-
-
-@dataclass
-class Contribution:
-    """A source version to merge into an article. ``status``: new, revised (a changed file the
-    article already merged an earlier version of) or revision (a dated near-copy of another source)."""
-
-    source: Source
-    status: str
-
-    @property
-    def path(self) -> str:
-        return self.source.path
-
+from kb_ai.store.paths import safe_wiki_file
 
 @dataclass
 class ArticleJob:
@@ -127,443 +77,6 @@ class ArticleOutcome:
     warnings: list[str] = field(default_factory=list)
 
 
-@dataclass
-class CurrentArticle:
-    """The article as it is on disk now, as a writer sees it."""
-
-    path: str
-    title: str
-    topic: str
-    summary: str
-    meta: dict[str, Any]
-    body: str | None  # None: does not exist yet
-    hand_edited: bool
-    latest_date: str | None  # newest date among the sources already merged
-    rejected: str | None = None  # why the model's previous output for this article was refused
-    hand: "HandText | None" = None  # what a person wrote in it (None: nothing)
-
-
-@dataclass
-class Draft:
-    summary: str
-    tags: list[str]
-    body: str
-    trails: int = 0
-    warnings: list[str] = field(default_factory=list)
-
-
-class WriteRefused(Exception):
-    """The writer will not change this article; the message says why (reported, not fatal).
-    ``tell_model``: the next attempt's prompt says why (a refused model output)."""
-
-    tell_model = True
-
-
-class LinkRefused(WriteRefused):
-    """The article's path is (or goes through) a symbolic link: kaas never writes through one."""
-
-    tell_model = False
-
-
-class ArticleChanged(WriteRefused):
-    """The file changed on disk while kaas was working on it: a person is editing it."""
-
-    tell_model = False
-
-
-# ---------------------------------------------------------------------------------------------
-# hand-written text
-
-
-_SUMMARY_MARK = "\x00summary\x00"
-_TAG_MARK = "\x00tag\x00"
-
-
-def _line_key(line: str) -> str:
-    return hashlib.sha256(line.encode("utf-8", "surrogatepass")).hexdigest()[:16]
-
-
-def _text_lines(meta: dict[str, Any], body: str) -> tuple[Counter, Counter, dict[str, str]]:
-    """(body line keys, frontmatter keys: summary and tags, key -> line): the units a person's
-    edit is tracked in. A line is compared stripped; blank lines do not count."""
-    shown: dict[str, str] = {}
-    lines: Counter = Counter()
-    for line in body.splitlines():
-        if line.strip():
-            key = _line_key(line.strip())
-            lines[key] += 1
-            shown.setdefault(key, line.strip())
-    fields: Counter = Counter()
-    summary = meta.get("summary")
-    if _present(summary):
-        key = _summary_key(summary)
-        fields[key] = 1
-        shown[key] = f"summary: {clip(_value_text(summary), 200)}"
-    tags = meta.get("tags")
-    if isinstance(tags, list):
-        for tag in _string_list(tags):
-            key = _line_key(_TAG_MARK + tag)
-            fields[key] = 1
-            shown[key] = f"tag: {tag}"
-    elif _present(tags):  # ``tags: release`` (one string, as Jekyll and Hugo take it), or any other value
-        key = _tags_value_key(tags)
-        fields[key] = 1
-        shown[key] = f"tags: {clip(_value_text(tags), 200)}"
-    return lines, fields, shown
-
-
-def _present(value: Any) -> bool:
-    return value is not None and not (isinstance(value, str) and not value.strip()) and value != [] and value != {}
-
-
-def _value_text(value: Any) -> str:
-    """A frontmatter value as one comparable line: a string as shown (one line), anything else
-    (a number, a list, a date) as its JSON, so ``1984`` and ``"1984"`` are different values."""
-    if isinstance(value, str):
-        return one_line(value)
-    return json.dumps(jsonable(value), sort_keys=True, ensure_ascii=False)
-
-
-def _summary_key(value: Any) -> str:
-    return _line_key(_SUMMARY_MARK + _value_text(value))
-
-
-def _tags_value_key(value: Any) -> str:
-    return _line_key(_TAG_MARK + "\x00value\x00" + _value_text(value))
-
-
-@dataclass
-class HandText:
-    """The lines (and summary, tags) of an article a person wrote: those of the file now that are
-    not in the text kaas last wrote (``.kaas/written/``; without it, every line), plus those
-    recorded as hand-written by earlier runs that are still there. Kept by hash in the manifest
-    (``ArticleRecord.hand_lines``), so text merged once stays protected from later model edits."""
-
-    lines: Counter  # body line key -> count
-    fields: Counter  # summary/tag key -> 1
-    shown: dict[str, str]
-
-    @classmethod
-    def of(cls, meta: dict[str, Any], body: str, written: str | None, carried: list[str], edited: bool,
-           label: str) -> "HandText":
-        lines, fields, shown = _text_lines(meta, body)
-        if not edited:
-            fresh_lines, fresh_fields = Counter(), Counter()
-        elif written is None:
-            fresh_lines, fresh_fields = lines, fields  # what kaas wrote is not known: all of it
-        else:
-            try:
-                old_meta, old_body = split_frontmatter(written, label)
-            except ArticleFormatError:
-                old_meta, old_body = {}, written
-            old_lines, old_fields, _ = _text_lines(old_meta, old_body)
-            fresh_lines, fresh_fields = lines - old_lines, fields - old_fields
-        kept = Counter(carried)
-        return cls(fresh_lines | (kept & lines), fresh_fields | (kept & fields), shown)
-
-    def __bool__(self) -> bool:
-        return bool(self.lines or self.fields)
-
-    def keys(self) -> list[str]:
-        return sorted((self.lines + self.fields).elements())
-
-    def summary_kept(self, summary: Any) -> bool:
-        return _present(summary) and _summary_key(summary) in self.fields
-
-    def tags_value_kept(self, tags: Any) -> bool:
-        """Whether ``tags`` is a value a person wrote that is not a list (kept as it is)."""
-        return not isinstance(tags, list) and _present(tags) and _tags_value_key(tags) in self.fields
-
-    def tags_kept(self, tags: list[str]) -> list[str]:
-        return [t for t in tags if _line_key(_TAG_MARK + t) in self.fields]
-
-    def lost_in(self, body: str) -> list[str]:
-        """The hand-written lines ``body`` no longer has."""
-        now, _, _ = _text_lines({}, body)
-        return [self.shown.get(k, k) for k, n in self.lines.items() if now[k] < n]
-
-
-def guard_body(article: "CurrentArticle", body: str, *, model: bool) -> None:
-    """The one check every new body passes before it is written, whatever wrote it (a whole
-    rewrite, section edits, the offline writer): raises ``WriteRefused`` when it would lose a
-    line a person wrote, a supersession trail line, or (model output) half the article's words."""
-    if article.body is None:
-        return
-    if article.hand:
-        lost = article.hand.lost_in(body)
-        if lost:
-            raise WriteRefused(f"the new text would remove {len(lost)} hand-written line(s), e.g. "
-                               f"{clip(lost[0], 120)!r}; hand-written text must be kept word for word")
-    new_lines = {line.strip() for line in body.splitlines()}
-    trails = trail_lines(article.body)
-    dropped = [t for t in trails if t not in new_lines]
-    if dropped:
-        raise WriteRefused(f"the new text would drop {len(dropped)} supersession trail line(s), e.g. "
-                           f"{clip(dropped[0], 120)!r}; trail lines must be kept as they are")
-    if model:
-        old_words = len(re.findall(r"\w+", article.body))
-        new_words = len(re.findall(r"\w+", body))
-        if new_words < old_words * SHRINK_LIMIT:
-            raise WriteRefused(f"the model's text would cut the article from {old_words} to {new_words} "
-                               "words; left unchanged")
-
-
-# ---------------------------------------------------------------------------------------------
-# writers
-
-
-class OfflineWriter:
-    """The article is the newest version of its source, with trail lines for what changed."""
-
-    mode = "offline"
-    prompt_version = "offline-1"
-
-    def __init__(self, today: str):
-        self.today = today
-
-    async def write(self, article: CurrentArticle, chunk: list[Contribution]) -> Draft:
-        body = article.body
-        trails = 0
-        warnings: list[str] = []
-        latest = article.latest_date
-        for contribution in chunk:
-            source = contribution.source
-            fresh = article_body(article.title, source.text)
-            if body is None:
-                body = fresh
-            elif latest and source.date and source.date < latest:
-                warnings.append(f"{source.path} ({source.date}) is older than what the article states "
-                                f"({latest}); listed as a source, text not applied")
-                continue
-            else:
-                body, added = supersede(body, fresh, date=source.date or self.today, source=source.path)
-                trails += added
-            if source.date and (latest is None or source.date > latest):
-                latest = source.date
-        assert body is not None
-        if article.body is not None and article.hand_edited and body != article.body:
-            # (A hand-edited article that already says what its sources say needs no merge: an
-            # article kaas wrote whose record was lost with .kaas/ is kept as it is.)
-            raise WriteRefused("edited by hand since kaas last wrote it; offline compile cannot merge "
-                               "into hand edits, so it was left unchanged")
-        tags = [str(t) for t in article.meta.get("tags") or []] if isinstance(article.meta.get("tags"), list) else []
-        for contribution in chunk:
-            tags += [t for t in clean_tags(contribution.source.tags) if t not in tags]
-        return Draft(lead_summary(body.split("\n", 1)[-1], article.title), tags, body, trails, warnings)
-
-
-class LLMWriter:
-    """The model writes; every output is validated before it reaches the file."""
-
-    mode = "llm"
-
-    def __init__(self, gateway, prompts, meter, today: str):
-        self.gateway = gateway
-        self.prompts = prompts
-        self.meter = meter
-        self.today = today
-        self.prompt_version = prompts.version(WRITE_PROMPT)
-
-    def choose_mode(self, article: CurrentArticle) -> str:
-        if article.body is None:
-            return "create"
-        if article.hand_edited or estimate_tokens(article.body) > LARGE_ARTICLE_TOKENS:
-            return "sections"
-        return "rewrite"
-
-    def messages(self, article: CurrentArticle, chunk: list[Contribution]) -> tuple[list[dict], str, bool]:
-        mode = self.choose_mode(article)
-        text, outline, partial = article.body or "", [], False
-        if mode == "sections" and estimate_tokens(text) > LARGE_ARTICLE_TOKENS:
-            query = " ".join(c.source.title + " " + c.source.text[:4000] for c in chunk)
-            text, outline = relevant_sections(text, query)
-            partial = True
-        contributions = []
-        for contribution in chunk:
-            source_text, truncated = cut(contribution.source.text, WRITE_SOURCE_TOKENS // max(1, len(chunk)))
-            contributions.append({
-                "path": contribution.path, "title": contribution.source.title, "date": contribution.source.date,
-                "status": contribution.status, "text": source_text, "truncated": truncated,
-            })
-        messages = self.prompts.render(
-            WRITE_PROMPT, mode=mode,
-            article={"path": article.path, "title": article.title, "topic": article.topic,
-                     "summary": article.summary, "text": text, "outline": outline,
-                     "partial": partial, "hand_edited": article.hand_edited},
-            contributions=contributions, today=self.today, summary_limit=SUMMARY_LIMIT,
-            rejected=article.rejected,
-        )
-        return messages, mode, any(c["truncated"] for c in contributions)
-
-    def instructions(self, mode: str, article: CurrentArticle) -> str:
-        """kaas's own words in this write prompt, its data left out (llm/plausible.py)."""
-        return "\n".join(m["content"] for m in self.prompts.render(
-            WRITE_PROMPT, mode=mode,
-            article={"path": "", "title": "", "topic": "", "summary": "", "text": "", "outline": [],
-                     "partial": False, "hand_edited": article.hand_edited},
-            contributions=[], today=self.today, summary_limit=SUMMARY_LIMIT, rejected=article.rejected))
-
-    async def write(self, article: CurrentArticle, chunk: list[Contribution]) -> Draft:
-        messages, mode, truncated = self.messages(article, chunk)
-        schema = EDITS_SCHEMA if mode == "sections" else BODY_SCHEMA
-        reply = await self.gateway.complete_json(messages, schema=schema, schema_name=f"compile_write_{mode}",
-                                                 purpose="compile.write", meter=self.meter,
-                                                 max_tokens=WRITE_MAX_TOKENS)
-        known_sources = {c.path for c in chunk} | set(_string_list(article.meta.get("sources")))
-        warnings = ["a source was cut to fit the write budget"] if truncated else []
-        if mode == "sections":
-            edits = reply.get("edits") or []
-            if not isinstance(edits, list) or not edits:
-                raise WriteRefused("the model proposed no edit")
-            body = apply_edits(article.body or "", edits, article.title)
-        else:
-            body = clean_body(str(reply.get("body") or ""), article.title)
-            if len(re.findall(r"\w+", body)) < 5:
-                raise WriteRefused("the model returned an empty article")
-        body, dropped = check_trails(body, known_sources, keep=article.body or "")
-        if dropped:
-            warnings.append(f"removed {dropped} trail line(s) citing a source outside this article")
-        instructions = self.instructions(mode, article)
-        why = implausible(reply.get("summary"), instructions) if one_line(reply.get("summary")) else None
-        if why:
-            warnings.append(f"the model's summary {why}; used the lead sentence")
-        summary = summary_or_lead(reply.get("summary"), body, article.title, instructions)
-        tags = clean_tags(reply.get("tags"))
-        trails_before = len(trail_lines(article.body or ""))
-        return Draft(summary, tags, body, max(0, len(trail_lines(body)) - trails_before), warnings)
-
-
-# ---------------------------------------------------------------------------------------------
-# validation helpers
-
-
-def _string_list(value: Any) -> list[str]:
-    if isinstance(value, (list, tuple)):
-        return [str(v) for v in value if v is not None and str(v).strip()]
-    return [str(value)] if value else []
-
-
-def cut(text: str, tokens: int) -> tuple[str, bool]:
-    limit = chars_for_tokens(tokens)
-    if len(text) <= limit:
-        return text, False
-    return text[:limit].rsplit("\n", 1)[0] + "\n\n[...]", True
-
-
-def clean_body(text: str, title: str) -> str:
-    """Model Markdown into an article body: no wrapping fence or frontmatter, ``# title`` first,
-    no second H1."""
-    text = text.strip()
-    fenced = re.match(r"^```(?:markdown|md)?\s*\n(.*)\n```$", text, re.S)
-    if fenced:
-        text = fenced.group(1).strip()
-    if text.startswith("---\n"):
-        end = text.find("\n---", 4)
-        if end != -1:
-            text = text[end + 4:].strip()
-    lines = text.splitlines()
-    out: list[str] = []
-    seen_h1 = False
-    for line, in_fence in iter_lines_outside_fences("\n".join(lines)):
-        if not in_fence and re.match(r"^#\s", line):
-            if not seen_h1 and not any(x.strip() for x in out):
-                seen_h1 = True
-                continue  # replaced by kaas's own title line below
-            line = "#" + line  # a second H1 becomes a section
-        out.append(line)
-    body = "\n".join(out).strip()
-    return f"# {title}\n\n{body}\n" if body else f"# {title}\n"
-
-
-def summary_or_lead(value: Any, body: str, title: str, instructions: str = "") -> str:
-    """The model's summary as one plain line (``store.articles.clean_summary``) when it is
-    plausible (llm/plausible.py: no echo of ``instructions``, no placeholder), else the article's
-    lead sentence."""
-    text = clean_summary(value)
-    if text is None or implausible(text, instructions):
-        text = clip(lead_summary(body.split("\n", 1)[-1], title), SUMMARY_LIMIT)
-    return text
-
-
-def clean_tags(value: Any) -> list[str]:
-    tags: list[str] = []
-    for tag in _string_list(value):
-        slug = slugify(tag, fallback="")
-        if slug and slug not in tags and len(slug) <= 40:
-            tags.append(slug)
-    return tags[:MAX_TAGS]
-
-
-def check_trails(body: str, known_sources: set[str], keep: str = "") -> tuple[str, int]:
-    """Drop new trail lines that cite a source not feeding this article (a hostile source could
-    otherwise fake provenance); keep well-formed ones and those already in ``keep`` (the
-    article as it was: its trail lines are kept as they are)."""
-    existing = {line.strip() for line in keep.splitlines()} if keep else set()
-    out, dropped = [], 0
-    for line in body.splitlines():
-        stripped = line.strip()
-        if stripped.startswith("[Superseded") and stripped not in existing:
-            match = TRAIL.match(stripped)
-            if match and match.group(2) not in known_sources:
-                dropped += 1
-                continue
-        out.append(line)
-    return "\n".join(out).strip() + "\n", dropped
-
-
-def relevant_sections(body: str, query: str) -> tuple[str, list[str]]:
-    """The lead plus the sections sharing most words with ``query``, and the full outline."""
-    sections = [(s.heading, s.text) for s in split_sections(body, level=2)]
-    outline = [h for h, _ in sections if h]
-    lead = [s for s in sections if not s[0]]
-    headed = [s for s in sections if s[0]]
-    rest = [headed[i] for i in by_shared_terms(query, [s[1] for s in headed])[:MAX_SECTIONS_SHOWN]]
-    shown = set(id(s) for s in lead + rest)
-    text = "\n\n".join(s[1] for s in sections if id(s) in shown)
-    return text, outline
-
-
-def apply_edits(body: str, edits: list[Any], title: str) -> str:
-    """Apply section edits to ``body``; sections not named stay byte-for-byte as they were.
-
-    All or nothing: an edit that cannot be applied (not a table, no heading, no text) raises
-    ``WriteRefused`` naming it, so the article is held and its sources are retried (the next
-    prompt says why), never counted as merged with part of the answer dropped."""
-    unusable: list[str] = []
-    for number, edit in enumerate(edits, 1):
-        if not isinstance(edit, dict):
-            unusable.append(f"edit {number} is not an object")
-            continue
-        if not _edit_heading(edit):
-            unusable.append(f"edit {number} has no heading")
-        if not str(edit.get("text") or "").strip():
-            unusable.append(f"edit {number} has no text")
-    if unusable:
-        raise WriteRefused(f"the model's section edits cannot all be applied ({'; '.join(unusable[:3])}"
-                           f"{'; ...' if len(unusable) > 3 else ''}); every edit needs a heading and text")
-    sections = [[s.heading, s.text] for s in split_sections(body, level=2)]
-    if not sections or sections[0][0]:
-        sections.insert(0, ["", f"# {title}"])
-    for edit in edits:
-        heading = _edit_heading(edit)
-        text = str(edit.get("text") or "").strip()
-        lines = text.splitlines()
-        if lines and re.match(r"^#{1,6}\s", lines[0]) and plain_text(lines[0].lstrip("#")).casefold() == heading.casefold():
-            text = "\n".join(lines[1:]).strip()
-        text = re.sub(r"^(#{1,2})(\s)", r"###\2", text, flags=re.M)  # no H1/H2 inside a section
-        action = edit.get("action")
-        index = next((i for i, (h, _) in enumerate(sections) if h and h.casefold() == heading.casefold()), None)
-        if index is None:
-            sections.append([heading, f"## {heading}\n\n{text}"])
-        elif action == "replace":
-            sections[index][1] = f"## {sections[index][0]}\n\n{text}"
-        else:
-            sections[index][1] = sections[index][1].rstrip() + "\n\n" + text
-    return "\n\n".join(t.strip("\n") for _, t in sections).strip() + "\n"
-
-
-def _edit_heading(edit: dict[str, Any]) -> str:
-    return " ".join(plain_text(str(edit.get("heading") or "")).split()).lstrip("#").strip()
 
 
 def compose_meta(existing: dict[str, Any], *, title: str, summary: Any, topic: str, tags: Any,
@@ -709,29 +222,8 @@ class ArticleWriter:
         for chunk in _chunks(sorted(job.contributions, key=lambda c: (c.source.date or "", c.path))):
             draft = await self.writer.write(article, chunk)
             guard_body(article, draft.body, model=model)
-            summary, tags = draft.summary, draft.tags
-            if article.hand:  # a summary or tag a person wrote is theirs, whatever its form
-                written_summary = article.meta.get("summary")
-                if article.hand.summary_kept(written_summary):
-                    summary = written_summary
-                written_tags = article.meta.get("tags")
-                if article.hand.tags_value_kept(written_tags):
-                    tags = written_tags
-                else:
-                    kept = article.hand.tags_kept(_string_list(written_tags) if isinstance(written_tags, list) else [])
-                    tags = kept + [t for t in tags if t not in kept]
-            sources = _string_list(article.meta.get("sources"))
-            for contribution in chunk:
-                if contribution.path not in sources:
-                    sources.append(contribution.path)
-                merged[contribution.path] = contribution.source.checksum
-            for path, checksum in job.adopt.items():
-                if path not in sources:
-                    sources.append(path)
-                merged[path] = checksum
-            sources = sorted(s for s in sources if s not in job.detach)
-            for path in job.detach:
-                merged.pop(path, None)
+            summary, tags = _kept_by_hand(article, draft.summary, draft.tags)
+            sources = _sources_after(article, job, chunk, merged)
             meta = compose_meta(article.meta, title=article.title, summary=summary, topic=article.topic,
                                 tags=tags, sources=sources, updated=self.today,
                                 access=job.target.access if article.body is None else None)
@@ -740,11 +232,10 @@ class ArticleWriter:
             outcome.merged.extend(c.path for c in chunk)
             outcome.trails += draft.trails
             outcome.warnings.extend(draft.warnings)
-            article = CurrentArticle(article.path, article.title, article.topic, summary, meta,
-                                     draft.body, article.hand_edited, article.latest_date, None, article.hand)
             dates = [c.source.date for c in chunk if c.source.date]
-            if dates and (article.latest_date is None or max(dates) > article.latest_date):
-                article.latest_date = max(dates)
+            latest = max([article.latest_date or "", *dates]) or None
+            article = CurrentArticle(article.path, article.title, article.topic, summary, meta,
+                                     draft.body, article.hand_edited, latest, None, article.hand)
         if (job.detach or job.adopt) and not job.contributions:
             return self._detach(job, article, old_text, merged)
         if wrote:
@@ -775,6 +266,37 @@ class ArticleWriter:
                               orphaned=orphaned)
 
 
+def _kept_by_hand(article: CurrentArticle, summary: Any, tags: Any) -> tuple[Any, Any]:
+    """A summary or tag a person wrote is theirs, whatever its form: (summary, tags) to write."""
+    if not article.hand:
+        return summary, tags
+    written_summary = article.meta.get("summary")
+    if article.hand.summary_kept(written_summary):
+        summary = written_summary
+    written_tags = article.meta.get("tags")
+    if article.hand.tags_value_kept(written_tags):
+        return summary, written_tags
+    kept = article.hand.tags_kept(_string_list(written_tags) if isinstance(written_tags, list) else [])
+    return summary, kept + [t for t in tags if t not in kept]
+
+
+def _sources_after(article: CurrentArticle, job: ArticleJob, chunk: list[Contribution],
+                   merged: dict[str, str]) -> list[str]:
+    """The article's ``sources:`` once ``chunk`` is merged (and ``merged`` updated to match)."""
+    sources = _string_list(article.meta.get("sources"))
+    for contribution in chunk:
+        if contribution.path not in sources:
+            sources.append(contribution.path)
+        merged[contribution.path] = contribution.source.checksum
+    for path, checksum in job.adopt.items():
+        if path not in sources:
+            sources.append(path)
+        merged[path] = checksum
+    for path in job.detach:
+        merged.pop(path, None)
+    return sorted(s for s in sources if s not in job.detach)
+
+
 def _read(file: Path, rel: str) -> str | None:
     """An article's text as the reader reads it (size limit, UTF-8), None when there is none."""
     try:
@@ -802,3 +324,129 @@ def _chunks(contributions: list[Contribution]) -> list[list[Contribution]]:
             chunks.append([contribution])
             size = tokens
     return chunks
+
+
+
+# ---------------------------------------------------------------------------------------------
+# the stage
+
+
+OUTCOME_LISTS = {"created": "created", "updated": "updated", "detached": "detached"}
+
+
+async def write(run: CompileRun, engine: Engine, work: dict[str, SourceWork], deleted: list[str],
+                became_duplicate: dict[str, list[str]]) -> bool:
+    """Write every article the plans name (in parallel, one job per article), remove deleted
+    sources and copies from the articles they fed; returns whether any article file changed."""
+    with stage_timer(run.report, "write") as stage:
+        jobs = article_jobs(run, work, deleted, became_duplicate)
+        writer = ArticleWriter(run.kb.wiki_dir, run.state, engine.writer, run.today)
+        semaphore = asyncio.Semaphore(run.settings.concurrency)
+        run.progress.start("write", len(jobs))
+
+        async def one(job: ArticleJob) -> ArticleOutcome:
+            async with semaphore:
+                outcome = await writer.run(job)
+                run.progress.advance(job.path)
+                return outcome
+
+        outcomes = list(await asyncio.gather(*(one(jobs[p]) for p in sorted(jobs))))
+        stage.counts = {"articles": len(jobs), "created": 0, "updated": 0, "unchanged": 0, "held": 0, "failed": 0,
+                        "detached": 0, "trail_lines": 0}
+        written = _report_outcomes(run, outcomes, stage.counts)
+        _settle_sources(run, work, deleted, became_duplicate)
+        run.progress.done()
+        stage.add_usage(engine.write_meter)
+    return written
+
+
+def article_jobs(run: CompileRun, work: dict[str, SourceWork], deleted: list[str],
+                 became_duplicate: dict[str, list[str]]) -> dict[str, ArticleJob]:
+    """Article path -> what to merge into it (and which sources to remove from it)."""
+    state = run.state
+    jobs: dict[str, ArticleJob] = {}
+
+    def job_for(target: PlanTarget) -> ArticleJob:
+        if target.path not in jobs:
+            jobs[target.path] = ArticleJob(target.path, target)
+        return jobs[target.path]
+
+    def detach(path: str, article: str) -> None:
+        job_for(PlanTarget(article, "", "", article.split("/", 1)[0], new=False)).detach.add(path)
+
+    for path, item in sorted(work.items()):
+        if not item.plan:
+            continue
+        for target in item.plan:
+            record = state.articles.get(target.path)
+            merged = record.merged.get(path) if record else None
+            if merged == item.source.checksum and not run.full:
+                continue
+            if (item.renamed_from and record is not None and not run.full
+                    and record.merged.get(item.renamed_from) == item.source.checksum):
+                job_for(target).adopt[path] = item.source.checksum  # its text is there: a new name only
+                continue
+            status = "revision" if item.revision_of else ("revised" if merged else "new")
+            job_for(target).contributions.append(Contribution(item.source, status))
+        planned = {t.path for t in item.plan}
+        for article in item.previous:
+            if article not in planned:
+                detach(path, article)
+    for path in deleted:
+        for article in state.sources[path].articles:
+            detach(path, article)
+    for path, articles in became_duplicate.items():
+        for article in articles:
+            detach(path, article)
+    return jobs
+
+
+def _report_outcomes(run: CompileRun, outcomes: list[ArticleOutcome], counts: dict[str, int]) -> bool:
+    report = run.report
+    written = False
+    for outcome in outcomes:
+        counts[outcome.action] = counts.get(outcome.action, 0) + 1
+        counts["trail_lines"] += outcome.trails
+        if outcome.action in OUTCOME_LISTS:
+            getattr(report, OUTCOME_LISTS[outcome.action]).append(outcome.path)
+            written = True
+        elif outcome.action in ("held", "failed"):
+            getattr(report, outcome.action).append({"path": outcome.path, "reason": outcome.reason})
+        for warning in outcome.warnings:
+            report.warnings.append(f"{outcome.path}: {warning}")
+    return written
+
+
+def _settle_sources(run: CompileRun, work: dict[str, SourceWork], deleted: list[str],
+                    became_duplicate: dict[str, list[str]]) -> None:
+    """The manifest after the writes: sources whose every article now holds their current
+    version are compiled; deleted sources go; copies list the articles their original feeds."""
+    state = run.state
+    for path, item in sorted(work.items()):
+        if not item.plan:
+            continue
+        targets = [t.path for t in item.plan]
+        done = all((state.articles.get(t) and state.articles[t].merged.get(path) == item.source.checksum)
+                   for t in targets)
+        record = state.sources.get(path)
+        if done and record is not None:
+            record = SourceRecord.from_json(record.to_json())
+            record.status = COMPILED
+            record.articles = targets
+            record.reason = None
+            state.record_source(record)
+    for path in deleted:
+        state.drop_source(path)
+    for path in became_duplicate:
+        record = state.sources.get(path)
+        if record is not None and record.articles:
+            record.articles = []
+            state.record_source(record)
+    for path, record in sorted(state.sources.items()):
+        if record.status == DUPLICATE and record.duplicate_of in state.sources:
+            articles = state.sources[record.duplicate_of].articles
+            if record.articles != articles:
+                record.articles = list(articles)
+                state.record_source(record)
+    run.report.orphaned = sorted(p for p, r in state.articles.items()
+                                 if r.orphaned and (run.kb.wiki_dir / p).is_file())
