@@ -70,42 +70,60 @@ _CHOICE_FIELDS = {"navigation": ("shortlist", "topics")}
 
 
 def _coerce(name: str, value: Any, origin: str) -> Any:
+    """Setting ``name``'s value (from ``origin``: kaas.toml, the environment, an option) as its
+    type; None when unset or empty; ``ConfigError`` naming the origin when it is not valid."""
     if value is None or value == "":
         return None
     try:
         if name in _INT_FIELDS:
-            if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
-                raise ValueError("expected a whole number")  # int() would read true as 1, 2.9 as 2
-            number = int(value)
-            if number < 0 or (number == 0 and name not in _ZERO_ALLOWED):
-                raise ValueError("must be positive")
-            return number
+            return _whole_number(name, value)
         if name in _FLOAT_FIELDS:
-            if isinstance(value, bool):
-                raise ValueError("expected a number")
-            number = float(value)
-            if not math.isfinite(number) or number <= 0:
-                raise ValueError("must be a positive number")  # nan and inf reach the model client otherwise
-            return number
+            return _positive_number(value)
         if name in _BOOL_FIELDS:
-            if isinstance(value, bool):
-                return value
-            text = str(value).strip().lower()
-            if text in {"1", "true", "yes", "on"}:
-                return True
-            if text in {"0", "false", "no", "off"}:
-                return False
-            raise ValueError("expected true or false")
+            return _flag(value)
         if name in _CHOICE_FIELDS:
-            text = str(value).strip().lower()
-            if text not in _CHOICE_FIELDS[name]:
-                raise ValueError("expected " + " or ".join(_CHOICE_FIELDS[name]))
-            return text
+            return _choice(name, value)
         if name in _PATH_FIELDS:
             return Path(str(value)).expanduser()
         return str(value)
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"{origin}: invalid value for {name!r}: {value!r} ({exc})") from None
+
+
+def _whole_number(name: str, value: Any) -> int:
+    if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+        raise ValueError("expected a whole number")  # int() would read true as 1, 2.9 as 2
+    number = int(value)
+    if number < 0 or (number == 0 and name not in _ZERO_ALLOWED):
+        raise ValueError("must be positive")
+    return number
+
+
+def _positive_number(value: Any) -> float:
+    if isinstance(value, bool):
+        raise ValueError("expected a number")
+    number = float(value)
+    if not math.isfinite(number) or number <= 0:
+        raise ValueError("must be a positive number")  # nan and inf reach the model client otherwise
+    return number
+
+
+def _flag(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in {"1", "true", "yes", "on"}:
+        return True
+    if text in {"0", "false", "no", "off"}:
+        return False
+    raise ValueError("expected true or false")
+
+
+def _choice(name: str, value: Any) -> str:
+    text = str(value).strip().lower()
+    if text not in _CHOICE_FIELDS[name]:
+        raise ValueError("expected " + " or ".join(_CHOICE_FIELDS[name]))
+    return text
 
 
 def read_config_text(path: Path) -> str:

@@ -171,66 +171,17 @@ def ask(ctx: click.Context, question: str, as_json: bool, rewrite: bool, suggest
 
     When `kaas serve` runs for this KB with the same model, the question goes to it (it has the
     catalog, index and model client loaded); otherwise it is answered in this process."""
-    import asyncio  # here, not at the top: most commands never need it
-
-    from kb_ai.navigate.records import AskEvent, AskRequest, ask as ask_question
+    from kb_ai.navigate.records import AskRequest
 
     settings = _settings(ctx, debug=True if debug else None)
     if offline:
         settings = _offline(settings)
-
-    def show(event: AskEvent) -> None:
-        if as_json:
-            return
-        if event.name == "token":
-            say(event.data["text"], nl=False)
-        elif event.name == "notice":
-            say(f"kaas: note: {event.data['message']}", err=True)
-        elif event.name == "rewrite":
-            say(f"kaas: rewritten query: {event.data['query']}", err=True)
-
+    show = _quiet if as_json else _show_event
     reader = _reader(settings, user_name)
-    save_error: StorageError | None = None
     request = AskRequest(question=question, rewrite=rewrite, suggest=suggest, max_pages=max_pages,
                          paths=list(paths) or None, reader=reader)
-    server = None if (paths or debug or user_name) else _running_server(settings)
-    result = None
-    declined: str | None = None  # why the running server did not answer, when the person should know
-    if server is not None:
-        from kb_ai.server.remote import ServerUnavailable
-
-        try:
-            result = asyncio.run(ask_question(_ServerEvents(server, settings), request, on_event=show))
-        except ServerUnavailable as exc:
-            log.info("kaas serve at %s did not answer (%s); answering here", server["url"], exc)
-            if exc.notice:
-                declined = f"Answered here, not by kaas serve: {exc}."
-                show(AskEvent("notice", {"message": declined}))
-    if result is None:
-        from kb_ai.navigate.ask import build_service
-
-        try:
-            service = build_service(settings)
-        except KaasError as exc:
-            _fail(exc)
-        result = asyncio.run(ask_question(service, request, on_event=show))
-        if declined:
-            result.notices.insert(0, declined)
-    if save and not result.error:
-        from kb_ai.navigate.save import save_answer
-
-        try:
-            from kb_ai.store.kb import KnowledgeBase
-
-            result.saved_path = save_answer(KnowledgeBase(settings.kb), question, result, reader=reader)
-        except StorageError as exc:  # asked to save and could not (disk full, ...): an error, exit 1
-            result.notices.append(exc.message)
-            save_error = exc
-        except KaasError as exc:
-            result.notices.append(exc.message)
-            say(f"kaas: note: {exc.message}", err=True)
-        else:
-            say(f"kaas: saved the answer as wiki/{result.saved_path}", err=True)
+    result = _answer(settings, request, show, ask_server=not (paths or debug or user_name))
+    save_error = _save(settings, question, result, reader) if save and not result.error else None
     if as_json:  # on error too: scripts get the object with its "error" key, and the exit code
         say_json(json.dumps(result.to_json(), ensure_ascii=False, indent=2))
     if result.error:
@@ -240,6 +191,78 @@ def ask(ctx: click.Context, question: str, as_json: bool, rewrite: bool, suggest
         _fail(save_error)
     if as_json:
         return
+    _print_answer(result)
+    if save_error is not None:
+        _fail(save_error)
+
+
+def _quiet(event) -> None:
+    """``kaas ask --json``: the events are not shown, the JSON object says it all."""
+
+
+def _show_event(event) -> None:
+    """``kaas ask``: the answer's text as it streams (stdout), notices and a rewritten query (stderr)."""
+    if event.name == "token":
+        say(event.data["text"], nl=False)
+    elif event.name == "notice":
+        say(f"kaas: note: {event.data['message']}", err=True)
+    elif event.name == "rewrite":
+        say(f"kaas: rewritten query: {event.data['query']}", err=True)
+
+
+def _answer(settings: Settings, request, show, *, ask_server: bool):
+    """The question's result: from the running `kaas serve` of this KB when ``ask_server`` and
+    there is one that answers, else answered in this process (saying why, when the person
+    should know that the server declined)."""
+    import asyncio  # here, not at the top: most commands never need it
+
+    from kb_ai.navigate.records import AskEvent, ask as ask_question
+
+    server = _running_server(settings) if ask_server else None
+    declined: str | None = None  # why the running server did not answer, when the person should know
+    if server is not None:
+        from kb_ai.server.remote import ServerUnavailable
+
+        try:
+            return asyncio.run(ask_question(_ServerEvents(server, settings), request, on_event=show))
+        except ServerUnavailable as exc:
+            log.info("kaas serve at %s did not answer (%s); answering here", server["url"], exc)
+            if exc.notice:
+                declined = f"Answered here, not by kaas serve: {exc}."
+                show(AskEvent("notice", {"message": declined}))
+    from kb_ai.navigate.ask import build_service
+
+    try:
+        service = build_service(settings)
+    except KaasError as exc:
+        _fail(exc)
+    result = asyncio.run(ask_question(service, request, on_event=show))
+    if declined:
+        result.notices.insert(0, declined)
+    return result
+
+
+def _save(settings: Settings, question: str, result, reader) -> StorageError | None:
+    """``kaas ask --save``: file the answer into wiki/answers/. A storage failure (disk full, ...)
+    is returned, for the command to end with it as an error; any other refusal is a note."""
+    from kb_ai.navigate.save import save_answer
+    from kb_ai.store.kb import KnowledgeBase
+
+    try:
+        result.saved_path = save_answer(KnowledgeBase(settings.kb), question, result, reader=reader)
+    except StorageError as exc:  # asked to save and could not (disk full, ...): an error, exit 1
+        result.notices.append(exc.message)
+        return exc
+    except KaasError as exc:
+        result.notices.append(exc.message)
+        say(f"kaas: note: {exc.message}", err=True)
+    else:
+        say(f"kaas: saved the answer as wiki/{result.saved_path}", err=True)
+    return None
+
+
+def _print_answer(result) -> None:
+    """After the streamed answer: its sources, suggested questions and (stderr) the model's usage."""
     if not result.answer.endswith("\n"):
         say()
     if result.citations:
@@ -259,8 +282,6 @@ def ask(ctx: click.Context, question: str, as_json: bool, rewrite: bool, suggest
             f"{usage['prompt_tokens']} prompt + {usage['completion_tokens']} completion tokens, ${usage['cost_usd']:.4f}",
             err=True,
         )
-    if save_error is not None:
-        _fail(save_error)
 
 
 def _running_server(settings: Settings) -> dict | None:

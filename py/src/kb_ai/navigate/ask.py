@@ -122,22 +122,41 @@ def _catalog_for(kb: KnowledgeBase, reader: Reader):
     return catalog
 
 
+def _checked_question(request: AskRequest) -> str:
+    """The question with its whitespace folded; ``KaasError`` when it is empty, too long or not
+    valid text, or when the pages it names cannot be named (``_check_given``)."""
+    question = " ".join(request.question.split())
+    if not question:
+        raise KaasError("the question is empty")
+    if len(question) > MAX_QUESTION_CHARS:
+        raise KaasError(f"the question is longer than {MAX_QUESTION_CHARS} characters")
+    if lone_surrogate(question):
+        # Bytes that are not UTF-8 in a command line (Python keeps them as lone surrogates),
+        # or an escaped lone surrogate: no model request, saved page or log line can hold it.
+        raise KaasError("the question is not valid text (it holds bytes that are not UTF-8)")
+    if request.paths:
+        _check_given(request.paths)
+    return question
+
+
+def _citation_events(answer: str, pages) -> list[AskEvent]:
+    """The answer's citations (those of pages read, and those that are not valid), with a notice
+    when some are not valid or when the answer cites none of the pages it read."""
+    citations, invalid = validate_citations(answer, pages)
+    events = [AskEvent("citations", {"citations": [c.as_dict() for c in citations], "invalid": invalid})]
+    if invalid:
+        events.append(AskEvent("notice", {"message": "The answer cited pages that were not read; those links are not valid citations: " + ", ".join(invalid[:5])}))
+    elif pages and not citations:
+        events.append(AskEvent("notice", {"message": "The answer cites none of the pages it read."}))
+    return events
+
+
 async def ask_events(service: AskService, request: AskRequest) -> AsyncIterator[AskEvent]:
     """Answer ``request`` as events. Never raises a ``KaasError``: it becomes an ``error`` event."""
     meter = UsageMeter()
     navigator = service.navigator
     try:
-        question = " ".join(request.question.split())
-        if not question:
-            raise KaasError("the question is empty")
-        if len(question) > MAX_QUESTION_CHARS:
-            raise KaasError(f"the question is longer than {MAX_QUESTION_CHARS} characters")
-        if lone_surrogate(question):
-            # Bytes that are not UTF-8 in a command line (Python keeps them as lone surrogates),
-            # or an escaped lone surrogate: no model request, saved page or log line can hold it.
-            raise KaasError("the question is not valid text (it holds bytes that are not UTF-8)")
-        if request.paths:
-            _check_given(request.paths)
+        question = _checked_question(request)
         # Authorization is part of the query: from here on, pages this reader may not read do
         # not exist — not for navigation, the model, counts, reading, citations or suggestions.
         catalog = await anyio.to_thread.run_sync(_catalog_for, service.kb, request.reader)
@@ -184,12 +203,8 @@ async def ask_events(service: AskService, request: AskRequest) -> AsyncIterator[
                 yield AskEvent("notice", {"message": f"The answer was cut off: {exc.message}. It may be incomplete."})
         answer = "".join(answer_parts)
 
-        citations, invalid = validate_citations(answer, pages)
-        yield AskEvent("citations", {"citations": [c.as_dict() for c in citations], "invalid": invalid})
-        if invalid:
-            yield AskEvent("notice", {"message": "The answer cited pages that were not read; those links are not valid citations: " + ", ".join(invalid[:5])})
-        elif pages and not citations:
-            yield AskEvent("notice", {"message": "The answer cites none of the pages it read."})
+        for event in _citation_events(answer, pages):
+            yield event
 
         if request.suggest:
             questions, notices = await navigator.suggest(query, answer, pages, catalog, meter)

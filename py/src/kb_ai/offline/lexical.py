@@ -121,22 +121,33 @@ def _check_loaded(retriever: bm25s.BM25, vocab, num_docs: int) -> None:
     if getattr(retriever, "nonoccurrence_array", None) is not None:
         raise DamagedFileError("unexpected non-occurrence array")
     scores = getattr(retriever, "scores", None)
+    if not _scores_fit(scores, num_docs):
+        raise DamagedFileError("its arrays do not fit the catalog")
+    terms = len(scores["indptr"]) - 1  # (bm25s leaves the empty token, which no query holds, out of its arrays)
+    if not _vocab_fits(vocab, terms):
+        raise DamagedFileError("kaas-vocab.json does not fit the index")
+
+
+def _scores_fit(scores, num_docs: int) -> bool:
+    """Whether bm25s's sparse score matrix is well formed for ``num_docs`` pages: 1-D arrays of
+    the right kinds, a monotone ``indptr`` from 0 to the data's length, page ids below ``num_docs``."""
     try:
         data, indices, indptr = scores["data"], scores["indices"], scores["indptr"]
-        ok = (scores["num_docs"] == num_docs
-              and all(isinstance(a, np.ndarray) and a.ndim == 1 for a in (data, indices, indptr))
-              and data.dtype.kind == "f" and indices.dtype.kind in "iu" and indptr.dtype.kind in "iu"
-              and len(data) == len(indices) and len(indptr) >= 1 and indptr[0] == 0 and indptr[-1] == len(data)
-              and bool(np.all(np.diff(indptr) >= 0))
-              and (len(indices) == 0 or (int(indices.min()) >= 0 and int(indices.max()) < num_docs)))
+        return (scores["num_docs"] == num_docs
+                and all(isinstance(a, np.ndarray) and a.ndim == 1 for a in (data, indices, indptr))
+                and data.dtype.kind == "f" and indices.dtype.kind in "iu" and indptr.dtype.kind in "iu"
+                and len(data) == len(indices) and len(indptr) >= 1 and indptr[0] == 0 and indptr[-1] == len(data)
+                and bool(np.all(np.diff(indptr) >= 0))
+                and (len(indices) == 0 or (int(indices.min()) >= 0 and int(indices.max()) < num_docs)))
     except (TypeError, KeyError, IndexError, ValueError):
-        ok = False
-    if not ok:
-        raise DamagedFileError("its arrays do not fit the catalog")
-    terms = len(indptr) - 1  # (bm25s leaves the empty token, which no query holds, out of its arrays)
-    if not isinstance(vocab, dict) or not all(
-            isinstance(k, str) and type(v) is int and 0 <= v < (terms if k else terms + 1) for k, v in vocab.items()):
-        raise DamagedFileError("kaas-vocab.json does not fit the index")
+        return False
+
+
+def _vocab_fits(vocab, terms: int) -> bool:
+    """Whether the saved vocabulary maps strings to term ids below ``terms`` (the empty token,
+    which bm25s leaves out of its arrays, may take the id one past them)."""
+    return isinstance(vocab, dict) and all(
+        isinstance(k, str) and type(v) is int and 0 <= v < (terms if k else terms + 1) for k, v in vocab.items())
 
 
 class LexicalIndex:

@@ -259,6 +259,51 @@ def _mean(values: list[float | bool | None]) -> float | None:
     return sum(present) / len(present) if present else None
 
 
+def _selection_summary(ok: list[QuestionResult]) -> dict[str, Any]:
+    """How well the pages read matched the gold pages (``EvalReport.summary``)."""
+    return {
+        "selection_recall": _mean([r.recall for r in ok]),
+        "selection_precision": _mean([r.precision for r in ok]),
+        "all_gold_read": _mean([r.all_gold_read for r in ok]),
+        "any_gold_read": _mean([r.any_gold_read for r in ok]),
+        "first_page_gold": _mean([r.first_page_gold for r in ok]),
+        "pages_read_mean": _mean([len(r.pages_read) for r in ok]),
+    }
+
+
+def _answer_summary(ok: list[QuestionResult], answerable: list[QuestionResult],
+                    unanswerable: list[QuestionResult]) -> dict[str, Any]:
+    """Answer scores, citations and abstentions (``EvalReport.summary``)."""
+    valid = sum(r.citations_valid for r in ok)
+    invalid = sum(r.citations_invalid for r in ok)
+    return {
+        "scored_answers": sum(1 for r in ok if r.f1 is not None),
+        "exact_match": _mean([r.exact_match for r in ok]),
+        "f1": _mean([r.f1 for r in ok]),
+        "answer_contains_gold": _mean([r.contains_gold for r in ok]),
+        "citations_valid": valid,
+        "citations_invalid": invalid,
+        "citation_validity": valid / (valid + invalid) if valid + invalid else None,
+        "answers_citing": _mean([r.citations_valid > 0 for r in answerable if r.pages_read]),
+        "abstention_rate": _mean([r.abstained for r in unanswerable]),
+        "false_abstention_rate": _mean([r.abstained for r in answerable]),
+    }
+
+
+def _cost_summary(rs: list[QuestionResult]) -> dict[str, Any]:
+    """Model calls, tokens, money and time per question, errors included (``EvalReport.summary``)."""
+    n = len(rs) or 1
+    return {
+        "llm_calls_per_question": sum(r.llm_calls for r in rs) / n,
+        "prompt_tokens_per_question": sum(r.prompt_tokens for r in rs) / n,
+        "completion_tokens_per_question": sum(r.completion_tokens for r in rs) / n,
+        "cost_usd_per_question": sum(r.cost_usd for r in rs) / n,
+        "cost_usd_total": round(sum(r.cost_usd for r in rs), 6),
+        "cache_hits": sum(r.cache_hits for r in rs),
+        "seconds_per_question": sum(r.seconds for r in rs) / n,
+    }
+
+
 @dataclass
 class EvalReport:
     results: list[QuestionResult]
@@ -266,43 +311,22 @@ class EvalReport:
     warnings: list[str] = field(default_factory=list)  # about the questions file (unknown keys)
 
     def summary(self) -> dict[str, Any]:
+        """The run's figures, in a fixed key order: counts, page selection, answers, costs.
+        Questions that ended with an error count in the counts and costs only."""
         rs = self.results
         ok = [r for r in rs if r.error is None]
         answerable = [r for r in ok if r.answerable]
         unanswerable = [r for r in ok if not r.answerable]
-        valid = sum(r.citations_valid for r in ok)
-        invalid = sum(r.citations_invalid for r in ok)
-        n = len(rs) or 1
         return {
             "questions": len(rs),
             "errors": len(rs) - len(ok),
             "answerable": len(answerable),
             "unanswerable": len(unanswerable),
             "gold_unresolved": sum(len(r.unresolved_gold) for r in rs),
-            "selection_recall": _mean([r.recall for r in ok]),
-            "selection_precision": _mean([r.precision for r in ok]),
-            "all_gold_read": _mean([r.all_gold_read for r in ok]),
-            "any_gold_read": _mean([r.any_gold_read for r in ok]),
-            "first_page_gold": _mean([r.first_page_gold for r in ok]),
-            "pages_read_mean": _mean([len(r.pages_read) for r in ok]),
-            "scored_answers": sum(1 for r in ok if r.f1 is not None),
-            "exact_match": _mean([r.exact_match for r in ok]),
-            "f1": _mean([r.f1 for r in ok]),
-            "answer_contains_gold": _mean([r.contains_gold for r in ok]),
-            "citations_valid": valid,
-            "citations_invalid": invalid,
-            "citation_validity": valid / (valid + invalid) if valid + invalid else None,
-            "answers_citing": _mean([r.citations_valid > 0 for r in answerable if r.pages_read]),
-            "abstention_rate": _mean([r.abstained for r in unanswerable]),
-            "false_abstention_rate": _mean([r.abstained for r in answerable]),
+            **_selection_summary(ok),
+            **_answer_summary(ok, answerable, unanswerable),
             "selection_fallbacks": sum(1 for r in ok if r.selection_method == "lexical-fallback"),
-            "llm_calls_per_question": sum(r.llm_calls for r in rs) / n,
-            "prompt_tokens_per_question": sum(r.prompt_tokens for r in rs) / n,
-            "completion_tokens_per_question": sum(r.completion_tokens for r in rs) / n,
-            "cost_usd_per_question": sum(r.cost_usd for r in rs) / n,
-            "cost_usd_total": round(sum(r.cost_usd for r in rs), 6),
-            "cache_hits": sum(r.cache_hits for r in rs),
-            "seconds_per_question": sum(r.seconds for r in rs) / n,
+            **_cost_summary(rs),
         }
 
     def to_json(self) -> dict[str, Any]:

@@ -16,7 +16,7 @@ with a compile writing the same files.
 from __future__ import annotations
 
 from kb_ai.store.lock import CompileLock
-from kb_ai.quality.lint import Finding, LintContext, dead_links
+from kb_ai.quality.lint_context import Finding, LintContext, dead_links
 from kb_ai.store.articles import write_article, write_article_text
 from kb_ai.store.kb import KnowledgeBase
 from kb_ai.store.markdown_text import replace_links

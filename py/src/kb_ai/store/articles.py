@@ -3,7 +3,7 @@
 Key order and body are kept as written. A hand-written article with missing fields gets
 defaults (title from the first heading or the file name, summary from the first sentence,
 topic from its folder) and a warning; malformed frontmatter raises ``ArticleFormatError``
-naming the file.
+naming the file. Reading and writing the YAML itself is ``store/frontmatter.py``.
 """
 
 from __future__ import annotations
@@ -16,9 +16,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import frontmatter
-import yaml
-
 from kb_ai.errors import ArticleFormatError, UnsafePathError
 from kb_ai.store.access import parse_access
 from kb_ai.files import (
@@ -29,14 +26,14 @@ from kb_ai.files import (
     read_regular_bytes,
     write_below,
 )
+from kb_ai.store.frontmatter import (  # noqa: F401  (re-exported: part of what an article is)
+    render_article,
+    split_frontmatter,
+)
 from kb_ai.store.markdown_text import clip, first_heading, first_sentence, plain_text
 from kb_ai.store.paths import normalize_wiki_path, safe_wiki_file
 
 MAX_ARTICLE_BYTES = 2_000_000
-MAX_FRONTMATTER_BYTES = 64_000
-MAX_FRONTMATTER_DEPTH = 16  # frontmatter is flat; deeper nesting is a mistake or an attack
-MAX_INT_DIGITS = 1000  # Python refuses to print integers past 4300 digits (json, YAML, str)
-_MAX_INT_BITS = int(MAX_INT_DIGITS * 3.3219)  # log2(10): bits of the largest such integer
 SUMMARY_LIMIT = 200
 DEFAULT_TOPIC = "general"
 # Files in wiki/ that are not articles.
@@ -63,72 +60,6 @@ def is_generated(rel: str) -> bool:
     pages ``<topic>/index.md``. None of them is a page anyone reads, edits or cites."""
     parts = rel.split("/")
     return (len(parts) == 1 and parts[0] in RESERVED_NAMES) or (len(parts) == 2 and parts[1] == TOPIC_INDEX_NAME)
-
-_YAML_HANDLER = frontmatter.YAMLHandler()
-
-
-class _ValueErrorsAsYAMLErrors:
-    """PyYAML's constructors raise ValueError, KeyError, AttributeError, ... for a value that
-    looks like a date, number or tag but cannot be built (``2026-13-45``, ``!!bool maybe``, a
-    5,000-digit integer): turn each into a YAML error that names the value and its line."""
-
-    def construct_object(self, node, deep=False):  # type: ignore[no-untyped-def]
-        try:
-            return super().construct_object(node, deep=deep)  # type: ignore[misc]
-        except (yaml.YAMLError, RecursionError):
-            raise
-        except Exception as exc:  # noqa: BLE001 - see the class docstring
-            kind = str(node.tag).rsplit(":", 1)[-1]
-            value = node.value if isinstance(node.value, str) else ""
-            shown = f"{value[:40]}..." if len(value) > 40 else value
-            raise yaml.constructor.ConstructorError(
-                None, None, f"cannot read {shown!r} as {kind} ({_one_line(exc)})", node.start_mark
-            ) from None
-
-
-_FAST_SAFE_LOADER = None
-if getattr(yaml, "CSafeLoader", None) is not None:
-    class _FastSafeLoader(_ValueErrorsAsYAMLErrors, yaml.CSafeLoader):  # type: ignore[misc, name-defined]
-        """libyaml's parser, PyYAML's safe constructors."""
-
-    _FAST_SAFE_LOADER = _FastSafeLoader
-
-
-class _NoAliasLoader(_ValueErrorsAsYAMLErrors, yaml.SafeLoader):
-    """Safe loader that refuses anchors/aliases: frontmatter never needs them, YAML bombs do."""
-
-    def compose_node(self, parent, index):  # type: ignore[override]
-        if self.check_event(yaml.AliasEvent):
-            event = self.peek_event()
-            raise yaml.constructor.ConstructorError(
-                None, None, "YAML aliases are not allowed in frontmatter", event.start_mark
-            )
-        return super().compose_node(parent, index)
-
-
-class _FrontmatterDumper(yaml.SafeDumper):
-    """Block mappings, but short lists of scalars inline (``tags: [a, b]``), as people write them."""
-
-
-def _represent_list(dumper: yaml.SafeDumper, data: list) -> yaml.Node:
-    flow = all(isinstance(v, (str, int, float, bool, dt.date)) for v in data)
-    return dumper.represent_sequence("tag:yaml.org,2002:seq", data, flow_style=flow)
-
-
-_FrontmatterDumper.add_representer(list, _represent_list)
-
-_UNICODE_BREAKS = ("\x85", "\u2028", "\u2029")
-
-
-def _represent_str(dumper: yaml.SafeDumper, data: str) -> yaml.Node:
-    # PyYAML writes NEL / LS / PS raw inside single quotes, where they read back as folded line
-    # breaks (a space): double quotes escape them (\N, \L, \P) so the value round-trips.
-    style = '"' if any(ch in data for ch in _UNICODE_BREAKS) else None
-    return dumper.represent_scalar("tag:yaml.org,2002:str", data, style=style)
-
-
-_FrontmatterDumper.add_representer(str, _represent_str)
-
 
 @dataclass
 class Article:
@@ -214,77 +145,6 @@ def _string_list(value: Any) -> list[str]:
 def _title_from_filename(path: str) -> str:
     stem = Path(path).stem.replace("-", " ").replace("_", " ").strip()
     return stem[:1].upper() + stem[1:] if stem else "Untitled"
-
-
-def split_frontmatter(text: str, label: str) -> tuple[dict[str, Any], str]:
-    """Return (metadata in file order, body). ``label`` names the file in error messages.
-
-    Raises only ``ArticleFormatError``: whatever the text holds (an impossible date, a number
-    too large to print, nesting too deep, a lone surrogate, an unknown tag), one bad page is a
-    one-line error about that page, never an exception that stops an index, a lint or a server."""
-    try:
-        meta, body = _split_frontmatter(text, label)
-        _check_values(meta, label)
-    except ArticleFormatError:
-        raise
-    except RecursionError:
-        raise ArticleFormatError(f"{label}: malformed frontmatter: nested too deeply") from None
-    except Exception as exc:  # noqa: BLE001 - PyYAML's constructors raise ValueError, TypeError,
-        # KeyError, AttributeError, OverflowError... for values they cannot build; all mean the same.
-        raise ArticleFormatError(f"{label}: malformed frontmatter: {_one_line(exc)}") from None
-    return meta, body
-
-
-def _one_line(exc: BaseException) -> str:
-    lines = str(exc).strip().splitlines()
-    message = lines[0] if lines else type(exc).__name__
-    return clip(message, 160)
-
-
-def _split_frontmatter(text: str, label: str) -> tuple[dict[str, Any], str]:
-    if not _YAML_HANDLER.detect(text):
-        return {}, text
-    try:
-        fm_text, body = _YAML_HANDLER.split(text)
-    except ValueError:
-        return {}, text
-    if len(fm_text.encode("utf-8")) > MAX_FRONTMATTER_BYTES:
-        raise ArticleFormatError(f"{label}: frontmatter larger than {MAX_FRONTMATTER_BYTES} bytes")
-    try:
-        # Without a "*" there can be no alias (so no YAML bomb): use libyaml's C loader, ~10x
-        # faster (index and lint read every article); otherwise the alias-refusing loader.
-        loader = _FAST_SAFE_LOADER if _FAST_SAFE_LOADER is not None and "*" not in fm_text else _NoAliasLoader
-        data = yaml.load(fm_text, Loader=loader)  # noqa: S506 - both are safe loaders
-    except yaml.YAMLError as exc:
-        where = getattr(exc, "problem_mark", None)
-        line = f" (frontmatter line {where.line + 1})" if where is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise ArticleFormatError(f"{label}: malformed frontmatter{line}: {problem}") from None
-    if data is None:
-        data = {}
-    if not isinstance(data, dict):
-        raise ArticleFormatError(f"{label}: frontmatter must be a mapping of keys to values")
-    return {str(k): v for k, v in data.items()}, body.lstrip("\n")
-
-
-def _check_values(meta: dict[str, Any], label: str) -> None:
-    """Every value must be one the rest of kaas can print, serialize and write back: nesting at
-    most ``MAX_FRONTMATTER_DEPTH`` deep, integers of at most ``MAX_INT_DIGITS`` digits (a hex or
-    binary literal can build an integer Python refuses to print). Iterative: no recursion."""
-    pending: list[tuple[Any, int]] = [(meta, 0)]
-    while pending:
-        value, depth = pending.pop()
-        if isinstance(value, dict):
-            items = [*value.keys(), *value.values()]
-        elif isinstance(value, (list, tuple, set, frozenset)):
-            items = list(value)
-        else:
-            if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > _MAX_INT_BITS:
-                raise ArticleFormatError(f"{label}: malformed frontmatter: a number longer than {MAX_INT_DIGITS} digits")
-            continue
-        if depth >= MAX_FRONTMATTER_DEPTH:
-            raise ArticleFormatError(f"{label}: malformed frontmatter: nested deeper than {MAX_FRONTMATTER_DEPTH} levels")
-        pending.extend((item, depth + 1) for item in items)
 
 
 def scalar_text(value: Any) -> str | None:
@@ -378,123 +238,6 @@ def load_article(wiki_dir: Path, path: str) -> Article:
     when missing, ``UnsafePathError`` for hostile paths, ``ArticleFormatError`` when unreadable."""
     rel, file = safe_wiki_file(wiki_dir, path)
     return parse_article(read_article_text(file, rel), rel)
-
-
-def render_article(meta: dict[str, Any], body: str, *, like: str | None = None) -> str:
-    """Frontmatter (keys in the given order) + body, ending in exactly one newline. Every value
-    reads back as exactly the value given (``same_value``).
-
-    ``like``: the article's text as it is now. Its frontmatter is then edited in place rather
-    than written afresh: only the keys whose value changes are rewritten (new keys go at the
-    end, removed keys go), so what a person wrote there stays as written: comments, quoting,
-    key order, keys kaas does not know. (Should the edit not read back as ``meta``, which a
-    frontmatter PyYAML cannot locate in the text could cause, it is written afresh.)"""
-    if not meta:
-        return body.rstrip("\n") + "\n"
-    ready = _yaml_ready(meta)
-    fm_text = _edit_frontmatter(like, ready) if like is not None else None
-    if fm_text is None:
-        fm_text = _dump_frontmatter(ready)
-    return f"---\n{fm_text}\n---\n{body.strip(chr(10))}\n"
-
-
-class _QuotingDumper(_FrontmatterDumper):
-    """Every string double-quoted (escaped): for values the plain style would not round-trip."""
-
-
-_QuotingDumper.add_representer(
-    str, lambda dumper, data: dumper.represent_scalar("tag:yaml.org,2002:str", data, style='"'))
-
-
-def _dump_frontmatter(ready: dict[str, Any]) -> str:
-    """YAML for ``ready`` that reads back as exactly ``ready``. PyYAML's plain style does not
-    always: ``'0\\xa0'`` is written ``0\xa0`` and read back as the integer 0 (the reader drops the
-    no-break space). Then every string is written double-quoted, which escapes everything."""
-    for dumper in (_FrontmatterDumper, _QuotingDumper):
-        fm_text = _YAML_HANDLER.export(ready, Dumper=dumper, sort_keys=False, width=100_000)
-        if _reads_back(fm_text, ready):
-            return fm_text
-    raise ArticleFormatError("frontmatter values that YAML cannot write so that they read back the same")
-
-
-def _reads_back(fm_text: str, ready: dict[str, Any]) -> bool:
-    try:
-        meta, _ = _split_frontmatter(f"---\n{fm_text}\n---\n", "frontmatter")
-    except (ArticleFormatError, yaml.YAMLError, ValueError, RecursionError):
-        return False
-    return same_value(meta, ready)
-
-
-def same_value(a: Any, b: Any) -> bool:
-    """Equal and of the same types all the way down (``True`` is not ``1``, ``"1"`` is not ``1``,
-    a date is not a datetime); mappings compare without regard to key order."""
-    if type(a) is not type(b):
-        return False
-    if isinstance(a, dict):
-        return a.keys() == b.keys() and all(same_value(a[k], b[k]) for k in a)
-    if isinstance(a, (list, tuple)):
-        return len(a) == len(b) and all(same_value(x, y) for x, y in zip(a, b))
-    if isinstance(a, float) and math.isnan(a):
-        return math.isnan(b)
-    return a == b
-
-
-def _edit_frontmatter(text: str, ready: dict[str, Any]) -> str | None:
-    """``text``'s frontmatter with only the keys that differ from ``ready`` rewritten (see
-    ``render_article``); None when it cannot be done exactly."""
-    if not _YAML_HANDLER.detect(text):
-        return None
-    try:
-        fm_text, _body = _YAML_HANDLER.split(text)
-        old, _ = _split_frontmatter(text, "frontmatter")
-        root = yaml.compose(fm_text, Loader=_NoAliasLoader)  # noqa: S506 - a safe loader
-    except Exception:  # noqa: BLE001 - anything unreadable is written afresh
-        return None
-    if not isinstance(root, yaml.MappingNode) or not root.value:
-        return None
-    pairs = root.value
-    names = [k.value if isinstance(k, yaml.ScalarNode) else None for k, _ in pairs]
-    if None in names or len(set(names)) != len(names) or set(names) != set(old):
-        return None  # a key that is not a plain string, or given twice
-    edits: list[tuple[int, int, str]] = []
-    for name, (key, value) in zip(names, pairs):
-        if name in ready and same_value(old[name], ready[name]):
-            continue
-        if key.start_mark.column != 0:
-            return None
-        start = key.start_mark.index
-        colon = fm_text.find(":", key.end_mark.index)
-        end = value.end_mark.index
-        while end > colon + 1 and fm_text[end - 1] in " \t\r\n":
-            end -= 1
-        end = max(end, colon + 1)
-        block = isinstance(value, yaml.ScalarNode) and value.style in ("|", ">")
-        kept = [] if block else [line for line in fm_text[start:end].splitlines()[1:]
-                                 if line.lstrip().startswith("#")]  # a person's comment lines
-        new = _dump_frontmatter({name: ready[name]}).rstrip("\n") if name in ready else ""
-        replacement = "\n".join([*kept, *([new] if new else [])])
-        if not replacement:  # the key goes, with the rest of its line (a comment on it) and the line break
-            line_end = fm_text.find("\n", end)
-            end = len(fm_text) if line_end == -1 else line_end + 1
-        edits.append((start, end, replacement))
-    out = fm_text
-    for start, end, replacement in sorted(edits, reverse=True):
-        out = out[:start] + replacement + out[end:]
-    added = {name: value for name, value in ready.items() if name not in old}
-    if added:
-        out = out.rstrip("\n") + "\n" + _dump_frontmatter(added).rstrip("\n")
-    out = out.strip("\n")
-    return out if _reads_back(out, ready) else None
-
-
-def _yaml_ready(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {str(k): _yaml_ready(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_yaml_ready(v) for v in value]
-    if isinstance(value, (str, int, float, bool, dt.date)) or value is None:
-        return value
-    return str(value)
 
 
 def write_article(wiki_dir: Path, path: str, meta: dict[str, Any], body: str) -> Path:

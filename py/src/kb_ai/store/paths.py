@@ -44,6 +44,10 @@ def normalize_wiki_path(raw: str) -> str:
     Accepts ``topic/slug.md``, ``./topic/slug.md``, ``wiki/topic/slug.md``, ``/wiki/topic/slug.md``
     and percent-encoded forms; strips ``#anchors``. Refuses ``..``, absolute file-system paths,
     backslashes, control characters and anything that is not a ``.md`` file.
+
+    One function on purpose (its cyclomatic complexity is over 20): it is the security check every
+    page path passes, a linear list of refusals in the order they must apply (decode, then strip,
+    then refuse); kept in one place so that it can be read, top to bottom, as the rule.
     """
     if not isinstance(raw, str):
         raise UnsafePathError("a page path must be a string")
