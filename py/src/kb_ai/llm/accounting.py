@@ -7,6 +7,8 @@ Temperature-0 calls are cached on disk (``cache.py``); only what the gateway acc
 
 from __future__ import annotations
 
+import asyncio
+
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -97,6 +99,16 @@ class Books:
         if self._cache is None or key is None:
             return None
         return self._cache.get(key)
+
+    async def fetch(self, key: str | None) -> Any:
+        """``cached`` for async callers: the disk read runs in a worker thread, never on the event
+        loop; a request that is not cached (no key) costs no thread at all."""
+        return None if key is None else await asyncio.to_thread(self.cached, key)
+
+    async def store(self, key: str | None, reply: Outcome, text: str | None = None) -> None:
+        """``put`` for async callers: the durable write runs in a worker thread (nothing without a key)."""
+        if key is not None:
+            await asyncio.to_thread(self.put, key, reply, text)
 
     def hit(self, cached: Any, messages: list[Message], *, purpose: str, meter: UsageMeter | None,
             kind: str) -> None:

@@ -149,7 +149,7 @@ class LLMGateway:
         LLMReplyCutOff carrying the text that came."""
         _check_max_tokens(max_tokens)
         key = self.books.key("text", messages, temperature, max_tokens)
-        cached = await asyncio.to_thread(self.books.cached, key)  # disk: off the event loop
+        cached = await self.books.fetch(key)
         if cached is not None and cached.text:
             self.books.hit(cached, messages, purpose=purpose, meter=meter, kind="text")
             return as_text(cached.text)
@@ -162,7 +162,7 @@ class LLMGateway:
             raise LLMReplyCutOff(self.too_large_message(call.limits, purpose), text=reply.text, reason="size")
         if reply.finish_reason == "length":
             raise LLMReplyCutOff(self.cut_off_message(max_tokens, purpose), text=reply.text)
-        await asyncio.to_thread(self.books.put, key, reply)  # a durable write: off the event loop
+        await self.books.store(key, reply)
         return reply.text
 
     def stream(self, messages: list[Message], *, purpose: str, max_tokens: int, meter: UsageMeter | None = None,
@@ -197,7 +197,7 @@ class LLMGateway:
         _check_max_tokens(max_tokens)
         validator = structured.validator(schema)
         key = self.books.key("json", messages, temperature, max_tokens, schema=schema)
-        cached = await asyncio.to_thread(self.books.cached, key)  # disk: off the event loop
+        cached = await self.books.fetch(key)
         if cached is not None:
             value, problem = structured.parse_and_validate(cached.text, validator)
             if problem is None:
@@ -224,7 +224,7 @@ class LLMGateway:
                         f"after a repair attempt ({purpose}): {problem}"
                     )
         if not reply.over_limit:
-            await asyncio.to_thread(self.books.put, key, reply, text=json.dumps(value, ensure_ascii=False))  # a durable write: off the event loop
+            await self.books.store(key, reply, text=json.dumps(value, ensure_ascii=False))
         return value
 
     async def _probe_shapes(self, messages: list[Message], schema: dict[str, Any], schema_name: str, *,

@@ -70,7 +70,7 @@ async def stream_reply(gateway: LLMGateway, messages: list[Message], *, purpose:
                        temperature: float, max_tokens: int) -> AsyncIterator[str]:
     books = gateway.books
     key = books.key("stream", messages, temperature, max_tokens)
-    cached = await asyncio.to_thread(books.cached, key)  # disk: off the event loop
+    cached = await books.fetch(key)
     if cached is not None:
         books.hit(cached, messages, purpose=purpose, meter=meter, kind="stream")
         for piece in _pieces(as_text(cached.text)):
@@ -118,7 +118,7 @@ async def stream_reply(gateway: LLMGateway, messages: list[Message], *, purpose:
     if received.cut_off is not None:
         raise received.cut_off  # not cached: a replay would hide that the answer was cut off
     if text.strip():
-        await asyncio.to_thread(books.put, key, reply)  # a durable write: off the event loop
+        await books.store(key, reply)
 
 
 async def _attempt(gateway: LLMGateway, received: _Received, messages: list[Message], temperature: float,
