@@ -19,7 +19,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from kb_ai.untrusted_text import json_problem
+from kb_ai.untrusted_text import json_problem, refuse_json_constant
 
 TEMP_PREFIX = ".kaas-tmp-"
 MAX_STATE_JSON_DEPTH = 32  # the manifest, the deepest state file, nests 6 levels
@@ -334,7 +334,7 @@ def read_state_json(path: Path, max_bytes: int) -> Any:
     if data is None:
         return None
     try:
-        value = json.loads(data.decode("utf-8"), parse_constant=_no_constant)
+        value = json.loads(data.decode("utf-8"), parse_constant=refuse_json_constant)
     except (ValueError, RecursionError) as exc:
         raise DamagedFileError(_damage(exc)) from None
     problem = json_problem(value, MAX_STATE_JSON_DEPTH)
@@ -342,9 +342,6 @@ def read_state_json(path: Path, max_bytes: int) -> Any:
         raise DamagedFileError(problem)
     return value
 
-
-def _no_constant(name: str) -> None:
-    raise ValueError(f"{name} is not JSON")
 
 
 def remove_state_entry(path: Path) -> None:

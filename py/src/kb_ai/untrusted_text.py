@@ -24,6 +24,12 @@ def lone_surrogate(text: str) -> str | None:
     return f"holds a lone surrogate (\\u{ord(found.group()):04x}), which is not text"
 
 
+def refuse_json_constant(name: str) -> Any:
+    """``json.loads(..., parse_constant=refuse_json_constant)``: ``NaN``, ``Infinity`` and
+    ``-Infinity`` are not JSON (Python accepts them; browsers' ``JSON.parse`` and strict parsers do not)."""
+    raise ValueError(f"{name} is not JSON")
+
+
 def json_problem(value: Any, max_depth: int) -> str | None:
     """Why a parsed JSON value cannot be taken (nested more than ``max_depth`` levels, or a lone
     surrogate in any key or string), or None. Iterative: depth cannot exhaust the stack."""

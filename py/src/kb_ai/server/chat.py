@@ -23,7 +23,7 @@ from kb_ai.errors import BadRequestError, KaasError
 from kb_ai.navigate.ask import MAX_PAGES_PER_QUESTION, MAX_QUESTION_CHARS, AskService, ask_events
 from kb_ai.navigate.records import AskRequest, Turn
 from kb_ai.server.guard import reader_of
-from kb_ai.untrusted_text import as_text, json_problem
+from kb_ai.untrusted_text import as_text, json_problem, refuse_json_constant
 
 log = logging.getLogger(__name__)
 
@@ -118,7 +118,7 @@ async def read_json(request: Request, max_bytes: int = MAX_BODY_BYTES, what: str
         if len(body) > max_bytes:
             raise BadRequestError(f"the request body is larger than {max_bytes} bytes")
     try:
-        payload = json.loads(body.decode("utf-8"), parse_constant=_no_constant)
+        payload = json.loads(body.decode("utf-8"), parse_constant=refuse_json_constant)
     except RecursionError:
         raise BadRequestError(f"the request body is nested more than {MAX_JSON_DEPTH} levels deep") from None
     except UnicodeDecodeError as exc:
@@ -128,9 +128,6 @@ async def read_json(request: Request, max_bytes: int = MAX_BODY_BYTES, what: str
     check_json_text(payload, "the request body")
     return payload
 
-
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
 
 
 def check_json_text(value: Any, what: str) -> None:
