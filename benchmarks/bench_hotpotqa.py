@@ -36,7 +36,10 @@ from kb_ai.store.markdown_text import clip, first_sentence
 from kb_ai.store.paths import slugify
 
 REPO = Path(__file__).resolve().parents[1]
-DATA = REPO.parent / "shared" / "eval-data" / "hotpotqa-dev500"
+# ../shared/eval-data from the main checkout; from a worktree (/work/wt/<name>) it is two levels up.
+DATA = next((up / "shared" / "eval-data" / "hotpotqa-dev500" for up in REPO.parents
+             if (up / "shared" / "eval-data" / "hotpotqa-dev500").is_dir()),
+            REPO.parent / "shared" / "eval-data" / "hotpotqa-dev500")
 TOPIC_BUCKETS = 64
 SHORTLIST_BUDGETS = (6_000, 32_000)
 

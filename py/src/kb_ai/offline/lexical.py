@@ -277,6 +277,21 @@ class LexicalIndex:
         ranked = sorted(top, key=lambda i: (-float(scores[i]), self.paths[i]))
         return [ScoredPage(self.paths[i], float(scores[i])) for i in ranked if scores[i] > 0]
 
+    def page_count(self) -> int:
+        """Pages this index scores (a restricted view: the visible ones)."""
+        return len(self.paths) if self._mask is None else int(self._mask.sum())
+
+    def pages_with(self, term: str) -> np.ndarray:
+        """Positions (in ``paths``) of the pages whose text holds ``term`` (a tokenized term),
+        visible pages only in a restricted view; empty for a term no page holds."""
+        term_id = self._vocab.get(term)
+        scores = getattr(self._retriever, "scores", None)
+        if term_id is None or not scores or term_id + 1 >= len(scores["indptr"]):
+            return np.zeros(0, dtype=np.int64)
+        indptr = scores["indptr"]
+        docs = np.asarray(scores["indices"][indptr[term_id]:indptr[term_id + 1]], dtype=np.int64)
+        return docs if self._mask is None else docs[self._mask[docs]]
+
     def known_terms(self, query: str) -> tuple[list[str], list[str]]:
         """Split the query's words into those that occur in the wiki and those that do not."""
         found, missing = [], []
