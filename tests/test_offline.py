@@ -44,18 +44,17 @@ async def test_offline_answer_selects_and_cites_the_right_page(generated):
 async def test_offline_says_when_nothing_matches(generated):
     root, _ = generated
     result = await ask(_service(root), AskRequest(question="Xyzzyplugh frobnicator?"))
-    assert result.pages == [] and result.citations == []
-    assert "Nothing in the wiki matches" in result.answer
+    assert result.pages == [] and result.citations == [] and result.abstained
+    assert "The wiki does not cover this" in result.answer
     stop_words_only = await ask(_service(root), AskRequest(question="What is it that they were?"))
-    assert "Nothing in the wiki matches" in stop_words_only.answer
+    assert "The wiki does not cover this" in stop_words_only.answer and stop_words_only.abstained
 
 
 async def test_offline_names_query_terms_the_wiki_lacks(generated):
     root, made = generated
     _, name = made[5]
     result = await ask(_service(root), AskRequest(question=f"Is {name} related to quizzaciousness?"))
-    assert result.citations
-    missing_line = [line for line in result.answer.splitlines() if line.startswith("No page of the wiki mentions:")]
+    missing_line = [line for line in result.notices if line.startswith("No page of the wiki mentions:")]
     assert missing_line and "quizzaciousness" in missing_line[0] and name not in missing_line[0]
 
 

@@ -3,7 +3,7 @@
 ``on_event`` callback on the way: the CLI (in-process and through a running ``kaas serve``), the
 MCP tools and ``kaas eval`` call ``ask``; the HTTP chat streams ``ask_events`` itself.
 
-Order (DESIGN.md): rewrite?, pages, token*, citations, suggestions?, usage, done — with
+Order (DESIGN.md): rewrite?, pages, abstained?, token*, citations, suggestions?, usage, done — with
 ``notice`` events wherever something was degraded, trimmed or dropped, and ``error`` (then the
 stream ends) when a ``KaasError`` stops the answer.
 
@@ -151,6 +151,17 @@ def _citation_events(answer: str, pages) -> list[AskEvent]:
     return events
 
 
+def _abstention(not_covered: str, selection: Selection, catalog) -> tuple[AskEvent, str]:
+    """The ``abstained`` event and the answer's text when no page is read: the wiki does not
+    cover the question. The closest pages (when the navigator named some) are listed as related,
+    not as an answer: by title and path, not as links (they were not read: no citation)."""
+    related = [catalog.by_path[p].record("path", "title") for p in selection.related if p in catalog]
+    text = not_covered
+    if related:
+        text += "\n\nRelated pages, not an answer: " + "; ".join(f"{r['title']} ({r['path']})" for r in related) + "."
+    return AskEvent("abstained", {"message": not_covered, "related": related}), text
+
+
 async def ask_events(service: AskService, request: AskRequest) -> AsyncIterator[AskEvent]:
     """Answer ``request`` as events. Never raises a ``KaasError``: it becomes an ``error`` event."""
     meter = UsageMeter()
@@ -186,7 +197,8 @@ async def ask_events(service: AskService, request: AskRequest) -> AsyncIterator[
 
         answer_parts: list[str] = []
         if not pages:
-            text = navigator.not_covered()
+            event, text = _abstention(navigator.not_covered(), selection, catalog)
+            yield event
             answer_parts.append(text)
             yield AskEvent("token", {"text": text})
         else:

@@ -13,15 +13,17 @@ import anyio
 from kb_ai.llm.usage import UsageMeter
 from kb_ai.navigate.navigator import LexicalIndexCache
 from kb_ai.navigate.records import ReadPage, Selection, Turn
+from kb_ai.offline.coverage import coverage
 from kb_ai.offline.extractive import PageText, best_sentences
 from kb_ai.store.catalog import Catalog
 
 RELATIVE_CUTOFF = 0.35  # a page scoring under 35% of the best match is noise, not a second source
 OFFLINE_LABEL = "*Offline mode (no model configured): the passages of the wiki that best match the question.*"
 NOT_COVERED = (
-    "Nothing in the wiki matches this question. *(Offline mode: keyword search found no page "
-    "containing its terms.)*"
+    "The wiki does not cover this. *(Offline mode: no page holds enough of the question's "
+    "informative words.)*"
 )
+RELATED_PAGES = 3  # closest pages shown with an abstention (related, not an answer)
 
 
 def lexical_selection(index, question: str, max_pages: int, method: str) -> Selection:
@@ -30,6 +32,18 @@ def lexical_selection(index, question: str, max_pages: int, method: str) -> Sele
         top = hits[0].score
         hits = [h for h in hits if h.score >= top * RELATIVE_CUTOFF]
     return Selection(paths=[h.path for h in hits], method=method)
+
+
+def abstention_selection(index, catalog: Catalog, question: str) -> Selection | None:
+    """No page, when the wiki does not cover ``question`` (``offline.coverage``): the pages that
+    came closest are named as related, with the question's words no page holds. None when the
+    question is covered (selection goes on)."""
+    verdict = coverage(index, lambda path: catalog.by_path[path].title if path in catalog else "", question)
+    if verdict.covered:
+        return None
+    related = [h.path for h in index.search(question, RELATED_PAGES)]
+    notices = [f"No page of the wiki mentions: {', '.join(verdict.missing)}."] if verdict.missing else []
+    return Selection(paths=[], method="lexical", notices=notices, abstained=True, related=related)
 
 
 class OfflineNavigator:
@@ -49,8 +63,12 @@ class OfflineNavigator:
         return f"{previous[-1]} {question}", ["Offline rewrite: the previous question was added to the query."]
 
     async def select(self, question: str, catalog: Catalog, max_pages: int, meter: UsageMeter) -> Selection:
-        return await anyio.to_thread.run_sync(
-            lambda: lexical_selection(self.lexical.get(catalog), question, max_pages, "lexical"))
+        return await anyio.to_thread.run_sync(self._select, question, catalog, max_pages)
+
+    def _select(self, question: str, catalog: Catalog, max_pages: int) -> Selection:
+        index = self.lexical.get(catalog)
+        abstention = abstention_selection(index, catalog, question)
+        return abstention or lexical_selection(index, question, max_pages, "lexical")
 
     async def answer(self, question: str, history: list[Turn], pages: list[ReadPage], catalog: Catalog,
                      meter: UsageMeter) -> AsyncIterator[str]:
@@ -66,9 +84,6 @@ class OfflineNavigator:
         else:
             lines += ["No single sentence matches the question; these pages are the closest:"]
             lines += [f"- [{p.title}]({p.path})" for p in pages if p.is_evidence]
-        _found, missing = self.lexical.get(catalog).known_terms(question)
-        if missing:
-            lines += ["", f"No page of the wiki mentions: {', '.join(missing)}."]
         return lines
 
     async def suggest(self, question: str, answer: str, pages: list[ReadPage], catalog: Catalog,

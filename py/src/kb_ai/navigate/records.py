@@ -38,6 +38,10 @@ class Selection:
     dropped: list[str] = field(default_factory=list)  # paths the model invented or that left the wiki
     repaired: dict[str, str] = field(default_factory=dict)  # model's path -> catalog path
     notices: list[str] = field(default_factory=list)
+    # The navigator judged that the wiki does not cover the question (``offline.coverage``):
+    # nothing is read, and ``related`` (the closest pages) are shown as related, not as an answer.
+    abstained: bool = False
+    related: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -77,7 +81,7 @@ class Citation:
 class AskEvent:
     """One event of an answer, named as the SSE events of the HTTP API."""
 
-    name: str  # rewrite | pages | notice | token | citations | suggestions | usage | error | done
+    name: str  # rewrite | pages | notice | abstained | token | citations | suggestions | usage | error | done
     data: dict[str, Any]
 
 
@@ -97,6 +101,8 @@ class AskResult:
     error: dict[str, str] | None = None
     saved_path: str | None = None  # set when the answer was filed into wiki/answers/
     method: str | None = None  # how the pages were chosen (``Selection.method``); not in to_json
+    abstained: bool = False  # the answer is "the wiki does not cover this" (an ``abstained`` event)
+    related: list[dict[str, Any]] = field(default_factory=list)  # closest pages then: not an answer
 
     def add(self, event: AskEvent) -> None:
         """Fold one event into the result (what ``navigate.ask.ask`` does with each)."""
@@ -113,6 +119,9 @@ class AskResult:
             self.suggestions = list(data["questions"])
         elif event.name == "notice":
             self.notices.append(data["message"])
+        elif event.name == "abstained":
+            self.abstained = True
+            self.related = list(data.get("related", []))
         elif event.name == "rewrite":
             self.rewritten_query = data["query"]
         elif event.name == "usage":
@@ -132,6 +141,8 @@ class AskResult:
             "invalid_citations": self.invalid_citations,
             "notices": self.notices,
             "suggestions": self.suggestions,
+            "abstained": self.abstained,
+            "related": self.related,
         }
         if self.rewritten_query is not None:
             out["rewritten_query"] = self.rewritten_query

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Callable
 
 from kb_ai.offline.lexical import LexicalIndex
 from kb_ai.offline.text import tokenize
@@ -58,9 +59,9 @@ def _idf(pages: int, holders: int) -> float:
     return math.log(1 + (pages - holders + 0.5) / (holders + 0.5))
 
 
-def coverage(index: LexicalIndex, titles: dict[str, str], question: str) -> Coverage:
+def coverage(index: LexicalIndex, title_of: Callable[[str], str], question: str) -> Coverage:
     """How well the best page, or best joined pair of pages, of ``index`` covers ``question``.
-    ``titles``: page path -> title (the catalog's), to tell which pages are joined."""
+    ``title_of``: a page's title (the catalog's), to tell which pages are joined."""
     terms = list(dict.fromkeys(tokenize(question)))
     _found, missing = index.known_terms(question)
     hits = index.search(question, CANDIDATES) if terms else []
@@ -81,7 +82,7 @@ def coverage(index: LexicalIndex, titles: dict[str, str], question: str) -> Cove
     asked = set(terms)
     ids = [position[h.path] for h in hits]
     held = [frozenset(t for t in terms if ids[i] in held_by(t)) for i in range(len(hits))]
-    title_terms = [set(tokenize(titles.get(h.path, ""))) for h in hits]
+    title_terms = [set(tokenize(title_of(h.path))) for h in hits]
     named = [bool(tt) and len(tt & asked) / len(tt) >= TITLE_NAMED for tt in title_terms]
 
     def holds_title(i: int, j: int) -> bool:  # page i's text holds every term of page j's title

@@ -182,9 +182,10 @@ class GoldResolver:
 
 
 def is_abstention(result: AskResult, not_covered: str) -> bool:
-    """The answer says the wiki does not know: it read no page, or (a model's answer) says so in
-    words. An offline answer only quotes pages, so for it reading no page is the only signal."""
-    if not result.pages:
+    """The answer says the wiki does not know: an ``abstained`` event (no page was read), or (a
+    model's answer) it says so in words. An offline answer only quotes pages, so for it the
+    event is the only signal."""
+    if result.abstained or not result.pages:
         return True
     if result.mode != "llm":
         return False

@@ -62,6 +62,8 @@ class AskOutput(BaseModel):
     notices: list[str] = Field(default_factory=list, description="fallbacks, trimmed pages, dropped citations")
     invalid_citations: list[str] = Field(default_factory=list)
     saved_path: str | None = Field(default=None, description="where ask_and_save filed the answer (None for ask, or when it could not be saved)")
+    abstained: bool = Field(default=False, description="true when the answer is that the wiki does not cover the question")
+    related: list[PageRef] = Field(default_factory=list, description="with abstained: the closest pages, related but not an answer")
 
 
 # A page's record as MCP publishes it: the fields of ``CatalogEntry.record()`` (the SDK needs
@@ -251,6 +253,7 @@ def _ask_output(result: AskResult) -> CallToolResult:
         pages=[{"path": p["path"], "title": p["title"]} for p in result.pages],
         suggestions=result.suggestions, mode=result.mode, notices=result.notices,
         invalid_citations=result.invalid_citations, saved_path=result.saved_path,
+        abstained=result.abstained, related=result.related,
     )
     return CallToolResult(content=[TextContent(type="text", text=_text_form(result))],
                           structured_content=structured.model_dump(mode="json"))
