@@ -430,8 +430,11 @@ def lint(ctx: click.Context, as_json: bool, fix: bool, contradictions: bool, max
               help="Also write the full results (summary and every question) as JSON to this file.")
 @click.option("--limit", type=click.IntRange(1, None), default=None, help="Evaluate only the first N questions.")
 @click.option("--offline", is_flag=True, help="Ignore any configured model: lexical selection, extractive answers.")
+@click.option("--delete-gold", is_flag=True,
+              help="Measure abstention: ask the questions on a temporary copy of the wiki without their gold pages.")
 @click.pass_context
-def eval_command(ctx: click.Context, questions_file: Path, json_out: Path | None, limit: int | None, offline: bool) -> None:
+def eval_command(ctx: click.Context, questions_file: Path, json_out: Path | None, limit: int | None, offline: bool,
+                 delete_gold: bool) -> None:
     """Measure page selection, answers, citations and cost on QUESTIONS.jsonl."""
     from kb_ai.quality.eval import run_eval_file
 
@@ -444,7 +447,7 @@ def eval_command(ctx: click.Context, questions_file: Path, json_out: Path | None
             say(f"kaas: eval: {done}/{total} questions", err=True)
 
     try:
-        report = run_eval_file(settings, questions_file, limit=limit, progress=progress)
+        report = run_eval_file(settings, questions_file, limit=limit, progress=progress, delete_gold=delete_gold)
         if json_out is not None:
             report.write_json(json_out)
     except KaasError as exc:

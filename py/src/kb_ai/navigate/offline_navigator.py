@@ -14,7 +14,8 @@ from kb_ai.llm.usage import UsageMeter
 from kb_ai.navigate.navigator import LexicalIndexCache
 from kb_ai.navigate.records import ReadPage, Selection, Turn
 from kb_ai.offline.coverage import coverage
-from kb_ai.offline.extractive import PageText, best_sentences
+from kb_ai.offline.extractive import PageText, best_units
+from kb_ai.offline.units import Unit
 from kb_ai.store.catalog import Catalog
 
 RELATIVE_CUTOFF = 0.35  # a page scoring under 35% of the best match is noise, not a second source
@@ -32,6 +33,18 @@ def lexical_selection(index, question: str, max_pages: int, method: str) -> Sele
         top = hits[0].score
         hits = [h for h in hits if h.score >= top * RELATIVE_CUTOFF]
     return Selection(paths=[h.path for h in hits], method=method)
+
+
+def answer_lines(unit: Unit) -> list[str]:
+    """One unit as lines of the answer: a bullet ending with its citation; code as a code span,
+    or (several lines) a fenced block under the bullet."""
+    cite = f"[{unit.title}]({unit.path})"
+    if unit.kind != "code":
+        return [f"- {unit.text} {cite}"]
+    if "\n" not in unit.text and "`" not in unit.text:
+        return [f"- `{unit.text}` {cite}"]
+    fence = "~~~~" if "~~~" in unit.text else "~~~"
+    return [f"- {cite}:", "", f"  {fence}", *[f"  {line}" for line in unit.text.splitlines()], f"  {fence}", ""]
 
 
 def abstention_selection(index, catalog: Catalog, question: str) -> Selection | None:
@@ -77,10 +90,11 @@ class OfflineNavigator:
             yield line + "\n"
 
     def _answer_lines(self, question: str, pages: list[ReadPage], catalog: Catalog) -> list[str]:
-        evidence = best_sentences(question, [PageText(p.path, p.title, p.text) for p in pages if p.is_evidence])
+        evidence = best_units(question, [PageText(p.path, p.title, p.text) for p in pages if p.is_evidence])
         lines = [self.label, ""]
         if evidence:
-            lines += [f"- {e.sentence} [{e.title}]({e.path})" for e in evidence]
+            for e in evidence:
+                lines += answer_lines(e.unit)
         else:
             lines += ["No single sentence matches the question; these pages are the closest:"]
             lines += [f"- [{p.title}]({p.path})" for p in pages if p.is_evidence]

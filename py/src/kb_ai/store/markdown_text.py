@@ -172,6 +172,13 @@ def _block_lines(body: str) -> list[_Line]:
     return lines
 
 
+def block_lines(body: str) -> list[_Line]:
+    """Every line of ``body`` with its offset and block kind ("text", "blank", "code", "heading",
+    "definition" for a link reference definition): the one reading of Markdown's block structure
+    (links, the offline answer's units)."""
+    return _block_lines(body)
+
+
 # ---------------------------------------------------------------------------------------------
 # links
 
@@ -396,8 +403,27 @@ def first_heading(body: str) -> str | None:
 def plain_text(markdown: str) -> str:
     """Links to their text, emphasis and code markers removed, whitespace folded."""
     text = replace_links(markdown, inline_links(markdown)) if "[" in markdown else markdown
-    text = _MARKUP.sub("", text)
+    text = _without_markup(text)
     return " ".join(text.split())
+
+
+def _without_markup(text: str) -> str:
+    """Emphasis markers and code backticks removed; the text of a code span is kept as written
+    (``UVICORN_*`` stays ``UVICORN_*``, ``__init__`` stays ``__init__``)."""
+    if "`" not in text:
+        return _MARKUP.sub("", text)
+    blanked = _blank_code_spans(text)
+    out: list[str] = []
+    run_start, in_code = 0, False
+    for position, (char, seen) in enumerate(zip(text, blanked)):
+        code = char != seen
+        if code != in_code:
+            piece = text[run_start:position]
+            out.append(piece.replace("`", "") if in_code else _MARKUP.sub("", piece))
+            run_start, in_code = position, code
+    piece = text[run_start:]
+    out.append(piece.replace("`", "") if in_code else _MARKUP.sub("", piece))
+    return "".join(out)
 
 
 def prose_paragraphs(body: str) -> list[str]:
@@ -423,8 +449,43 @@ def prose_paragraphs(body: str) -> list[str]:
     return [text for text in (plain_text(p) for p in paragraphs) if text]
 
 
+# A period that ends one of these does not end the sentence ("a.k.a. Sam", "e.g. Flask", "Dr. Who",
+# "vs. Rome"): the split after it is undone. Compared case-folded, on the last word before the break.
+_ABBREVIATIONS = frozenset({
+    "a.k.a.", "aka.", "e.g.", "i.e.", "etc.", "vs.", "cf.", "approx.", "ca.", "no.", "nos.", "fig.", "eq.",
+    "mr.", "mrs.", "ms.", "dr.", "prof.", "st.", "jr.", "sr.", "mt.", "ft.", "gen.", "col.", "lt.", "sgt.",
+    "capt.", "gov.", "sen.", "rep.", "rev.", "inc.", "ltd.", "co.", "corp.", "jan.", "feb.", "mar.", "apr.",
+    "jun.", "jul.", "aug.", "sep.", "sept.", "oct.", "nov.", "dec.", "u.s.", "u.k.", "vol.", "op.",
+})
+_INITIAL = re.compile(r"(?:^|\s)\(?[A-Z]\.$")  # "John F. Kennedy", "J. R. R. Tolkien"
+
+
+def sentence_spans(text: str) -> list[tuple[int, int]]:
+    """``(start, end)`` of each sentence of ``text`` (one paragraph), surrounding whitespace left
+    out: breaks after ``.!?`` before a capital, digit, quote or markup, but not after a known
+    abbreviation or an initial. The one sentence splitter: ``split_sentences`` is its text."""
+    spans: list[tuple[int, int]] = []
+    start = 0
+    for match in _SENTENCE_END.finditer(text):
+        last_word = text[max(start, match.start() - 12):match.start()].rsplit(None, 1)
+        if last_word and (last_word[-1].casefold().lstrip("(\"'") in _ABBREVIATIONS
+                          or _INITIAL.search(text[max(start, match.start() - 3):match.start()])):
+            continue
+        spans.append((start, match.start()))
+        start = match.end()
+    spans.append((start, len(text)))
+    out = []
+    for begin, end in spans:
+        piece = text[begin:end]
+        stripped = piece.strip()
+        if stripped:
+            begin += len(piece) - len(piece.lstrip())
+            out.append((begin, begin + len(stripped)))
+    return out
+
+
 def split_sentences(text: str) -> list[str]:
-    return [s.strip() for s in _SENTENCE_END.split(text) if s.strip()]
+    return [text[start:end] for start, end in sentence_spans(text)]
 
 
 def first_sentence(body: str, limit: int = 200) -> str:

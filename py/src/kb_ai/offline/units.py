@@ -1,0 +1,223 @@
+"""Answer-bearing units of a page: the pieces an extractive answer quotes whole.
+
+A unit is what a reader needs to see to get a fact, never cut:
+
+* ``sentence``: a sentence of a paragraph, joined with its neighbour when either is short
+  ("The maximum number of connections. Defaults to `500`.");
+* ``list-item``: one item of a list (its continuation lines included), with the lead-in that
+  introduces the list ("There are three ways to configure Uvicorn:");
+* ``definition``: a one-line definition (``term: definition``, ``**Term** — ...``);
+* ``heading``: a heading with the first line under it ("UVICORN_PORT: Bind to this port.");
+* ``table-row``: a row of a table, each cell named by its column header;
+* ``code``: a short code block, or one line of a longer one.
+
+Each unit knows where it is: its page, the heading it sits under and that heading's anchor (as
+the page renderer makes it, Python-Markdown's ``toc``), and ``quote``, the exact text of the page
+body it comes from (``body[start:end] == quote``), so a citation can point at the passage.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from markdown.extensions.toc import slugify as _toc_slugify
+
+from kb_ai.store.markdown_text import atx_heading, block_lines, plain_text, sentence_spans
+
+MAX_UNIT_CHARS = 600  # a longer list item or paragraph is quoted sentence by sentence
+SHORT_WORDS = 4  # a sentence under this many words is joined to its neighbour
+MAX_LEAD_IN_CHARS = 200  # a longer lead-in is left out (never cut)
+MAX_CODE_LINES = 8  # a longer code block is quoted line by line
+_LIST_MARK = re.compile(r"[ \t]*+(?:[-*+]|\d{1,9}+[.)])(?:[ \t]++|$)")
+_DEFINITION = re.compile(r"^(?:\*\*[^*\n]{1,80}\*\*|`[^`\n]{1,80}`|[\w][\w .()/-]{0,60}?)\s*(?::|—|–|\s-)\s+\S")
+_ADMONITION = re.compile(r"^[ \t]*+(?:!!!|\?\?\?\+?)[ \t]")
+_TABLE_SEPARATOR = re.compile(r"^\|?[\s:|-]+\|?$")
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One answer-bearing unit of a page (see the module's docstring)."""
+
+    path: str
+    title: str
+    kind: str  # sentence | list-item | definition | heading | table-row | code
+    text: str  # what the answer shows: plain text (code as written), lead-in or heading included
+    quote: str  # the exact text of the page body the unit quotes
+    start: int  # body[start:end] == quote
+    end: int
+    heading: str = ""  # the heading the unit sits under ("" before the first)
+    anchor: str = ""  # that heading's anchor in the rendered page ("" before the first)
+
+    def as_dict(self) -> dict[str, object]:
+        return {"path": self.path, "title": self.title, "kind": self.kind, "text": self.text,
+                "quote": self.quote, "start": self.start, "end": self.end, "heading": self.heading,
+                "anchor": self.anchor}
+
+
+def heading_anchor(heading: str, used: dict[str, int]) -> str:
+    """The id the renderer gives a heading (Python-Markdown's toc: slugified, "_1", "_2" for
+    repeats in one page); ``used`` counts the ids given so far in the page."""
+    base = _toc_slugify(heading, "-") or "_"
+    count = used.get(base, 0)
+    used[base] = count + 1
+    return base if count == 0 else f"{base}_{count}"
+
+
+class _Builder:
+    def __init__(self, path: str, title: str, body: str):
+        self.path, self.title, self.body = path, title, body
+        self.units: list[Unit] = []
+        self.heading = ""
+        self.anchor = ""
+        self.pending_heading: tuple[str, int, int] | None = None  # a heading waiting for its first line
+        self.used: dict[str, int] = {}
+
+    def add(self, kind: str, text: str, start: int, end: int) -> None:
+        text = " ".join(text.split()) if kind != "code" else text.strip("\n")
+        if not text.strip():
+            return
+        quote = self.body[start:end]
+        self.units.append(Unit(self.path, self.title, kind, text, quote, start, end, self.heading, self.anchor))
+        if self.pending_heading is not None:
+            heading, h_start, _h_end = self.pending_heading
+            self.pending_heading = None
+            first = text if kind != "code" else text.splitlines()[0]
+            joined = f"{heading}: {first}"
+            if len(joined) <= MAX_UNIT_CHARS:
+                self.units.append(Unit(self.path, self.title, "heading", joined, self.body[h_start:end], h_start, end,
+                                       self.heading, self.anchor))
+
+    def set_heading(self, text: str, level: int, start: int, end: int) -> None:
+        heading = plain_text(text)
+        self.heading, self.anchor = heading, heading_anchor(heading, self.used)
+        # The page's own title is not a heading worth pairing with its first line.
+        self.pending_heading = (heading, start, end) if level > 1 and heading else None
+
+    def prose(self, start: int, end: int, lead: str = "", kind: str = "sentence") -> None:
+        """A run of prose (a paragraph or a list item) at body[start:end]: whole when short
+        enough, else its sentences, a short one joined to its neighbour."""
+        raw = self.body[start:end]
+        flat = raw.replace("\n", " ")  # same length: offsets stay exact
+        if len(flat.strip()) <= MAX_UNIT_CHARS and kind != "sentence":
+            self.add(kind, _with_lead(lead, plain_text(raw)), start, end)
+            return
+        spans = sentence_spans(flat)
+        groups: list[list[tuple[int, int]]] = []
+        for span in spans:
+            short = len(flat[span[0]:span[1]].split()) < SHORT_WORDS
+            if groups and (short or len(flat[groups[-1][-1][0]:groups[-1][-1][1]].split()) < SHORT_WORDS) \
+                    and span[1] - groups[-1][0][0] <= MAX_UNIT_CHARS:
+                groups[-1].append(span)
+            else:
+                groups.append([span])
+        for number, group in enumerate(groups):
+            g_start, g_end = start + group[0][0], start + group[-1][1]
+            text = plain_text(self.body[g_start:g_end])
+            self.add(kind, _with_lead(lead, text) if number == 0 else text, g_start, g_end)
+
+
+def _with_lead(lead: str, text: str) -> str:
+    return f"{lead} {text}" if lead else text
+
+
+def page_units(path: str, title: str, body: str) -> list[Unit]:
+    """Every answer-bearing unit of one page body, in page order."""
+    builder = _Builder(path, title, body)
+    lines = block_lines(body)
+    i = 0
+    lead_in = ""  # the last sentence of the paragraph just before a list
+    while i < len(lines):
+        line = lines[i]
+        stripped = line.text.strip()
+        if line.kind == "blank" or line.kind == "definition":
+            i += 1
+            continue
+        if line.kind == "heading":
+            level, text = atx_heading(line.text) or (1, "")
+            builder.set_heading(text, level, line.start, line.start + len(line.text))
+            lead_in = ""
+            i += 1
+            continue
+        if line.kind == "code":
+            j = i
+            while j < len(lines) and lines[j].kind == "code":
+                j += 1
+            _code(builder, lines[i:j])
+            i = j
+            continue
+        if stripped.startswith("|"):
+            j = i
+            while j < len(lines) and lines[j].kind == "text" and lines[j].text.strip().startswith("|"):
+                j += 1
+            _table(builder, lines[i:j])
+            i, lead_in = j, ""
+            continue
+        if stripped.startswith("<") or _ADMONITION.match(line.text):
+            i += 1  # an HTML block line, an admonition's marker: not prose
+            continue
+        if _LIST_MARK.match(line.text):
+            j = i + 1
+            indent = len(line.text) - len(line.text.lstrip())
+            while j < len(lines) and lines[j].kind == "text" and not _LIST_MARK.match(lines[j].text) \
+                    and not lines[j].text.strip().startswith("|"):
+                j += 1
+            mark = _LIST_MARK.match(line.text)
+            start = line.start + mark.end()
+            end = lines[j - 1].start + len(lines[j - 1].text)
+            lead = lead_in if len(lead_in) <= MAX_LEAD_IN_CHARS else ""
+            kind = "definition" if _DEFINITION.match(body[start:end].strip()) else "list-item"
+            builder.prose(start, end, lead if indent < 2 else "", kind)
+            i = j
+            continue
+        j = i
+        while j < len(lines) and lines[j].kind == "text" and not _LIST_MARK.match(lines[j].text) \
+                and not lines[j].text.strip().startswith(("|", "<")):
+            j += 1
+        start, end = line.start + (len(line.text) - len(line.text.lstrip(" >"))), lines[j - 1].start + len(lines[j - 1].text)
+        if j - i == 1 and _DEFINITION.match(stripped) and len(stripped) <= MAX_UNIT_CHARS:
+            builder.prose(start, end, "", "definition")
+        else:
+            builder.prose(start, end)
+        if len(line.text) - len(line.text.lstrip()) < 2:  # a paragraph inside a list item introduces nothing
+            spans = sentence_spans(body[start:end].replace("\n", " "))
+            last = plain_text(body[start + spans[-1][0]:start + spans[-1][1]]) if spans else ""
+            lead_in = last if last.endswith(":") else ""  # "There are three ways to configure it:"
+        i = j
+    return builder.units
+
+
+def _code(builder: _Builder, lines) -> None:
+    """A code block: whole when short, else line by line (fence lines left out)."""
+    inner = [ln for ln in lines if not re.match(r"[ \t]*(`{3,}|~{3,})", ln.text)]
+    inner = [ln for ln in inner if ln.text.strip()]
+    if not inner:
+        return
+    if len(inner) <= MAX_CODE_LINES:
+        start, end = inner[0].start, inner[-1].start + len(inner[-1].text)
+        indent = min(len(ln.text) - len(ln.text.lstrip()) for ln in inner)
+        text = "\n".join(ln.text[indent:] for ln in inner)
+        builder.add("code", text, start, end)
+        return
+    for ln in inner:
+        start = ln.start + len(ln.text) - len(ln.text.lstrip())
+        builder.add("code", ln.text.strip(), start, ln.start + len(ln.text))
+
+
+def _cells(row: str) -> list[str]:
+    return [plain_text(cell) for cell in row.strip().strip("|").split("|")]
+
+
+def _table(builder: _Builder, lines) -> None:
+    """Each row of a table, its cells named by the header row's."""
+    rows = [ln for ln in lines if not _TABLE_SEPARATOR.match(ln.text.strip())]
+    if not rows:
+        return
+    header = _cells(rows[0].text) if len(lines) > 1 and _TABLE_SEPARATOR.match(lines[1].text.strip()) else []
+    for ln in rows[1:] if header else rows:
+        cells = _cells(ln.text)
+        if header and len(header) == len(cells):
+            text = "; ".join(f"{h}: {c}" if h else c for h, c in zip(header, cells) if c)
+        else:
+            text = " | ".join(c for c in cells if c)
+        builder.add("table-row", text, ln.start, ln.start + len(ln.text))
