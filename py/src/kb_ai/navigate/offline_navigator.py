@@ -16,7 +16,11 @@ from kb_ai.navigate.records import ReadPage, Selection, Turn
 from kb_ai.offline.coverage import coverage
 from kb_ai.offline.extractive import PageText, best_units
 from kb_ai.offline.units import Unit
+from kb_ai.offline.text import tokenize
 from kb_ai.store.catalog import Catalog
+from kb_ai.store.links import resolve_link
+from kb_ai.store.markdown_text import find_links
+from kb_ai.store.words import title_key
 
 RELATIVE_CUTOFF = 0.35  # a page scoring under 35% of the best match is noise, not a second source
 OFFLINE_LABEL = "*Offline mode (no model configured): the passages of the wiki that best match the question.*"
@@ -45,6 +49,50 @@ def answer_lines(unit: Unit) -> list[str]:
         return [f"- `{unit.text}` {cite}"]
     fence = "~~~~" if "~~~" in unit.text else "~~~"
     return [f"- {cite}:", "", f"  {fence}", *[f"  {line}" for line in unit.text.splitlines()], f"  {fence}", ""]
+
+
+def _is_saved_answer(entry) -> bool:
+    """A page filed by ``ask --save`` (navigation, never evidence): its title is a question
+    someone asked, not a subject to suggest."""
+    return bool(entry.depends) or entry.path.startswith("answers/")
+
+
+def related_questions(index, question: str, pages: list[ReadPage], catalog: Catalog, count: int = 3) -> list[str]:
+    """Follow-up questions about pages related to the answer: first the pages linked from the
+    quoted passages (nearest link first), then from the rest of the pages quoted, then the best
+    keyword matches of the question and the passages. Never a page already read, a saved answer,
+    a page whose title the question already names, or two suggestions about the same title."""
+    evidence = [p for p in pages if p.is_evidence]
+    units = [e.unit for e in best_units(question, [PageText(p.path, p.title, p.text) for p in evidence])]
+    by_path = {p.path: p for p in evidence}
+    candidates: list[tuple[int, int, str]] = []  # (tier, distance, path)
+    for unit in units:
+        page = by_path[unit.path]
+        for link in find_links(page.text):
+            target = resolve_link(page.path, link.target, lambda rel: rel in catalog).page
+            if target is None or link.image:
+                continue
+            distance = 0 if unit.start <= link.start < unit.end else abs(link.start - unit.start)
+            candidates.append((0 if distance < 2_000 else 1, distance, target))
+    hits = index.search(question + " " + " ".join(u.text for u in units), 12)
+    candidates += [(2, rank, h.path) for rank, h in enumerate(hits)]
+    asked = set(tokenize(question))
+    read = {p.path for p in pages}
+    seen_titles = {title_key(p.title) for p in pages}
+    questions: list[str] = []
+    for _tier, _distance, path in sorted(candidates):
+        entry = catalog.by_path.get(path)
+        if entry is None or path in read or _is_saved_answer(entry):
+            continue
+        key = title_key(entry.title)
+        terms = set(tokenize(entry.title))
+        if not key or key in seen_titles or (terms and terms <= asked):
+            continue
+        seen_titles.add(key)
+        questions.append(f"What does the wiki say about {entry.title}?")
+        if len(questions) == count:
+            break
+    return questions
 
 
 def abstention_selection(index, catalog: Catalog, question: str) -> Selection | None:
@@ -105,14 +153,8 @@ class OfflineNavigator:
         return await anyio.to_thread.run_sync(self._suggestions, question, pages, catalog)
 
     def _suggestions(self, question: str, pages: list[ReadPage], catalog: Catalog) -> tuple[list[str], list[str]]:
-        read = {p.path for p in pages}
-        hits = self.lexical.get(catalog).search(question + " " + " ".join(p.title for p in pages), 10)
-        related = [h.path for h in hits if h.path not in read and h.path in catalog]
-        topics = {catalog.by_path[p.path].topic for p in pages if p.path in catalog}
-        related += [e.path for e in catalog.entries if e.topic in topics and e.path not in read and e.path not in related]
-        titles = [catalog.by_path[path].title for path in related]
-        questions = [f"What does the wiki say about {t}?" for t in titles[:3]]
-        return questions, ["Offline suggestions: related pages by keyword match and topic."]
+        return related_questions(self.lexical.get(catalog), question, pages, catalog), [
+            "Offline suggestions: pages linked from or near the quoted passages."]
 
     def not_covered(self) -> str:
         return NOT_COVERED
