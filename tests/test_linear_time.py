@@ -100,7 +100,7 @@ FUNCTIONS = {
     "words": lambda t: (words.words(t), words.label_words(t), text.tokenize(t), tokens.estimate_tokens(t)),
     # answering: reading, extractive answers, citations, saved answers
     "trim_to_budget": lambda t: read._trim_to_budget(t, "a x lorem", 50),
-    "best_sentences": lambda t: extractive.best_sentences("alpha lorem a x", _page(t)),
+    "best_units": lambda t: extractive.best_units("alpha lorem a x", _page(t)),
     "citations": lambda t: citations.validate_citations(t, [ReadPage("b.md", "B", "")]),
     "relative_links": lambda t: save._relative_links(t, {"b.md"}),
     "render_link_lookups": lambda t: (render._bracket_scan_cost(t), render._known_pages(t, "t/a.md", lambda p: True)),

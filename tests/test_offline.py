@@ -10,7 +10,7 @@ import pytest
 from kb_ai.config import load_settings
 from kb_ai.navigate.ask import ask, build_service
 from kb_ai.navigate.records import AskRequest, Turn
-from kb_ai.offline.extractive import PageText, best_sentences
+from kb_ai.offline.extractive import PageText, best_units
 from kb_ai.store.kb import KnowledgeBase
 
 from wikigen import generate_wiki
@@ -95,12 +95,12 @@ async def test_lexical_index_is_saved_reused_and_rebuilt_on_change(generated):
     assert time.perf_counter() - start < 30  # sanity only; speed is measured in benchmarks/
 
 
-def test_best_sentences_cover_different_terms():
+def test_best_units_cover_different_terms():
     pages = [
         PageText("a.md", "A", "The river flows north. The river is long. The river floods in spring."),
         PageText("b.md", "B", "The bridge over the river was built in 1850 by masons."),
     ]
-    picked = best_sentences("When was the bridge built over the river?", pages, limit=2)
+    picked = best_units("When was the bridge built over the river?", pages, limit=2)
     assert picked[0].path == "b.md" and "1850" in picked[0].sentence
     assert len(picked) == 2
 
@@ -131,5 +131,5 @@ def test_question_words_do_not_outrank_content_words():
 def test_supersession_trails_are_not_quoted_as_evidence():
     body = ("The Solo plan costs 12 dollars a month.\n\n"
             "[Superseded 2026-03-01 by raw/pricing-v2.md: earlier the Solo plan cost 9 dollars a month.]")
-    picked = best_sentences("How much does the Solo plan cost?", [PageText("p.md", "Pricing", body)], limit=4)
+    picked = best_units("How much does the Solo plan cost?", [PageText("p.md", "Pricing", body)], limit=4)
     assert [e.sentence for e in picked] == ["The Solo plan costs 12 dollars a month."]

@@ -149,3 +149,35 @@ def test_follow_ups_follow_links_from_the_quoted_passage_never_saved_answers_or_
     assert not any("HTTPX" in s for s in suggestions)
     assert len(set(suggestions)) == len(suggestions)
     assert not any("Connection pool" in s for s in suggestions)  # the question's own subject
+
+
+def test_eval_reports_facts_held_and_abstention_with_gold_pages_deleted(tmp_path):
+    kb = _kb(tmp_path)
+    questions = tmp_path / "questions.jsonl"
+    questions.write_text("\n".join(json.dumps(q) for q in [
+        {"id": "pool", "question": "What is the default maximum number of connections in the pool?",
+         "gold_pages": ["storage/connection-pool.md"], "facts": ["500"]},
+        {"id": "timeout", "question": "What is the default timeout of outgoing calls?",
+         "gold_pages": ["Limits"], "facts": ["timeout", "30 seconds"]},
+        {"id": "port", "question": "What is GLIMMER_PORT?", "gold_pages": ["ops/variables.md"],
+         "facts": ["port to listen on"]},
+    ]) + "\n")
+    nonsense = tmp_path / "nonsense.jsonl"
+    nonsense.write_text(json.dumps({"question": "How tall is the Eiffel Tower in bananas?", "answerable": False}) + "\n")
+    runner = CliRunner()
+    env = {"KAAS_MODEL": ""}
+
+    def run(*args: str) -> dict:
+        out = tmp_path / "report.json"
+        result = runner.invoke(cli, ["--kb", str(kb.root), "eval", *args, "--json-out", str(out)], env=env)
+        assert result.exit_code == 0, result.output
+        return json.loads(out.read_text())["summary"]
+
+    answered = run(str(questions))
+    assert answered["facts_held"] == 1.0 and answered["questions_with_facts"] == 3
+    assert answered["false_abstention_rate"] == 0.0
+    assert run(str(nonsense))["abstention_rate"] == 1.0
+    before = sorted(p.relative_to(kb.root) for p in (kb.root / "wiki").rglob("*.md"))
+    deleted = run(str(questions), "--delete-gold")
+    assert deleted["unanswerable"] == 3 and deleted["abstention_rate"] == 1.0
+    assert sorted(p.relative_to(kb.root) for p in (kb.root / "wiki").rglob("*.md")) == before  # a copy was used

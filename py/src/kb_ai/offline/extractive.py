@@ -20,7 +20,9 @@ from kb_ai.offline.units import Unit, page_units
 PER_PAGE = 2
 MAX_ANSWER_CHARS = 1_500  # units are whole: the answer stops before one that would pass this
 ASKED_BONUS = 1.5  # a unit that holds what the question asks for
-CODE_UNASKED = 0.5  # code, when the question does not ask how to do something
+CODE_UNASKED = 0.5
+BRIDGE_BONUS = 3.0  # a unit of a page whose title an earlier pick names: the second hop
+LEAD_BONUS = 1.0  # code, when the question does not ask how to do something
 
 _NUMBER_Q = re.compile(r"\b(how (many|much|long|big|large|fast|old|often|high|tall)|default|defaults|"
                        r"what (port|size|number|version|percentage|value|limit|timeout)|maximum|minimum|max|min|"
@@ -125,10 +127,14 @@ def best_units(question: str, pages: list[PageText], limit: int = 4) -> list[Evi
     seen_texts: set[str] = set()
     used_chars = 0
 
+    named: set[str] = set()  # pages whose title a picked unit names (the bridge to a second page)
+    titles = {page.path: " ".join(tokenize(page.title)) for page in pages}
+
     def gain(i: int) -> float:
         matched = candidates[i][2] & query_terms
         new = len(matched - covered) / max(len(matched), 1)
-        return base[i] * (0.4 + 0.6 * new)
+        bridge = BRIDGE_BONUS if candidates[i][1].path in named else 1.0
+        return base[i] * (0.4 + 0.6 * new) * bridge
 
     def overlaps(unit: Unit) -> bool:
         return any(unit.start < end and start < unit.end for start, end in spans.get(unit.path, []))
@@ -154,8 +160,9 @@ def best_units(question: str, pages: list[PageText], limit: int = 4) -> list[Evi
         spans.setdefault(unit.path, []).append((unit.start, unit.end))
         covered |= terms & query_terms
         used_chars += len(unit.text)
+        said = " " + " ".join(tokenize(unit.text)) + " "
+        named |= {path for path, title in titles.items() if title and path != unit.path and f" {title} " in said}
         picked.append(Evidence(unit, base[best]))
     return picked
 
 
-best_sentences = best_units  # the name it had when units were sentences
