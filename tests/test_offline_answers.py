@@ -106,6 +106,9 @@ def test_nonsense_is_not_answered_and_says_so_distinctly(tmp_path):
     # A question whose rare word the wiki holds is answered, not abstained on.
     rare = _ask_json(kb, "How does the frobnicator get installed?")
     assert rare["abstained"] is False and rare["citations"]
+    # ... and so is one whose plain words ("use") no page of a small wiki holds.
+    plain = _ask_json(kb, "How do I use offline mode?")
+    assert plain["abstained"] is False and {"path": "ops/configuration.md", "title": "Configuration"} in plain["citations"]
 
 
 def test_the_abstained_event_over_http_and_mcp(tmp_path):

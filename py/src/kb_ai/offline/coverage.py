@@ -1,7 +1,7 @@
 """Does the wiki cover a question at all? The offline answerer's abstention decision, in one place.
 
 Each term of the question is weighted by how informative it is (BM25's IDF over the wiki's pages,
-from the lexical index; a term no page holds weighs most). The question is covered when the best
+from the lexical index; a term no page holds weighs as much as one that a single page holds). The question is covered when the best
 page among the keyword matches, or the best two pages *that are joined* (one holds the other's
 title, or the question names both: "Which band formed first, Lit or Adorable?", "the director of
 the film that ..."), hold
@@ -30,7 +30,7 @@ from kb_ai.offline.lexical import LexicalIndex
 from kb_ai.offline.text import tokenize
 
 COVERED_SHARE = 0.60  # share of the question's term weight one page (or a joined pair) must hold
-COVERED_RARE_TERMS = 2.2  # ... or this many rarest-term weights
+COVERED_RARE_TERMS = 2.8  # ... or this many times the weight of the rarest term the wiki holds
 CANDIDATES = 8  # best keyword matches examined (and pairs among them)
 TITLE_NAMED = 0.5  # a page is named by the question when this share of its title's terms is in it
 
@@ -76,9 +76,11 @@ def coverage(index: LexicalIndex, title_of: Callable[[str], str], question: str)
             holders[term] = set(index.pages_with(term).tolist())
         return holders[term]
 
-    weights = {t: _idf(n, len(held_by(t))) for t in terms}
+    # A word no page holds weighs as much as the rarest word the wiki holds, no more: in a small
+    # wiki, plain words of a question ("use", "happens") are often in no page at all.
+    rarest = _idf(n, 1)
+    weights = {t: min(_idf(n, len(held_by(t))), rarest) for t in terms}
     total = sum(weights.values()) or 1.0
-    rarest = _idf(n, 0)
     asked = set(terms)
     ids = [position[h.path] for h in hits]
     held = [frozenset(t for t in terms if ids[i] in held_by(t)) for i in range(len(hits))]
