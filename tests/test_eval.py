@@ -178,7 +178,7 @@ def test_unknown_keys_are_named_in_a_warning_not_silently_ignored(sample_kb, tmp
     result = CliRunner().invoke(cli, ["--kb", str(sample_kb.root), "eval", str(file), "--json-out", str(out), "--offline"])
     assert result.exit_code == 0, result.output
     expected = ("q.jsonl: unknown key 'gold' ignored (lines 1, 2) — did you mean 'gold_pages'?; expected keys: "
-                "question, gold_pages, gold_titles, answer, answer_aliases, answerable, id")
+                "question, gold_pages, gold_titles, answer, answer_aliases, facts, answerable, id")
     assert f"kaas: warning: {expected}" in result.stderr
     assert f"warning: {expected}" in result.stdout  # in the table, next to the recall it explains
     assert "unknown key 'context_titles' ignored (line 2) — did you mean 'gold_titles'?" in result.stderr

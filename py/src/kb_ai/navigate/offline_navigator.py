@@ -6,6 +6,7 @@ it runs in a worker thread, never on the event loop a server shares between read
 
 from __future__ import annotations
 
+import re
 from typing import AsyncIterator
 
 import anyio
@@ -47,7 +48,8 @@ def answer_lines(unit: Unit) -> list[str]:
         return [f"- {unit.text} {cite}"]
     if "\n" not in unit.text and "`" not in unit.text:
         return [f"- `{unit.text}` {cite}"]
-    fence = "~~~~" if "~~~" in unit.text else "~~~"
+    longest = max((len(run) for run in re.findall(r"~+", unit.text)), default=0)
+    fence = "~" * max(3, longest + 1)  # longer than any run of tildes in the code: it cannot close early
     return [f"- {cite}:", "", f"  {fence}", *[f"  {line}" for line in unit.text.splitlines()], f"  {fence}", ""]
 
 
