@@ -52,7 +52,7 @@ from kb_ai.store.kb import KnowledgeBase
 BENCH = Path(__file__).resolve().parent
 REALDOCS = HOTPOT.parent / "realdocs-dev"
 SHARES = (0.45, 0.50, 0.55, 0.60, 0.65, 0.70, 0.75, 0.80)
-RARE_TERMS = (1.6, 1.9, 2.2, 2.5, 3.0, 99.0)
+RARE_TERMS = (1.6, 1.9, 2.2, 2.5, 2.8, 3.2, 99.0)
 
 
 def _build(work: Path) -> None:

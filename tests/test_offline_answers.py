@@ -184,3 +184,11 @@ def test_eval_reports_facts_held_and_abstention_with_gold_pages_deleted(tmp_path
     deleted = run(str(questions), "--delete-gold")
     assert deleted["unanswerable"] == 3 and deleted["abstention_rate"] == 1.0
     assert sorted(p.relative_to(kb.root) for p in (kb.root / "wiki").rglob("*.md")) == before  # a copy was used
+
+
+def test_a_unit_that_says_it_is_prefixed_by_its_subject(tmp_path):
+    airport = ("places/logan-airport.md", "Logan International Airport", "An airport in Boston.",
+               "# Logan International Airport\n\nLogan International Airport is in East Boston. "
+               "It is the largest airport in the New England region and the 17th busiest in the country.\n")
+    out = _ask_json(build_kb(tmp_path, airport), "Which is the largest airport in the New England region?")
+    _bullet_with(out["answer"], "Logan International Airport: It is the largest airport in the New England region")

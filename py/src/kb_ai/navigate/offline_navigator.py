@@ -40,12 +40,13 @@ def lexical_selection(index, question: str, max_pages: int, method: str) -> Sele
     return Selection(paths=[h.path for h in hits], method=method)
 
 
-def answer_lines(unit: Unit) -> list[str]:
-    """One unit as lines of the answer: a bullet ending with its citation; code as a code span,
-    or (several lines) a fenced block under the bullet."""
+def answer_lines(unit: Unit, text: str | None = None) -> list[str]:
+    """One unit as lines of the answer (``text``: as shown, its subject named; default the
+    unit's text): a bullet ending with its citation; code as a code span, or (several lines) a
+    fenced block under the bullet."""
     cite = f"[{unit.title}]({unit.path})"
     if unit.kind != "code":
-        return [f"- {unit.text} {cite}"]
+        return [f"- {text or unit.text} {cite}"]
     if "\n" not in unit.text and "`" not in unit.text:
         return [f"- `{unit.text}` {cite}"]
     longest = max((len(run) for run in re.findall(r"~+", unit.text)), default=0)
@@ -144,7 +145,7 @@ class OfflineNavigator:
         lines = [self.label, ""]
         if evidence:
             for e in evidence:
-                lines += answer_lines(e.unit)
+                lines += answer_lines(e.unit, e.sentence)
         else:
             lines += ["No single sentence matches the question; these pages are the closest:"]
             lines += [f"- [{p.title}]({p.path})" for p in pages if p.is_evidence]

@@ -34,6 +34,11 @@ _HOW_Q = re.compile(r"\b(how (do|can|should|to)|how would|command|example|syntax
 _NUMBER = re.compile(r"(?<![\w.])\d[\d,._]*")
 _YEAR = re.compile(r"\b(1[0-9]{3}|20[0-9]{2})\b|\b(January|February|March|April|May|June|July|August|September|"
                    r"October|November|December)\b")
+# A unit that opens by referring back to its page's subject ("He served as ...", "It is the largest
+# airport ...", "The film stars ...") does not say what it is about on its own.
+_REFERS_BACK = re.compile(r"(?:He|She|It|They|His|Her|Its|Their|This|These|The (?:film|album|song|band|company|"
+                          r"school|city|town|village|book|novel|show|series|game|airport|station|team|club|group|"
+                          r"building|river|church|magazine|newspaper|episode|player|university|museum))\b")
 _NAME = re.compile(r"\b[A-Z][a-z]+(?:\s+[A-Z][a-z.]+)+")
 
 
@@ -50,6 +55,7 @@ class Evidence:
 
     unit: Unit
     score: float
+    subject: str = ""  # the page's title, when the unit speaks of it as "He", "It", "The film"...
 
     @property
     def path(self) -> str:
@@ -61,7 +67,8 @@ class Evidence:
 
     @property
     def sentence(self) -> str:
-        return self.unit.text
+        """The unit as the answer shows it: prefixed by its subject when it only says "It"."""
+        return f"{self.subject}: {self.unit.text}" if self.subject else self.unit.text
 
 
 def _asks_for(question: str) -> set[str]:
@@ -162,7 +169,13 @@ def best_units(question: str, pages: list[PageText], limit: int = 4) -> list[Evi
         used_chars += len(unit.text)
         said = " " + " ".join(tokenize(unit.text)) + " "
         named |= {path for path, title in titles.items() if title and path != unit.path and f" {title} " in said}
-        picked.append(Evidence(unit, base[best]))
+        picked.append(Evidence(unit, base[best], _subject(unit)))
     return picked
 
 
+def _subject(unit: Unit) -> str:
+    """The page's title when ``unit`` refers back to the page's subject without naming it."""
+    if unit.kind not in ("sentence", "list-item") or not _REFERS_BACK.match(unit.text):
+        return ""
+    title = set(tokenize(unit.title))
+    return unit.title if title and not title <= set(tokenize(unit.text)) else ""
