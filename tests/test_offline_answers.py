@@ -70,8 +70,14 @@ def test_a_default_in_a_short_sentence_is_quoted_with_its_neighbour(tmp_path):
 
 
 def test_a_list_item_keeps_its_lead_in(tmp_path):
-    out = _ask_json(_kb(tmp_path), "Which storage backends does the server support? Is Postgres one?")
+    kb = _kb(tmp_path)
+    out = _ask_json(kb, "Which storage backends does the server support? Is Postgres one?")
     _bullet_with(out["answer"], "The server supports three storage backends:", "Postgres, for production")
+    # Asked for the list, the answer quotes it whole, once.
+    whole = _ask_json(kb, "Which storage backends are there?")
+    line = _bullet_with(whole["answer"], "three storage backends:", "Postgres, for production", "SQLite, for tests",
+                        "Memory")
+    assert sum("SQLite" in other for other in whole["answer"].splitlines()) == 1, line
 
 
 def test_a_heading_is_quoted_with_the_line_under_it(tmp_path):
@@ -80,13 +86,19 @@ def test_a_heading_is_quoted_with_the_line_under_it(tmp_path):
 
 
 def test_a_table_row_is_quoted_with_its_header(tmp_path):
-    out = _ask_json(_kb(tmp_path), "What is the default timeout of outgoing calls?")
+    regions = ("ops/regions.md", "Regions", "Where the servers run.",
+               "# Regions\n\nServers run in two regions.\n\nRegion | Datacenter\n--- | ---\neu | Frankfurt\nus | Virginia\n")
+    kb = _kb(tmp_path, regions)
+    out = _ask_json(kb, "What is the default timeout of outgoing calls?")
     _bullet_with(out["answer"], "Setting: timeout", "Default: 30 seconds")
+    # A table without outer pipes is a table too.
+    out = _ask_json(kb, "Which datacenter serves the eu region?")
+    _bullet_with(out["answer"], "Region: eu; Datacenter: Frankfurt")
 
 
 def test_code_answers_how_do_i(tmp_path):
     out = _ask_json(_kb(tmp_path), "How do I install the frobnicator?")
-    assert "pip install frobnicator" in out["answer"]
+    _bullet_with(out["answer"], "To get it: `pip install frobnicator`")  # with the line that introduces it
     assert {"path": "ops/frobnicator.md", "title": "Frobnicator"} in out["citations"]
 
 

@@ -47,11 +47,13 @@ def answer_lines(unit: Unit, text: str | None = None) -> list[str]:
     cite = f"[{unit.title}]({unit.path})"
     if unit.kind != "code":
         return [f"- {text or unit.text} {cite}"]
+    lead = f"{unit.lead} " if unit.lead else ""
     if "\n" not in unit.text and "`" not in unit.text:
-        return [f"- `{unit.text}` {cite}"]
+        return [f"- {lead}`{unit.text}` {cite}"]
     longest = max((len(run) for run in re.findall(r"~+", unit.text)), default=0)
     fence = "~" * max(3, longest + 1)  # longer than any run of tildes in the code: it cannot close early
-    return [f"- {cite}:", "", f"  {fence}", *[f"  {line}" for line in unit.text.splitlines()], f"  {fence}", ""]
+    head = f"- {lead}{cite}" if lead else f"- {cite}:"
+    return [head, "", f"  {fence}", *[f"  {line}" for line in unit.text.splitlines()], f"  {fence}", ""]
 
 
 def _is_saved_answer(entry) -> bool:

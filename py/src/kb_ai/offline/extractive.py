@@ -4,7 +4,7 @@ Units (``offline.units``: sentences joined with a short neighbour, list items wi
 definitions, headings with their first line, table rows, short code) are ranked with BM25 among
 the selected pages' units only, nudged towards the higher-ranked pages and towards units that
 hold what the question asks for (a number for "how many / default / what port", a year or date
-for "when", a name for "who", code for "how do I"), then picked greedily so that each new unit
+for "when", a name for "who", code for "how do I", a whole list for "which ... are"), then picked greedily so that each new unit
 adds query terms the earlier ones did not cover. A unit is quoted whole or not at all.
 """
 
@@ -31,6 +31,8 @@ _WHEN_Q = re.compile(r"\b(when|what year|which year|what date|in what year|born|
 _WHO_Q = re.compile(r"\b(who|whom|whose|which (person|man|woman|actor|actress|author|director|singer))\b", re.IGNORECASE)
 _HOW_Q = re.compile(r"\b(how (do|can|should|to)|how would|command|example|syntax|configure|install|run|set up)\b",
                     re.IGNORECASE)
+_LIST_Q = re.compile(r"\b(what|which)\b[^?.]{0,60}?\b(are|were)\b|\b(list|types|kinds|options|ways|steps)\b",
+                     re.IGNORECASE)
 _NUMBER = re.compile(r"(?<![\w.])\d[\d,._]*")
 _YEAR = re.compile(r"\b(1[0-9]{3}|20[0-9]{2})\b|\b(January|February|March|April|May|June|July|August|September|"
                    r"October|November|December)\b")
@@ -81,6 +83,8 @@ def _asks_for(question: str) -> set[str]:
         wants.add("name")
     if _HOW_Q.search(question):
         wants.add("code")
+    if _LIST_Q.search(question):
+        wants.add("list")
     return wants
 
 
@@ -95,6 +99,8 @@ def _holds(unit: Unit, wants: set[str], question: str) -> bool:
     if "name" in wants and any(not set(m.group().lower().split()) <= asked for m in _NAME.finditer(unit.text)):
         return True
     if "code" in wants and (unit.kind == "code" or "`" in unit.quote):
+        return True
+    if "list" in wants and unit.kind == "list":
         return True
     return False
 
@@ -126,6 +132,13 @@ def best_units(question: str, pages: list[PageText], limit: int = 4) -> list[Evi
         if unit.text.endswith(":"):
             value *= CODE_UNASKED  # it introduces what it does not show
         base.append(value)
+    if "list" in wants:
+        # A whole list answers "which ... are" at least as well as the best of its items.
+        for i, (_rank, unit, _terms) in enumerate(candidates):
+            if unit.kind == "list":
+                inside = [base[j] for j, (_r, other, _t) in enumerate(candidates) if other.path == unit.path
+                          and other.kind != "list" and unit.start <= other.start and other.end <= unit.end]
+                base[i] = max([base[i], *(b * ASKED_BONUS for b in inside)])
 
     picked: list[Evidence] = []
     covered: set[str] = set()

@@ -9,7 +9,9 @@ A unit is what a reader needs to see to get a fact, never cut:
 * ``definition``: a one-line definition (``term: definition``, ``**Term** — ...``);
 * ``heading``: a heading with the first line under it ("UVICORN_PORT: Bind to this port.");
 * ``table-row``: a row of a table, each cell named by its column header;
-* ``code``: a short code block, or one line of a longer one.
+* ``list``: a short list whole, with its lead-in ("Eviction policies: Random; LRU; LFU");
+* ``code``: a short code block (with the sentence that introduces it, "To clear the cache,
+  run:"), or one line of a longer one.
 
 Each unit knows where it is: its page, the heading it sits under and that heading's anchor (as
 the page renderer makes it, Python-Markdown's ``toc``), and ``quote``, the exact text of the page
@@ -48,11 +50,12 @@ class Unit:
     end: int
     heading: str = ""  # the heading the unit sits under ("" before the first)
     anchor: str = ""  # that heading's anchor in the rendered page ("" before the first)
+    lead: str = ""  # code: the sentence that introduces it ("To clear the cache, run:"), in ``quote`` too
 
     def as_dict(self) -> dict[str, object]:
         return {"path": self.path, "title": self.title, "kind": self.kind, "text": self.text,
                 "quote": self.quote, "start": self.start, "end": self.end, "heading": self.heading,
-                "anchor": self.anchor}
+                "anchor": self.anchor, "lead": self.lead}
 
 
 def heading_anchor(heading: str, used: dict[str, int]) -> str:
@@ -73,12 +76,12 @@ class _Builder:
         self.pending_heading: tuple[str, int, int] | None = None  # a heading waiting for its first line
         self.used: dict[str, int] = {}
 
-    def add(self, kind: str, text: str, start: int, end: int) -> None:
+    def add(self, kind: str, text: str, start: int, end: int, lead: str = "") -> None:
         text = " ".join(text.split()) if kind != "code" else text.strip("\n")
         if not text.strip():
             return
         quote = self.body[start:end]
-        self.units.append(Unit(self.path, self.title, kind, text, quote, start, end, self.heading, self.anchor))
+        self.units.append(Unit(self.path, self.title, kind, text, quote, start, end, self.heading, self.anchor, lead))
         if self.pending_heading is not None:
             heading, h_start, _h_end = self.pending_heading
             self.pending_heading = None
@@ -121,12 +124,41 @@ def _with_lead(lead: str, text: str) -> str:
     return f"{lead} {text}" if lead else text
 
 
+class _List:
+    """The items of the list being read, and the lead-in that introduces it."""
+
+    def __init__(self) -> None:
+        self.lead, self.lead_start = "", -1
+        self.items: list[tuple[int, int, str]] = []
+
+    def flush(self, builder: _Builder) -> None:
+        """The whole list as one unit ("Policies: Random; LRU; LFU"), when it has a lead-in,
+        two items or more, and is short: a question about the list gets all of it."""
+        if self.lead and len(self.items) >= 2:
+            text = f"{self.lead} " + "; ".join(item for _s, _e, item in self.items)
+            if len(text) <= MAX_UNIT_CHARS:
+                builder.add("list", text, self.lead_start, self.items[-1][1])
+        self.items = []
+
+    def introduce(self, lead: str, start: int) -> None:
+        self.lead, self.lead_start = lead, start
+
+
+def _is_table_start(lines, i: int) -> bool:
+    """A table: a row of cells, then a separator row (``|---|---|``, outer pipes optional)."""
+    if "|" not in lines[i].text or i + 1 >= len(lines) or lines[i + 1].kind != "text":
+        return False
+    separator = lines[i + 1].text.strip()
+    return "-" in separator and "|" in separator and bool(_TABLE_SEPARATOR.match(separator))
+
+
 def page_units(path: str, title: str, body: str) -> list[Unit]:
     """Every answer-bearing unit of one page body, in page order."""
     builder = _Builder(path, title, body)
     lines = block_lines(body)
+    current = _List()  # the list being read, and the sentence that introduces what follows
+    after_lead = False  # the last block was a paragraph ending in ":" (it introduces the next block)
     i = 0
-    lead_in = ""  # the last sentence of the paragraph just before a list
     while i < len(lines):
         line = lines[i]
         stripped = line.text.strip()
@@ -134,24 +166,29 @@ def page_units(path: str, title: str, body: str) -> list[Unit]:
             i += 1
             continue
         if line.kind == "heading":
+            current.flush(builder)
             level, text = atx_heading(line.text) or (1, "")
             builder.set_heading(text, level, line.start, line.start + len(line.text))
-            lead_in = ""
+            current.introduce("", -1)
+            after_lead = False
             i += 1
             continue
         if line.kind == "code":
             j = i
             while j < len(lines) and lines[j].kind == "code":
                 j += 1
-            _code(builder, lines[i:j])
+            _code(builder, lines[i:j], current if after_lead else None)
+            after_lead = False
             i = j
             continue
-        if stripped.startswith("|"):
+        if stripped.startswith("|") or _is_table_start(lines, i):
+            current.flush(builder)
             j = i
-            while j < len(lines) and lines[j].kind == "text" and lines[j].text.strip().startswith("|"):
+            while j < len(lines) and lines[j].kind == "text" and "|" in lines[j].text:
                 j += 1
             _table(builder, lines[i:j])
-            i, lead_in = j, ""
+            current.introduce("", -1)
+            i, after_lead = j, False
             continue
         if stripped.startswith("<") or _ADMONITION.match(line.text):
             i += 1  # an HTML block line, an admonition's marker: not prose
@@ -165,10 +202,12 @@ def page_units(path: str, title: str, body: str) -> list[Unit]:
             mark = _LIST_MARK.match(line.text)
             start = line.start + mark.end()
             end = lines[j - 1].start + len(lines[j - 1].text)
-            lead = lead_in if len(lead_in) <= MAX_LEAD_IN_CHARS else ""
+            lead = current.lead if indent < 2 and len(current.lead) <= MAX_LEAD_IN_CHARS else ""
             kind = "definition" if _DEFINITION.match(body[start:end].strip()) else "list-item"
-            builder.prose(start, end, lead if indent < 2 else "", kind)
-            i = j
+            builder.prose(start, end, lead, kind)
+            if indent < 2:
+                current.items.append((start, end, plain_text(body[start:end])))
+            i, after_lead = j, False
             continue
         j = i
         while j < len(lines) and lines[j].kind == "text" and not _LIST_MARK.match(lines[j].text) \
@@ -179,16 +218,24 @@ def page_units(path: str, title: str, body: str) -> list[Unit]:
             builder.prose(start, end, "", "definition")
         else:
             builder.prose(start, end)
+        after_lead = False
         if len(line.text) - len(line.text.lstrip()) < 2:  # a paragraph inside a list item introduces nothing
+            current.flush(builder)
             spans = sentence_spans(body[start:end].replace("\n", " "))
             last = plain_text(body[start + spans[-1][0]:start + spans[-1][1]]) if spans else ""
-            lead_in = last if last.endswith(":") else ""  # "There are three ways to configure it:"
+            if last.endswith(":"):  # "There are three ways to configure it:"
+                current.introduce(last, start + spans[-1][0])
+                after_lead = True
+            else:
+                current.introduce("", -1)
         i = j
+    current.flush(builder)
     return builder.units
 
 
-def _code(builder: _Builder, lines) -> None:
-    """A code block: whole when short, else line by line (fence lines left out)."""
+def _code(builder: _Builder, lines, introduced: _List | None = None) -> None:
+    """A code block: whole when short, else line by line (fence lines left out). A short block
+    right after a sentence ending in ":" ("To clear the cache, run:") is quoted with it."""
     inner = [ln for ln in lines if not re.match(r"[ \t]*(`{3,}|~{3,})", ln.text)]
     inner = [ln for ln in inner if ln.text.strip()]
     if not inner:
@@ -197,7 +244,10 @@ def _code(builder: _Builder, lines) -> None:
         start, end = inner[0].start, inner[-1].start + len(inner[-1].text)
         indent = min(len(ln.text) - len(ln.text.lstrip()) for ln in inner)
         text = "\n".join(ln.text[indent:] for ln in inner)
-        builder.add("code", text, start, end)
+        if introduced is not None and introduced.lead and len(introduced.lead) <= MAX_LEAD_IN_CHARS:
+            builder.add("code", text, introduced.lead_start, end, lead=introduced.lead)
+        else:
+            builder.add("code", text, start, end)
         return
     for ln in inner:
         start = ln.start + len(ln.text) - len(ln.text.lstrip())
