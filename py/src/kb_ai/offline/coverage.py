@@ -26,6 +26,8 @@ import math
 from dataclasses import dataclass
 from typing import Callable
 
+import numpy as np
+
 from kb_ai.offline.lexical import LexicalIndex
 from kb_ai.offline.text import tokenize
 
@@ -68,27 +70,28 @@ def coverage(index: LexicalIndex, title_of: Callable[[str], str], question: str)
     if not hits:
         return Coverage(0.0, 0.0, (), tuple(missing))
     n = max(index.page_count(), 1)
-    position = {p: i for i, p in enumerate(index.paths)}
-    holders: dict[str, set[int]] = {}
+    ids = np.array([index.position(h.path) for h in hits], dtype=np.int64)
+    holders: dict[str, tuple[int, frozenset[int]]] = {}  # term -> (pages holding it, which hits)
 
-    def held_by(term: str) -> set[int]:
+    def look_up(term: str) -> tuple[int, frozenset[int]]:
         if term not in holders:
-            holders[term] = set(index.pages_with(term).tolist())
+            pages = index.pages_with(term)
+            found = (pages[:, None] == ids[None, :]).any(axis=0) if len(pages) else np.zeros(len(ids), dtype=bool)
+            holders[term] = (len(pages), frozenset(np.flatnonzero(found).tolist()))
         return holders[term]
 
     # A word no page holds weighs as much as the rarest word the wiki holds, no more: in a small
     # wiki, plain words of a question ("use", "happens") are often in no page at all.
     rarest = _idf(n, 1)
-    weights = {t: min(_idf(n, len(held_by(t))), rarest) for t in terms}
+    weights = {t: min(_idf(n, look_up(t)[0]), rarest) for t in terms}
     total = sum(weights.values()) or 1.0
     asked = set(terms)
-    ids = [position[h.path] for h in hits]
-    held = [frozenset(t for t in terms if ids[i] in held_by(t)) for i in range(len(hits))]
+    held = [frozenset(t for t in terms if i in look_up(t)[1]) for i in range(len(hits))]
     title_terms = [set(tokenize(title_of(h.path))) for h in hits]
     named = [bool(tt) and len(tt & asked) / len(tt) >= TITLE_NAMED for tt in title_terms]
 
     def holds_title(i: int, j: int) -> bool:  # page i's text holds every term of page j's title
-        return bool(title_terms[j]) and all(ids[i] in held_by(t) for t in title_terms[j])
+        return bool(title_terms[j]) and all(i in look_up(t)[1] for t in title_terms[j])
 
     best = max(range(len(hits)), key=lambda i: (sum(weights[t] for t in held[i]), -i))
     best_terms, pages = held[best], (hits[best].path,)

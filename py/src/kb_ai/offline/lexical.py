@@ -281,6 +281,10 @@ class LexicalIndex:
         """Pages this index scores (a restricted view: the visible ones)."""
         return len(self.paths) if self._mask is None else int(self._mask.sum())
 
+    def position(self, path: str) -> int:
+        """The position of ``path`` in ``paths`` (what ``pages_with`` returns)."""
+        return self._positions()[path]
+
     def pages_with(self, term: str) -> np.ndarray:
         """Positions (in ``paths``) of the pages whose text holds ``term`` (a tokenized term),
         visible pages only in a restricted view; empty for a term no page holds."""
