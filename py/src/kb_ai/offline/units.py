@@ -14,7 +14,7 @@ A unit is what a reader needs to see to get a fact, never cut:
   run:"), or one line of a longer one.
 
 Each unit knows where it is: its page, the heading it sits under and that heading's anchor (as
-the page renderer makes it, Python-Markdown's ``toc``), and ``quote``, the exact text of the page
+the page renderer makes it: ``store.markdown_text.heading_anchor``), and ``quote``, the exact text of the page
 body it comes from (``body[start:end] == quote``), so a citation can point at the passage.
 """
 
@@ -23,9 +23,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from markdown.extensions.toc import slugify as _toc_slugify
-
-from kb_ai.store.markdown_text import atx_heading, block_lines, plain_text, sentence_spans
+from kb_ai.store.markdown_text import atx_heading, block_lines, heading_anchor, plain_text, sentence_spans
 
 MAX_UNIT_CHARS = 600  # a longer list item or paragraph is quoted sentence by sentence
 SHORT_WORDS = 4  # a sentence under this many words is joined to its neighbour
@@ -58,15 +56,6 @@ class Unit:
                 "anchor": self.anchor, "lead": self.lead}
 
 
-def heading_anchor(heading: str, used: dict[str, int]) -> str:
-    """The id the renderer gives a heading (Python-Markdown's toc: slugified, "_1", "_2" for
-    repeats in one page); ``used`` counts the ids given so far in the page."""
-    base = _toc_slugify(heading, "-") or "_"
-    count = used.get(base, 0)
-    used[base] = count + 1
-    return base if count == 0 else f"{base}_{count}"
-
-
 class _Builder:
     def __init__(self, path: str, title: str, body: str):
         self.path, self.title, self.body = path, title, body
@@ -74,7 +63,7 @@ class _Builder:
         self.heading = ""
         self.anchor = ""
         self.pending_heading: tuple[str, int, int] | None = None  # a heading waiting for its first line
-        self.used: dict[str, int] = {}
+        self.used: set[str] = set()  # heading ids given so far
 
     def add(self, kind: str, text: str, start: int, end: int, lead: str = "") -> None:
         text = " ".join(text.split()) if kind != "code" else text.strip("\n")
