@@ -222,3 +222,15 @@ def test_each_unit_knows_its_page_heading_anchor_and_exact_quote(tmp_path):
     assert [u.anchor for u in units if u.kind == "table-row"] == ["prix-horaires_1"]
     assert all(body[u.start:u.end] == u.quote and u.path == "food/cafe.md" for u in units)
     assert heading_slug("Prix & horaires") == "prix-horaires"
+
+
+def test_quoted_code_cannot_close_its_fence_early(tmp_path):
+    tricky = ("ops/fences.md", "Fences", "Writing fenced blocks.",
+              "# Fences\n\nTo write a fence block, type:\n\n````\nfence start\n~~~~\n[x](javascript:alert(1))\n~~~~\n````\n")
+    out = _ask_json(build_kb(tmp_path, tricky), "How do I write a fence block?")
+    lines = out["answer"].splitlines()
+    opening = next(i for i, line in enumerate(lines) if line.strip().startswith("~~~~~"))
+    fence = lines[opening].strip()
+    closing = next(i for i in range(opening + 1, len(lines)) if lines[i].strip() == fence)
+    assert "  ~~~~" in lines[opening + 1:closing] and "  [x](javascript:alert(1))" in lines[opening + 1:closing]
+    assert out["citations"] == [{"path": "ops/fences.md", "title": "Fences"}]

@@ -115,13 +115,13 @@ def best_units(question: str, pages: list[PageText], limit: int = 4) -> list[Evi
         for unit in page_units(page.path, page.title, page.body):
             if unit.text.startswith("[Superseded"):
                 continue  # a supersession trail records an earlier fact: history, not the answer
-            terms = set(tokenize(unit.text))
+            terms = set(tokenize(_ranked_text(unit)))
             if terms & query_terms:
                 candidates.append((rank, unit, terms))
     if not candidates:
         return []
     wants = _asks_for(question)
-    scores = rank_texts(query_terms, [tokenize(c[1].text) for c in candidates])
+    scores = rank_texts(query_terms, [tokenize(_ranked_text(c[1])) for c in candidates])
     base = []
     for score, (rank, unit, _terms) in zip(scores, candidates):
         value = float(score) * (1.0 - 0.08 * min(rank, 5))
@@ -192,3 +192,8 @@ def _subject(unit: Unit) -> str:
         return ""
     title = set(tokenize(unit.title))
     return unit.title if title and not title <= set(tokenize(unit.text)) else ""
+
+
+def _ranked_text(unit: Unit) -> str:
+    """What a unit is ranked by: its text, and for code the line that introduces it."""
+    return f"{unit.lead} {unit.text}" if unit.lead else unit.text

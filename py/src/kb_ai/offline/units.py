@@ -32,6 +32,7 @@ MAX_CODE_LINES = 8  # a longer code block is quoted line by line
 _LIST_MARK = re.compile(r"[ \t]*+(?:[-*+]|\d{1,9}+[.)])(?:[ \t]++|$)")
 _DEFINITION = re.compile(r"^(?:\*\*[^*\n]{1,80}\*\*|`[^`\n]{1,80}`|[\w][\w .()/-]{0,60}?)\s*(?::|—|–|\s-)\s+\S")
 _ADMONITION = re.compile(r"^[ \t]*+(?:!!!|\?\?\?\+?)[ \t]")
+_FENCE_LINE = re.compile(r"[ \t]*+(`{3,}+|~{3,}+)")
 _TABLE_SEPARATOR = re.compile(r"^\|?[\s:|-]+\|?$")
 
 
@@ -225,7 +226,13 @@ def page_units(path: str, title: str, body: str) -> list[Unit]:
 def _code(builder: _Builder, lines, introduced: _List | None = None) -> None:
     """A code block: whole when short, else line by line (fence lines left out). A short block
     right after a sentence ending in ":" ("To clear the cache, run:") is quoted with it."""
-    inner = [ln for ln in lines if not re.match(r"[ \t]*(`{3,}|~{3,})", ln.text)]
+    inner = list(lines)
+    opening = _FENCE_LINE.match(inner[0].text)
+    if opening:  # the fence lines themselves; a fence-like line inside the block is code
+        inner = inner[1:]
+        mark = opening.group(1)
+        if inner and inner[-1].text.strip().startswith(mark[0] * len(mark)) and not inner[-1].text.strip().strip(mark[0]):
+            inner = inner[:-1]
     inner = [ln for ln in inner if ln.text.strip()]
     if not inner:
         return
