@@ -65,6 +65,7 @@ async def test_empty_selection_says_not_covered_without_an_answer_call(sample_kb
     assert fake.call_count == 1
     assert result.pages == [] and result.citations == []
     assert "does not cover" in result.answer
+    assert result.abstained and result.to_json()["abstained"] is True  # the same distinct result as offline
 
 
 async def test_pages_over_the_read_budget_are_trimmed_visibly(tmp_path):
