@@ -160,7 +160,9 @@ async def ask_events(service: AskService, request: AskRequest) -> AsyncIterator[
         # Authorization is part of the query: from here on, pages this reader may not read do
         # not exist — not for navigation, the model, counts, reading, citations or suggestions.
         catalog = await anyio.to_thread.run_sync(_catalog_for, service.kb, request.reader)
-        navigator.preflight()  # a model that cannot be called at all fails here, before any work
+        # A model that cannot be called at all fails here, before any work. In a worker thread: the
+        # first check of a litellm model imports litellm (seconds), which must not stall other streams.
+        await anyio.to_thread.run_sync(navigator.preflight)
         max_pages = request.max_pages or service.settings.max_pages
 
         query = question
