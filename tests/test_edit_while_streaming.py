@@ -27,6 +27,8 @@ from server_fakes import FakeLLMServer, ServerThread, parse_sse
 
 SLOW = 1.5   # seconds each slowed rebuild step takes (a big wiki on a slow disk)
 GAP = 0.7    # the longest pause allowed between two tokens of the open stream (one every 0.1 s)
+pytestmark = pytest.mark.slow  # each trial streams a paced answer for seconds
+
 NEW_PAGE = ("ops/backups.md", "Backups", "How the wiki is backed up.", "# Backups\n\nSnapshots run nightly.")
 
 
@@ -176,3 +178,36 @@ def test_a_slow_disk_under_the_reply_cache_does_not_stall_other_streams(sample_k
 
     assert len(spans) >= 2, "the second question neither read nor wrote the reply cache"
     _assert_kept_pace(times, events, spans, "reply cache work")
+
+
+def test_a_slow_model_check_before_a_question_does_not_stall_other_streams(sample_kb, monkeypatch):
+    """The check before any model call (``preflight``: for a litellm model, its first run imports
+    litellm, seconds of work) runs in a worker thread, not on the loop that streams the others."""
+    from kb_ai.llm.gateway import LLMGateway
+
+    spans: list[tuple[float, float]] = []
+    armed = threading.Event()
+    real = LLMGateway.preflight
+
+    def preflight(gateway):
+        if armed.is_set():
+            started = time.monotonic()
+            time.sleep(SLOW)
+            spans.append((started, time.monotonic()))
+        return real(gateway)
+
+    monkeypatch.setattr(LLMGateway, "preflight", preflight)
+    with FakeLLMServer(token_delay=0.1) as llm:
+        settings = Settings(kb=sample_kb.root, model="openai/fake", api_base=llm.api_base, api_key="k",
+                            max_retries=0, timeout=30.0, cache=False)
+        with ServerThread(create_app(settings, mcp=False)) as server, \
+                httpx.Client(base_url=server.url, timeout=60) as client, \
+                httpx.Client(base_url=server.url, timeout=60) as other:
+            open_stream, times, events = _open_stream(client)
+            armed.set()
+            answer = other.post("/api/chat", json={"question": "How are citations validated?"})
+            assert "event: done" in answer.text, answer.text
+            open_stream.join(timeout=30)
+
+    assert spans, "the second question did not check the model"
+    _assert_kept_pace(times, events, spans, "model check")
