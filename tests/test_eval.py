@@ -18,10 +18,7 @@ from kb_ai.quality.scoring import contains_answer, exact_match, f1_score, normal
 from kb_ai.store.catalog import Catalog, CatalogEntry
 
 from helpers import llm_settings
-from llm_fakes import MODEL, FakeOpenAI
-
-SELECT = "You are the navigator of a wiki"
-ANSWER = "You answer questions using only the wiki pages"
+from llm_fakes import ANSWER, MODEL, SELECT, FakeOpenAI
 
 
 def write_questions(path, rows):

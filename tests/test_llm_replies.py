@@ -18,12 +18,8 @@ from kb_ai.navigate.records import AskRequest, Turn
 from kb_ai.quality.lint import run_lint
 
 from helpers import llm_settings, write_page
-from llm_fakes import API_BASE, MODEL, FakeOpenAI, all_text, chat_json, chat_sse
+from llm_fakes import ANSWER, API_BASE, MODEL, REWRITE, SELECT, SUGGEST, FakeOpenAI, all_text, chat_json, chat_sse
 
-SELECT = "You are the navigator of a wiki"
-ANSWER = "You answer questions using only the wiki pages"
-REWRITE = "You rewrite the last question"
-SUGGEST = "You suggest three follow-up questions"
 MESSAGES = [{"role": "user", "content": "hi"}]
 SCHEMA = {"type": "object", "properties": {"paths": {"type": "array", "items": {"type": "string"}}},
           "required": ["paths"]}

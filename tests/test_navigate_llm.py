@@ -12,13 +12,8 @@ from kb_ai.navigate.records import AskRequest, Turn
 from kb_ai.store.kb import KnowledgeBase
 
 from helpers import build_kb, llm_settings
-from llm_fakes import STREAMING, FakeOpenAI, all_text, chat_sse
+from llm_fakes import ANSWER, REWRITE, SELECT, STREAMING, SUGGEST, FakeOpenAI, all_text, chat_sse
 from wikigen import generate_wiki
-
-SELECT = "You are the navigator of a wiki"
-ANSWER = "You answer questions using only the wiki pages"
-REWRITE = "You rewrite the last question"
-SUGGEST = "You suggest three follow-up questions"
 
 
 def requests_with(fake: FakeOpenAI, marker: str) -> list[dict]:

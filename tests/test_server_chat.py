@@ -16,11 +16,9 @@ from kb_ai.server import create_app
 from kb_ai.store.kb import KnowledgeBase
 
 from helpers import llm_settings
-from llm_fakes import FakeOpenAI
+from llm_fakes import ANSWER, SELECT, FakeOpenAI
 from server_fakes import FakeLLMServer, PacedNavigator, ServerThread, parse_sse
 
-SELECT = "You are the navigator of a wiki"
-ANSWER = "You answer questions using only the wiki pages"
 ORDER = ["rewrite", "pages", "token", "citations", "suggestions", "usage", "done"]
 
 

@@ -26,6 +26,7 @@ from kb_ai.compile.readers import (
 )
 from kb_ai.compile.relink import articles_naming_sources, relink
 from kb_ai.compile.records import FAILED, FINAL_STATUSES, SKIPPED, SourceRecord
+from kb_ai.faults import fault_point
 from kb_ai.files import FileTooLargeError, NotRegularFileError, read_regular_bytes
 from kb_ai.store.paths import slugify, topic_folder
 
@@ -241,6 +242,7 @@ def ingest(run: CompileRun) -> Ingested:
     with stage_timer(run.report, "ingest") as stage:
         state = run.state
         raws = walk_raw(run.kb.root)
+        fault_point("compile.ingest.after_scan")  # files found, none read yet
         counts = {"found": len(raws), "read": 0, "new": 0, "changed": 0, "unchanged": 0, "skipped": 0}
         # No state at all (a first compile, or .kaas/ deleted or damaged): a source that an article
         # names in its `sources:` feeds that article again instead of a duplicate of it.

@@ -16,8 +16,9 @@ run in worker threads (``anyio.to_thread``); one slow question cannot freeze the
 from __future__ import annotations
 
 import logging
+from collections import OrderedDict
 from contextlib import aclosing
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import AsyncIterator
 
 import anyio
@@ -53,14 +54,34 @@ class AskService:
     settings: Settings
     navigator: Navigator
     lexical: LexicalIndexCache | None = None  # the keyword indexes the navigator ranks with
+    # The kinds of readers who asked lately (by ``Reader.key``), most recent last: their views of
+    # the catalog are warmed too, so a reader who may not read everything does not wait either.
+    recent_readers: OrderedDict = field(default_factory=OrderedDict, repr=False)
+
+    RECENT_READERS = 8  # kinds of readers warmed after a re-index (each view is a keyword index)
 
     def warm(self) -> None:
-        """Build now what the next question would otherwise build first: the catalog and its
-        keyword index (the server's watcher calls this after it re-indexed a hand edit, so the
-        first question after an edit does not wait for it). Blocking: call it in a worker thread."""
+        """Build now what the next question would otherwise build first: the catalog, its keyword
+        index, and the views (and their indexes) of the kinds of readers who asked lately (the
+        server's watcher calls this after it re-indexed a hand edit, so the first question after
+        an edit does not wait for it). Blocking: call it in a worker thread."""
         catalog = self.kb.catalog()
-        if self.lexical is not None and catalog.entries:
-            self.lexical.get(catalog)
+        if self.lexical is None or not catalog.entries:
+            return
+        self.lexical.get(catalog)
+        for reader in list(self.recent_readers.values()):
+            view = catalog.visible_to(reader)
+            if view.entries:
+                self.lexical.get(view)
+
+    def asked_by(self, reader: Reader) -> None:
+        """Remember that ``reader``'s kind asked (for ``warm``)."""
+        if reader.admin:
+            return  # an admin reads the full catalog, warmed anyway
+        self.recent_readers[reader.key] = reader
+        self.recent_readers.move_to_end(reader.key)
+        while len(self.recent_readers) > self.RECENT_READERS:
+            self.recent_readers.popitem(last=False)
 
     @property
     def mode(self) -> str:
@@ -171,7 +192,10 @@ async def ask_events(service: AskService, request: AskRequest) -> AsyncIterator[
         # Authorization is part of the query: from here on, pages this reader may not read do
         # not exist — not for navigation, the model, counts, reading, citations or suggestions.
         catalog = await anyio.to_thread.run_sync(_catalog_for, service.kb, request.reader)
-        navigator.preflight()  # a model that cannot be called at all fails here, before any work
+        service.asked_by(request.reader)
+        # A model that cannot be called at all fails here, before any work. In a worker thread: the
+        # first check of a litellm model imports litellm (seconds), which must not stall other streams.
+        await anyio.to_thread.run_sync(navigator.preflight)
         max_pages = request.max_pages or service.settings.max_pages
 
         query = question
