@@ -206,22 +206,20 @@ def test_a_unit_that_says_it_is_prefixed_by_its_subject(tmp_path):
     _bullet_with(out["answer"], "Logan International Airport: It is the largest airport in the New England region")
 
 
-def test_each_unit_knows_its_page_heading_anchor_and_exact_quote(tmp_path):
-    """What a passage-level citation needs: the unit's anchor is the id the rendered page gives
-    its heading (repeats and accents included), and its quote is the page text, exactly."""
+def test_each_unit_knows_its_page_heading_and_exact_quote(tmp_path):
+    """What a passage-level citation needs: the unit's page, the heading it sits under (as the
+    rendered page titles it), and its quote, the page text exactly."""
     from kb_ai.offline.units import page_units
     from kb_ai.server.render import render_markdown
-    from kb_ai.store.markdown_text import heading_slug
 
-    body = ("# Café\n\nThe café opens at 7.\n\n## Prix & horaires\n\nCoffee costs 2 euros. Tea too.\n\n"
-            "## Prix & horaires\n\n| Drink | Price |\n| --- | --- |\n| tea | 2 |\n\n## Intro_1\n\n- Open daily\n")
+    body = ("# Café\n\nThe café opens at 7.\n\n## Prix & *horaires*\n\nCoffee costs 2 euros. Tea too.\n\n"
+            "## Drinks\n\n| Drink | Price |\n| --- | --- |\n| tea | 2 |\n\n## `OPEN_DAYS`\n\n- Open daily\n")
     units = page_units("food/cafe.md", "Café", body)
-    rendered = render_markdown(body, from_path="food/cafe.md", exists=lambda _p: True)
-    ids = [entry.id for entry in rendered.toc]
-    assert {u.anchor for u in units} <= {i.removeprefix("h-") for i in ids}
-    assert [u.anchor for u in units if u.kind == "table-row"] == ["prix-horaires_1"]
+    titles = [entry.title for entry in render_markdown(body, from_path="food/cafe.md", exists=lambda _p: True).toc]
+    assert {u.heading for u in units} <= set(titles)
+    assert [u.heading for u in units if u.kind == "table-row"] == ["Drinks"]
+    assert [u.heading for u in units if "Coffee" in u.text][0] == "Prix & horaires"
     assert all(body[u.start:u.end] == u.quote and u.path == "food/cafe.md" for u in units)
-    assert heading_slug("Prix & horaires") == "prix-horaires"
 
 
 def test_quoted_code_cannot_close_its_fence_early(tmp_path):

@@ -13,9 +13,11 @@ A unit is what a reader needs to see to get a fact, never cut:
 * ``code``: a short code block (with the sentence that introduces it, "To clear the cache,
   run:"), or one line of a longer one.
 
-Each unit knows where it is: its page, the heading it sits under and that heading's anchor (as
-the page renderer makes it: ``store.markdown_text.heading_anchor``), and ``quote``, the exact text of the page
-body it comes from (``body[start:end] == quote``), so a citation can point at the passage.
+Each unit knows where it is: its page, the heading it sits under (plain text), and ``quote``, the
+exact text of the page body it comes from (``body[start:end] == quote``), so a citation can point
+at the passage; the heading's id in the rendered page is found from ``start`` by the one
+heading-anchor rule of passage-level citations (not computed here: an answer that cites nothing
+of a page never needs it, and the rule needs Python-Markdown, slow to import).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from kb_ai.store.markdown_text import atx_heading, block_lines, heading_anchor, plain_text, sentence_spans
+from kb_ai.store.markdown_text import atx_heading, block_lines, plain_text, sentence_spans
 
 MAX_UNIT_CHARS = 600  # a longer list item or paragraph is quoted sentence by sentence
 SHORT_WORDS = 4  # a sentence under this many words is joined to its neighbour
@@ -47,14 +49,13 @@ class Unit:
     quote: str  # the exact text of the page body the unit quotes
     start: int  # body[start:end] == quote
     end: int
-    heading: str = ""  # the heading the unit sits under ("" before the first)
-    anchor: str = ""  # that heading's anchor in the rendered page ("" before the first)
+    heading: str = ""  # the heading the unit sits under, plain text ("" before the first)
     lead: str = ""  # code: the sentence that introduces it ("To clear the cache, run:"), in ``quote`` too
 
     def as_dict(self) -> dict[str, object]:
         return {"path": self.path, "title": self.title, "kind": self.kind, "text": self.text,
                 "quote": self.quote, "start": self.start, "end": self.end, "heading": self.heading,
-                "anchor": self.anchor, "lead": self.lead}
+                "lead": self.lead}
 
 
 class _Builder:
@@ -62,16 +63,14 @@ class _Builder:
         self.path, self.title, self.body = path, title, body
         self.units: list[Unit] = []
         self.heading = ""
-        self.anchor = ""
         self.pending_heading: tuple[str, int, int] | None = None  # a heading waiting for its first line
-        self.used: set[str] = set()  # heading ids given so far
 
     def add(self, kind: str, text: str, start: int, end: int, lead: str = "") -> None:
         text = " ".join(text.split()) if kind != "code" else text.strip("\n")
         if not text.strip():
             return
         quote = self.body[start:end]
-        self.units.append(Unit(self.path, self.title, kind, text, quote, start, end, self.heading, self.anchor, lead))
+        self.units.append(Unit(self.path, self.title, kind, text, quote, start, end, self.heading, lead))
         if self.pending_heading is not None:
             heading, h_start, _h_end = self.pending_heading
             self.pending_heading = None
@@ -79,11 +78,11 @@ class _Builder:
             joined = f"{heading}: {first}"
             if len(joined) <= MAX_UNIT_CHARS:
                 self.units.append(Unit(self.path, self.title, "heading", joined, self.body[h_start:end], h_start, end,
-                                       self.heading, self.anchor))
+                                       self.heading))
 
     def set_heading(self, text: str, level: int, start: int, end: int) -> None:
         heading = plain_text(text)
-        self.heading, self.anchor = heading, heading_anchor(heading, self.used)
+        self.heading = heading
         # The page's own title is not a heading worth pairing with its first line.
         self.pending_heading = (heading, start, end) if level > 1 and heading else None
 

@@ -50,7 +50,7 @@ from markdown.treeprocessors import Treeprocessor
 from kb_ai.errors import UnsafePathError
 from kb_ai.isolated import IsolatedBusy, IsolatedFailure, IsolatedTimeout, run_isolated
 from kb_ai.store.links import LinkTarget, link_candidates, resolve_link
-from kb_ai.store.markdown_text import find_links, heading_slug
+from kb_ai.store.markdown_text import find_links
 from kb_ai.store.paths import normalize_wiki_path
 
 log = logging.getLogger(__name__)
@@ -355,8 +355,7 @@ def _render(body: str, from_path: str, known: dict[str, bool]) -> RenderedArticl
         ],
         extension_configs={
             "tables": {"use_align_attribute": True},
-            # Heading ids from the one slug rule (the offline answer's units name the same anchors).
-            "toc": {"permalink": False, "toc_depth": "1-4", "slugify": heading_slug},
+            "toc": {"permalink": False, "toc_depth": "1-4"},
             "footnotes": {"BACKLINK_TEXT": "↩"},
         },
         output_format="html",

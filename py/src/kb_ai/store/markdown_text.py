@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import bisect
 import re
-import unicodedata
 from dataclasses import dataclass
 
 _FENCE = re.compile(r"[ \t]*+(`{3,}+|~{3,}+)")
@@ -389,38 +388,6 @@ def replace_links(text: str, links: list[Link]) -> str:
 
 # ---------------------------------------------------------------------------------------------
 # plain text, paragraphs, sentences, sections
-
-
-_SLUG_DROP = re.compile(r"[^\w\s-]")
-_SLUG_SEPARATORS = re.compile(r"[-\s]+")
-_SLUG_COUNTED = re.compile(r"^(.*)_([0-9]+)$")
-
-
-def heading_slug(value: str, separator: str = "-") -> str:
-    """A heading's id as the page renderer makes it (Python-Markdown's toc ``slugify``, which
-    the renderer is configured with: server/render.py): accents folded to ASCII, punctuation
-    dropped, lower case, runs of spaces and separators joined."""
-    value = unicodedata.normalize("NFKD", value).encode("ascii", "ignore").decode("ascii")
-    value = _SLUG_DROP.sub("", value).strip().lower()
-    if separator == "-":
-        return _SLUG_SEPARATORS.sub("-", value)
-    return re.sub(rf"[{re.escape(separator)}\s]+", separator, value)
-
-
-def heading_anchor(heading: str, used: set[str]) -> str:
-    """The id of ``heading`` in its rendered page (without the renderer's ``h-`` prefix): its
-    slug, made unique as the toc extension does ("intro", "intro_1", ...); ``used`` holds the
-    ids given to the page's earlier headings."""
-    anchor = heading_slug(heading)
-    if anchor in used or not anchor:
-        counted = _SLUG_COUNTED.match(anchor)
-        base, count = (counted.group(1), int(counted.group(2))) if counted else (anchor, 0)
-        count += 1
-        while f"{base}_{count}" in used:
-            count += 1
-        anchor = f"{base}_{count}"
-    used.add(anchor)
-    return anchor
 
 
 def first_heading(body: str) -> str | None:
