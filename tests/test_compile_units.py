@@ -173,7 +173,7 @@ def test_trail_lines_for_paths_with_spaces_and_crlf_sources(tmp_path):
 
 
 def test_a_topic_named_wiki_gets_a_folder_that_can_be_addressed():
-    from kb_ai.compile.ingest import topic_hint
+    from kb_ai.compile.topic_rule import folder_topic as topic_hint
     from kb_ai.store.paths import normalize_wiki_path
 
     folder = topic_hint("raw/Wiki/notes.md")
