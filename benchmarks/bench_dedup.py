@@ -7,6 +7,7 @@ else), and dedup's verdict is read from the compile report: "dropped" when one o
 reported as an exact or near copy of the other (a revision is merged, not dropped). Labels:
 
 * **distinct** (must both be compiled):
+  - the pairs of realdocs files found the same way (the BSD licences of flask and uvicorn);
   - every pair of HotpotQA paragraphs (``../shared/eval-data/hotpotqa-dev500/corpus.jsonl``) whose
     estimated similarity (dedup's own MinHash) is >= 0.5, i.e. that dedup merges or nearly
     merges. Their titles all differ (the corpus has no two paragraphs with one title); read,
@@ -93,6 +94,9 @@ LABELS = {
     ("Pterostylis chocolatina", "Pterostylis lineata"): "distinct: two orchid species",
     ("Pterostylis barringtonensis", "Pterostylis crassa"): "distinct: two orchid species",
     ("Battle of Cross Keys", "Battle of Port Republic"): "distinct: two battles",
+    # realdocs-dev (file paths): found by the same scan over its files
+    ("flask/LICENSE.txt", "uvicorn/LICENSE.md"): "distinct: the BSD-3 licence of two projects, other holders",
+    ("flask/deploying/apache-httpd.rst", "flask/deploying/nginx.rst"): "distinct: deploying behind two servers",
 }
 
 
@@ -120,9 +124,9 @@ def as_markdown(title: str, text: str) -> str:
     return f"# {title}\n\n{text}\n"
 
 
-def near_pairs(records: list[tuple[str, str]]) -> list[tuple[float, int, int]]:
-    """Pairs of paragraphs at least ``NEAR_SCAN`` similar by dedup's own MinHash."""
-    fps = [fingerprint(as_markdown(t, x)) for t, x in records]
+def near_pairs(records: list[tuple[str, str]], markdown: bool = True) -> list[tuple[float, int, int]]:
+    """Pairs of (title, text) at least ``NEAR_SCAN`` similar by dedup's own MinHash."""
+    fps = [fingerprint(as_markdown(t, x) if markdown else x) for t, x in records]
     idx = [i for i, fp in enumerate(fps) if fp.minhash]
     sig = np.stack([np.frombuffer(fps[i].minhash, dtype=np.uint32) for i in idx])
     found = []
@@ -232,12 +236,24 @@ def main() -> None:
             continue
         labelled.append(("distinct", f"hotpotqa {value:.2f}: {ti} / {tj}",
                          {f"{slug(ti)}.md": as_markdown(ti, xi), f"{slug(tj)}.md": as_markdown(tj, xj)}, False))
+    if REALDOCS.is_dir():
+        real = sorted(p for p in REALDOCS.rglob("*") if p.is_file())
+        texts = [(p.relative_to(REALDOCS).as_posix(), p.read_text(encoding="utf-8", errors="replace")) for p in real]
+        for value, i, j in near_pairs(texts, markdown=False):
+            (ni, xi), (nj, xj) = texts[i], texts[j]
+            if tuple(sorted((ni, nj))) not in LABELS:
+                print(f"unlabelled pair (similarity {value:.3f}): {ni!r} / {nj!r}")
+                continue
+            labelled.append(("distinct", f"realdocs {value:.2f}: {ni} / {nj}", {ni: xi, nj: xj}, False))
     labelled += made_pairs(records, args.sample)
     groups: dict[str, list[int]] = {}  # group -> [pairs, dropped]
     tp = fp = fn = 0
     for group, name, files, duplicate in labelled:
         verdict = dropped(files)
         kind = name.split(":")[0] if group == "duplicate" else group + " " + name.split(":")[0].split(" ")[0]
+        kind = kind.replace("distinct hotpotqa", "distinct: HotpotQA pairs >= 0.5 similar").replace(
+            "distinct realdocs", "distinct: realdocs pairs >= 0.5 similar").replace(
+            "distinct other", "distinct: made (other numbers / other names)")
         g = groups.setdefault(kind, [0, 0])
         g[0] += 1
         g[1] += int(verdict)
