@@ -138,3 +138,12 @@ def test_copies_are_listed_in_sources_with_a_model(tmp_path):
     assert any("raw/poets.md" in s for s in listed.values()) and any("raw/nail.md" in s for s in listed.values())
     manifest = json.loads((tmp_path / ".kaas" / "manifest.json").read_text())
     assert manifest["sources"]["raw/faq (copy).md"]["articles"] == faq_articles
+
+
+def test_a_copy_with_a_title_of_its_own_keeps_it_in_the_wiki(tmp_path):
+    body = FAQ.split("\n\n", 1)[1]
+    write_raw(tmp_path, {"notes.txt": body,  # no title: "Notes", from its file name
+                         "annual-report.md": f"---\ntitle: Annual Report 2025\n---\n{body}"})
+    report = compile_offline(tmp_path)
+    assert report.duplicates == []
+    assert "Annual Report 2025" in catalog_titles(tmp_path)

@@ -8,9 +8,9 @@
   supersede the earlier facts) instead of being dropped. Otherwise it is a duplicate. Two
   documents with the same title and different dates are a revision from a lower similarity
   (``REVISION_TITLE_THRESHOLD``): a revised document often changes more than a copy does.
-* **Distinct documents are never copies** (``distinct``): two sources whose own titles differ
-  (``title_key``; a title made from a file name is not the document's own) are two documents
-  however alike their text ("Tara Strong" and "Tara Strong filmography" share a paragraph; two
+* **Distinct documents are never copies** (``distinct``): a source whose own title is not its
+  original's (``title_key``; a title made from a file name is not the document's own) is another
+  document however alike their text ("Tara Strong" and "Tara Strong filmography" share a paragraph; two
   novels of one series share their blurb), and a copy is only dropped when it names nothing the
   kept source does not: its **key entities** (numbers and dates, capitalised names) are all in
   the kept one. Two county lists, two seasons of a team, a copy with another date in its header
@@ -178,12 +178,14 @@ def own_title(path: str, title: str, tokens: list[str]) -> str:
     return key if key and f" {key} " in " " + " ".join(tokens[:OWN_TITLE_WORDS]) + " " else ""
 
 
-def distinct(title: str | None, other_title: str | None) -> bool:
-    """Two sources that are different documents by their own titles (``own_title``), whatever
-    their text. An unknown title (None) is taken as distinct: not dropping is the safe side."""
-    if title is None or other_title is None:
+def distinct(title: str | None, original_title: str | None) -> bool:
+    """A source is another document than a possible original when it has an own title
+    (``own_title``) the original does not have, whatever their text: dropping it would take its
+    title out of the wiki. (A copy with no title of its own loses nothing by its name, which
+    ``sources:`` keeps.) An unknown title (None) counts as distinct: not dropping is the safe side."""
+    if title is None or original_title is None:
         return True
-    return bool(title and other_title and title != other_title)
+    return bool(title) and title != original_title
 
 
 def fingerprint(text: str, path: str = "", title: str = "") -> Fingerprint:

@@ -70,15 +70,19 @@ def assign_topics(run: CompileRun, work: list[SourceWork], catalog: PlanCatalog)
         _split_folder(folder, items, [catalog.items[a] for a in articles])
 
 
+def _texts_of_sources(sources: list[tuple[str, str, str]]) -> tuple[dict[str, str], dict[str, str]]:
+    """(key -> title and summary, key -> title) of sources given as (path, title, text): the
+    summary the offline planner writes, so a source is grouped by what its catalog line will say."""
+    texts = {f"s:{path}": f"{title} {first_sentence(text, SUMMARY_LIMIT)}" for path, title, text in sources}
+    return texts, {f"s:{path}": title for path, title, _ in sources}
+
+
 def _split_folder(folder: str, items: list[SourceWork], articles: list[CatalogEntry]) -> None:
     from kb_ai.offline.lexical import term_groups  # noqa: PLC0415 (bm25s only when a topic is split)
 
-    texts = {f"a:{e.path}": f"{e.title} {e.summary}" for e in articles}
-    titles = {f"a:{e.path}": e.title for e in articles}
-    for item in items:
-        source = item.source
-        texts[f"s:{source.path}"] = f"{source.title} {first_sentence(source.text, SUMMARY_LIMIT)}"
-        titles[f"s:{source.path}"] = source.title
+    texts, titles = _texts_of_sources([(w.path, w.source.title, w.source.text) for w in items])
+    texts.update({f"a:{e.path}": f"{e.title} {e.summary}" for e in articles})
+    titles.update({f"a:{e.path}": e.title for e in articles})
     groups = term_groups(texts, MIN_TOPIC_SIZE, MAX_TOPIC_SIZE, titles)
     votes: dict[str, Counter[str]] = {}  # group word -> topics its written articles have
     for entry in articles:
