@@ -30,6 +30,7 @@ every file in the folder has been checked to be a regular file of bounded size.
 from __future__ import annotations
 
 import hashlib
+import heapq
 import json
 import logging
 import math
@@ -386,9 +387,18 @@ def term_groups(texts: dict[str, str], min_size: int, max_size: int,
     for title in (titles or {}).values():
         in_titles.update(label_words(title))
     group: dict[str, str] = {}
-    while cover:
-        count, word = min(((c, w) for w, c in cover.items()), key=lambda cw: (-cw[0], -in_titles[cw[1]], cw[1]))
-        if count < min_size:
+    # Counts only fall, so a heap whose stale entries are pushed again when popped finds the
+    # next word in O(log words): a 50,000-text raw/ is grouped in seconds, not minutes.
+    heap = [(-c, -in_titles[w], w) for w, c in cover.items()]
+    heapq.heapify(heap)
+    while heap:
+        negative, _, word = heapq.heappop(heap)
+        if word not in cover:
+            continue
+        if -negative != cover[word]:
+            heapq.heappush(heap, (-cover[word], -in_titles[word], word))
+            continue
+        if cover[word] < min_size:
             break
         for key in holders[word]:
             if key in group:
@@ -403,16 +413,20 @@ def term_groups(texts: dict[str, str], min_size: int, max_size: int,
     profile: dict[str, Counter[str]] = {}
     for key, word in group.items():
         profile.setdefault(word, Counter()).update(words_of[key])
+    groups_with: dict[str, list[str]] = {}  # word -> the groups whose texts have it
+    for word in sorted(profile):
+        for w in profile[word]:
+            groups_with.setdefault(w, []).append(word)
     for key, found in words_of.items():
         if key in group:
             continue
-        best, best_score = "", 0.0
-        for word in sorted(profile):
-            if sizes[word] >= max_size:
-                continue
-            score = sum(math.log(total / frequency[w]) * profile[word][w] / sizes[word] for w in found if w in profile[word])
-            if score > best_score:
-                best, best_score = word, score
+        scores: dict[str, float] = {}
+        for w in found:
+            weight = math.log(total / frequency[w])
+            for word in groups_with.get(w, ()):
+                scores[word] = scores.get(word, 0.0) + weight * profile[word][w] / sizes[word]
+        room = [(score, word) for word, score in scores.items() if score > 0 and sizes[word] < max_size]
+        best = min(room, key=lambda sw: (-sw[0], sw[1]))[1] if room else ""
         group[key] = best
         if best:
             sizes[best] += 1
