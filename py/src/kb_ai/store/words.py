@@ -62,6 +62,8 @@ other others over own part per put rather same second see seen seven several she
 taken ten third though three through thus today together toward towards two under until upon use used
 uses using well were what while whom within without yet year years name named called became become
 becomes based located best largest
+sometimes commonly formerly usually currently originally primarily mainly especially generally
+previously recently widely mostly later often
 
 january february march april june july august september october november december
 monday tuesday wednesday thursday friday saturday sunday
