@@ -56,6 +56,7 @@ def show(name: str, counts: Counter[str], seconds: float) -> None:
     if sizes:
         print(f"sizes: min {sizes[0]}, median {sizes[len(sizes) // 2]}, max {sizes[-1]}; "
               f"topics of 10-100 articles: {sum(10 <= s <= 100 for s in sizes)}; "
+              f"'general' (in no group): {counts.get('general', 0)}; "
               f"largest: {', '.join(f'{t} ({n})' for t, n in counts.most_common(8))}")
         print("names: " + ", ".join(sorted(counts)))
 
