@@ -87,11 +87,15 @@ class Fingerprint:
         paragraphs = data.get("paragraphs") or []
         entities = data.get("entities")
         title = data.get("title")
-        if (not (title is None or isinstance(title, str)) or not isinstance(data["text_hash"], str) or (minhash is not None and len(minhash) != NUM_PERM * 4)
-                or not isinstance(paragraphs, list) or not all(isinstance(p, str) for p in paragraphs)
-                or not (entities is None or (isinstance(entities, list) and all(isinstance(e, str) for e in entities)))):
+        if (not isinstance(data["text_hash"], str) or (minhash is not None and len(minhash) != NUM_PERM * 4)
+                or not _strings(paragraphs) or not (entities is None or _strings(entities))
+                or not (title is None or isinstance(title, str))):
             raise ValueError("not a fingerprint")
         return cls(data["text_hash"], minhash, list(paragraphs), None if entities is None else list(entities), title)
+
+
+def _strings(value) -> bool:
+    return isinstance(value, list) and all(isinstance(item, str) for item in value)
 
 
 @dataclass(frozen=True)
