@@ -121,7 +121,7 @@ def test_exact_and_near_copies_are_merged_and_listed_in_sources(tmp_path):
     assert "raw/old/faq.md" in sources_of(tmp_path)["general/widget-faq.md"]
     (tmp_path / "raw" / "faq (copy).md").unlink()
     compile_offline(tmp_path)
-    assert sources_of(tmp_path)["general/widget-faq.md"] == ["raw/faq-export.md", "raw/faq.md", "raw/old/faq.md"]
+    assert sorted(sources_of(tmp_path)["general/widget-faq.md"]) == ["raw/faq-export.md", "raw/faq.md", "raw/old/faq.md"]
     result = CliRunner().invoke(cli, ["--kb", str(tmp_path), "lint"])
     assert " 0 errors" in result.output, result.output
 
@@ -147,3 +147,19 @@ def test_a_copy_with_a_title_of_its_own_keeps_it_in_the_wiki(tmp_path):
     report = compile_offline(tmp_path)
     assert report.duplicates == []
     assert "Annual Report 2025" in catalog_titles(tmp_path)
+
+
+def test_fingerprints_of_an_older_kaas_are_completed_and_copies_still_found(tmp_path):
+    write_raw(tmp_path, {"faq.md": FAQ, "nail.md": NAIL})
+    compile_offline(tmp_path)
+    saved = tmp_path / ".kaas" / "fingerprints.json"
+    data = json.loads(saved.read_text())
+    for value in data.values():  # as a kaas before key entities and own titles wrote them
+        value.pop("entities", None)
+        value.pop("title", None)
+    saved.write_text(json.dumps(data))
+    write_raw(tmp_path, {"faq (copy).md": FAQ, "poets.md": POETS})
+    report = compile_offline(tmp_path)
+    assert [(d["path"], d["kind"]) for d in report.duplicates] == [("raw/faq (copy).md", "exact")]
+    assert "Poets and Murder" in catalog_titles(tmp_path)
+    assert sorted(sources_of(tmp_path)["general/widget-faq.md"]) == ["raw/faq (copy).md", "raw/faq.md"]
