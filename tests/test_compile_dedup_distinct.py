@@ -163,3 +163,12 @@ def test_fingerprints_of_an_older_kaas_are_completed_and_copies_still_found(tmp_
     assert [(d["path"], d["kind"]) for d in report.duplicates] == [("raw/faq (copy).md", "exact")]
     assert "Poets and Murder" in catalog_titles(tmp_path)
     assert sorted(sources_of(tmp_path)["general/widget-faq.md"]) == ["raw/faq (copy).md", "raw/faq.md"]
+
+
+def test_a_near_copy_that_says_something_else_is_compiled(tmp_path):
+    changed = FAQ.replace("every ninety days", "every thirty days").replace("Read it before", "Ignore it before")
+    write_raw(tmp_path, {"faq.md": FAQ, "faq-team.md": changed})
+    report = compile_offline(tmp_path)
+    assert report.duplicates == []
+    bodies = "\n".join((tmp_path / "wiki" / p).read_text() for p in sources_of(tmp_path))
+    assert "every thirty days" in bodies and "every ninety days" in bodies

@@ -13,9 +13,10 @@
   document however alike their text ("Tara Strong" and "Tara Strong filmography" share a paragraph; two
   novels of one series share their blurb), and a copy is only dropped when it names nothing the
   kept source does not: its **key entities** (numbers and dates, capitalised names) are all in
-  the kept one. Two county lists, two seasons of a team, a copy with another date in its header
-  are all compiled. A revision is not dropped (it is merged into the same articles), so it only
-  needs the same title.
+  the kept one, and so are all its words (a copy saying "disabled" where the original says
+  "enabled" says something else). Two county lists, two seasons of a team, a copy with another
+  date in its header are all compiled. A revision is not dropped (it is merged into the same
+  articles), so it only needs the same title.
 * **Boilerplate:** a paragraph that appears in ``BOILERPLATE_MIN_SOURCES`` or more sources
   (footers, disclaimers, signatures) is kept in the first such source (path order) and removed
   from the text of the others before planning and writing.
@@ -358,7 +359,7 @@ def dedup(run: CompileRun, ingested: Ingested) -> Deduped:
             # and a later-dated near copy is a revision of the earlier one, not the other way round.
             for path in sorted(work, key=lambda p: (work[p].source.date or "9999", len(p), p)):
                 run.progress.advance(path)
-                _dedup_one(run, work, work[path], index, counts, became)
+                _dedup_one(run, work, work[path], index, counts, became, present)
             work = {p: w for p, w in work.items() if w.change != "duplicate"}
             counts["boilerplate_paragraphs"] = _strip_boilerplate(state, present, work, fingerprints)
             if not run.dry_run:
@@ -402,8 +403,24 @@ def _known_index(run: CompileRun, present: dict[str, RawFile], work: dict[str, S
     return index
 
 
+def _adds_words(text: str, original: str, work: dict[str, SourceWork], present: dict[str, RawFile]) -> bool:
+    """Whether ``text`` has a word the source ``original`` does not ("disabled" for "enabled",
+    "thirty" for "fourteen"): then dropping it would lose what it says. The original is read
+    again when it is not in this run (a near copy is rare; an exact one has the same words)."""
+    if original in work:
+        original_text = work[original].source.text
+    elif original in present:
+        result = read_source(present[original])
+        if not isinstance(result, Source):
+            return True
+        original_text = result.text
+    else:
+        return True
+    return not set(words(text)) <= set(words(original_text))
+
+
 def _dedup_one(run: CompileRun, work: dict[str, SourceWork], item: SourceWork, index: DedupIndex,
-               counts: dict[str, int], became: dict[str, list[str]]) -> None:
+               counts: dict[str, int], became: dict[str, list[str]], present: dict[str, RawFile]) -> None:
     state, path = run.state, item.source.path
     fp = fingerprint(item.source.text, path, item.source.title)
     state.set_fingerprint(path, fp)
@@ -414,6 +431,8 @@ def _dedup_one(run: CompileRun, work: dict[str, SourceWork], item: SourceWork, i
         other_date = work[other].source.date if other in work else \
             (state.sources[other].date if other in state.sources else None)
         verdict = classify(match, item.source.date, other_date)
+        if verdict is not None and verdict.kind == "near" and _adds_words(item.source.text, other, work, present):
+            verdict = None
     if verdict is None:
         index.add(path, fp, item.source.title)
     elif verdict.kind == "revision":
