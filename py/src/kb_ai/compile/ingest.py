@@ -13,7 +13,7 @@ import errno
 import hashlib
 import os
 from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 from kb_ai.compile.context import CompileRun, SourceWork, stage_timer
 from kb_ai.compile.readers import (
@@ -25,17 +25,16 @@ from kb_ai.compile.readers import (
     title_from_filename,
 )
 from kb_ai.compile.relink import articles_naming_sources, relink
+from kb_ai.compile.topic_rule import folder_topic
 from kb_ai.compile.records import FAILED, FINAL_STATUSES, SKIPPED, SourceRecord
 from kb_ai.faults import fault_point
 from kb_ai.files import FileTooLargeError, NotRegularFileError, read_regular_bytes
-from kb_ai.store.paths import slugify, topic_folder
 
 MAX_SOURCE_BYTES = 25_000_000  # larger files are skipped: almost always data dumps, not documents
 # Extracted text beyond this many UTF-8 bytes is cut (and the cut is noted). Counted in bytes,
 # like the article limit (store.articles.MAX_ARTICLE_BYTES, 2,000,000), with room for the
 # frontmatter, the title and demoted headings: an offline article made from the text fits.
 MAX_TEXT_BYTES = 1_500_000
-DEFAULT_TOPIC = "general"
 
 
 
@@ -147,14 +146,6 @@ def _is_regular(mode: int) -> bool:
     return stat.S_ISREG(mode)
 
 
-def topic_hint(path: str) -> str:
-    """The topic suggested by a source's folder: ``raw/product/x.md`` -> ``product``."""
-    parts = PurePosixPath(path).parts
-    if len(parts) >= 3:
-        return topic_folder(slugify(parts[1], fallback=DEFAULT_TOPIC))
-    return DEFAULT_TOPIC
-
-
 def checksum_bytes(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
@@ -200,7 +191,7 @@ def read_source(raw: RawFile) -> Source | SkippedSource:
     title = " ".join((parsed.title or "").split()) or title_from_filename(raw.path)
     date = parsed.date or date_from_filename(raw.path)
     return Source(raw.path, parsed.kind, checksum, raw.size, raw.mtime_ns, title[:200], date, text,
-                  topic_hint(raw.path), notes, parsed.tags)
+                  folder_topic(raw.path), notes, parsed.tags)
 
 
 def cut_text(text: str, limit: int) -> tuple[str, int]:
