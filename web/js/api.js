@@ -23,6 +23,14 @@ export class ApiError extends Error {
 }
 
 let askForToken = async () => null; // set by the app: shows the token dialog
+const MAX_TOKEN_PROMPTS = 5; // per request: a person who keeps typing wrong tokens gets an error in the end
+
+/** After a 401: ask for a token (saying the one sent was refused, when one was sent). The new
+ *  token, or null when the person cancelled. */
+function tokenAfter401(response) {
+  const refused = Boolean(getToken());
+  return askForToken({ refused });
+}
 
 export function onTokenNeeded(handler) { askForToken = handler; }
 
@@ -50,13 +58,13 @@ async function errorFrom(response) {
   return new ApiError(response.status, code, message);
 }
 
-async function request(method, url, body, retried = false) {
+async function request(method, url, body, prompts = 0) {
   const init = { method, headers: headers(body === undefined ? {} : { "Content-Type": "application/json" }) };
   if (body !== undefined) init.body = JSON.stringify(body);
   const response = await fetch(url, init);
-  if (response.status === 401 && !retried) {
-    const token = await askForToken();
-    if (token) return request(method, url, body, true);
+  if (response.status === 401 && prompts < MAX_TOKEN_PROMPTS) {
+    const token = await tokenAfter401(response);
+    if (token) return request(method, url, body, prompts + 1);
   }
   if (!response.ok) throw await errorFrom(response);
   return response.json();
@@ -78,16 +86,16 @@ export const api = {
  * POST /api/chat and call onEvent(name, data) for every Server-Sent Event, in order.
  * Aborting `signal` closes the connection, which stops the answer on the server.
  */
-export async function streamChat(body, onEvent, signal, retried = false) {
+export async function streamChat(body, onEvent, signal, prompts = 0) {
   const response = await fetch("/api/chat", {
     method: "POST",
     headers: headers({ "Content-Type": "application/json", Accept: "text/event-stream" }),
     body: JSON.stringify(body),
     signal,
   });
-  if (response.status === 401 && !retried) {
-    const token = await askForToken();
-    if (token) return streamChat(body, onEvent, signal, true);
+  if (response.status === 401 && prompts < MAX_TOKEN_PROMPTS) {
+    const token = await tokenAfter401(response);
+    if (token) return streamChat(body, onEvent, signal, prompts + 1);
   }
   // A request the server cannot read is answered 400 with an event stream holding the error
   // event: read it like any stream, so the message reaches the chat.

@@ -18,7 +18,8 @@ class App {
     this.wiki = new WikiView({ app: this });
     this.lastRoute = null;
     this.tokenDialog = $("#token-dialog");
-    onTokenNeeded(() => this.askToken());
+    this.tokenPrompt = null;
+    onTokenNeeded((why) => this.askToken(why));
   }
 
   titleOf(path) { return this.titles.get(path) || path; }
@@ -117,19 +118,27 @@ class App {
     }
   }
 
-  askToken() {
+  /** The token dialog; `refused`: the token this browser sent was refused (say so, not "needs
+   *  a token"). Requests that get a 401 while it is open share its answer. */
+  askToken({ refused = false } = {}) {
+    if (this.tokenPrompt) return this.tokenPrompt;
     const dialog = this.tokenDialog;
     const input = $("#token-input");
     input.value = "";
-    return new Promise((resolve) => {
+    $("#token-refused").hidden = !refused;
+    $("#token-needed").hidden = refused;
+    this.tokenPrompt = new Promise((resolve) => {
       dialog.addEventListener("close", () => {
         const token = dialog.returnValue === "ok" ? input.value.trim() : "";
         if (token) setToken(token);
+        this.tokenPrompt = null;
         resolve(token || null);
       }, { once: true });
+      dialog.returnValue = "";
       dialog.showModal();
       input.focus();
     });
+    return this.tokenPrompt;
   }
 
   async start() {

@@ -113,6 +113,7 @@ async def _compile(settings: Settings, kb: KnowledgeBase, engine: Engine, report
             index(run, written)
             await topics(run, engine)
         _report_partial(run, ingested, deduped.work)
+        _report_offline_articles(run, engine)
     finally:
         run.progress.done()
         state.close()
@@ -150,6 +151,22 @@ def _report_partial(run: CompileRun, ingested: Ingested, work: dict) -> None:
         else:
             continue
         run.report.partial.extend({"path": path, "reason": note} for note in notes)
+
+
+def _report_offline_articles(run: CompileRun, engine: Engine) -> None:
+    """A compile with a model that left articles an earlier offline compile wrote (their sources
+    did not change, so they cost nothing now): say that ``--full`` rewrites them with the model,
+    or "0 LLM calls" reads as if the model were ignored."""
+    if engine.mode != "llm" or run.full:
+        return
+    offline = OfflinePlanner.prompt_version
+    sources = [r for r in run.state.sources.values() if r.plan_prompt == offline and r.articles]
+    if sources:
+        articles = len({a for r in sources for a in r.articles})
+        run.report.notes.append(
+            f"{articles} article{'s' if articles != 1 else ''} from {len(sources)} unchanged "
+            f"source{'s' if len(sources) != 1 else ''} were written offline (without a model) and are kept as "
+            "they are; run `kaas compile --full` to rewrite them with the model")
 
 
 def _remove_temp_files(kb: KnowledgeBase) -> None:
