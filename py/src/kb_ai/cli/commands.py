@@ -522,6 +522,27 @@ def eval_command(ctx: click.Context, questions_file: Path, json_out: Path | None
     sys.exit(report.exit_code)
 
 
+@cli.command()
+@kb_option
+@click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON object.")
+@click.pass_context
+def feedback(ctx: click.Context, as_json: bool) -> None:
+    """Which questions the wiki failed: the answers voted down in the chat UI (.kaas/feedback.jsonl)."""
+    from kb_ai.quality.feedback import feedback_report
+    from kb_ai.store.kb import KnowledgeBase
+
+    from kb_ai.files import DamagedFileError
+
+    try:
+        report = feedback_report(KnowledgeBase(_settings(ctx).kb).state_dir)
+    except DamagedFileError as exc:
+        _fail(KaasError(f"cannot read .kaas/feedback.jsonl: {exc}"))
+    if as_json:
+        say_json(json.dumps(report.to_json(), ensure_ascii=False, indent=2))
+    else:
+        say(report.render_text())
+
+
 from kb_ai.cli.serve import serve  # noqa: E402 (cheap: click only; the server loads on use)
 
 cli.add_command(serve)
