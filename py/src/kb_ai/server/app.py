@@ -12,6 +12,7 @@ Routes (DESIGN.md, "HTTP"):
     PUT  /api/pages/<path>      save a hand edit (POST works too)
     POST /api/feedback          a thumbs-up/down on an answer -> .kaas/feedback.jsonl (feedback.py)
     GET  /api/events            wiki changes as Server-Sent Events (events.py)
+    GET  /api/sources           may this reader add sources; is a compile running
     POST /api/sources/upload    add a file to raw/ (admins; sources.py)
     POST /api/sources/urls      fetch web pages into raw/web/ (admins)
     POST /api/compile           compile, its progress as Server-Sent Events (admins, one at a time)
@@ -46,7 +47,8 @@ from kb_ai.server.answers import save_answer_endpoint
 from kb_ai.server.chat import chat_endpoint
 from kb_ai.server.events import ChangeFeed, events_endpoint
 from kb_ai.server.feedback import feedback_endpoint
-from kb_ai.server.sources import CompileJob, compile_endpoint, server_fetch_policy, upload_endpoint, urls_endpoint
+from kb_ai.server.sources import (CompileJob, compile_endpoint, server_fetch_policy, sources_info_endpoint,
+                                  upload_endpoint, urls_endpoint)
 from kb_ai.compile.fetch import FetchPolicy
 from kb_ai.server.guard import LOOPBACK_HOSTS, RequestGuard
 from kb_ai.store.users import UserDirectory
@@ -190,6 +192,7 @@ def create_app(settings: Settings, *, service: AskService | None = None, web_dir
         Route("/api/answers", save_answer_endpoint, methods=["POST"]),
         Route("/api/feedback", feedback_endpoint, methods=["POST"]),
         Route("/api/events", events_endpoint, methods=["GET"]),
+        Route("/api/sources", sources_info_endpoint, methods=["GET"]),
         Route("/api/sources/upload", upload_endpoint, methods=["POST"]),
         Route("/api/sources/urls", urls_endpoint, methods=["POST"]),
         Route("/api/compile", compile_endpoint, methods=["POST"]),

@@ -1,5 +1,6 @@
 """The UI's "Add sources" panel and Compile button (DESIGN.md, "HTTP"):
 
+    GET  /api/sources                    {can_add, compiling, ...}: what the panel shows
     POST /api/sources/upload?name=NAME   the request body is the file (Content-Type:
                                          application/octet-stream), stored in raw/ by the
                                          rules of ``compile/add.py``
@@ -69,6 +70,14 @@ def server_fetch_policy() -> FetchPolicy:
 def _require_admin(request: Request) -> None:
     if not reader_of(request).admin:
         raise ForbiddenError("adding sources and compiling are for admins (a token with admin = true)")
+
+
+async def sources_info_endpoint(request: Request) -> Response:
+    """What the UI shows: whether this reader may add sources and compile, and whether a compile runs."""
+    state = request.app.state.kaas
+    return JSONResponse({"can_add": reader_of(request).admin, "compiling": state.compile_job.running,
+                         "max_upload_bytes": MAX_UPLOAD_BYTES, "max_urls": MAX_URLS,
+                         "private_urls": state.fetch_policy.allow_private})
 
 
 async def upload_endpoint(request: Request) -> Response:
