@@ -160,6 +160,7 @@ class App {
       if (this.wiki.editor?.dirty) { event.preventDefault(); event.returnValue = ""; }
     });
     await this.loadCatalog();
+    this.chat.restore();
     await this.sources.load();
     await this.route();
     this.live.start();
