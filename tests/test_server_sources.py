@@ -240,3 +240,27 @@ def test_the_watcher_publishes_changed_pages(tmp_path):
 
     asyncio.run(scenario())
     assert seen == [["ops/added.md", "ops/deployment.md"]]
+
+
+def test_a_change_made_while_a_compile_holds_the_lock_is_announced_after_it(tmp_path):
+    from kb_ai.server.watch import WikiWatcher
+    from kb_ai.store.lock import CompileLock
+
+    kb = build_kb(tmp_path / "kb")
+    seen: list[list[str]] = []
+
+    async def scenario():
+        lock = asyncio.Lock()
+        watcher = WikiWatcher(kb, 0.1, lambda: lock, on_change=seen.append)
+        await watcher.check()
+        held = CompileLock(kb.state_dir).acquire()
+        write_page(kb.wiki_dir, "ops/added.md", "Added", "New.", "# Added\n\nText.", topic="ops")
+        assert not await watcher.check()  # the compile holds the knowledge base
+        held.release()
+        for _ in range(50):
+            if seen:
+                break
+            await asyncio.sleep(0.1)
+
+    asyncio.run(scenario())
+    assert seen == [["ops/added.md"]]

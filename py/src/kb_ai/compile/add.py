@@ -20,6 +20,7 @@ and a fetched web page, ``compile/fetch.py``):
 from __future__ import annotations
 
 import re
+import threading
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -30,6 +31,7 @@ from kb_ai.files import FileTooLargeError, LinkInPathError, NotRegularFileError,
 MAX_NAME_BYTES = 160
 MAX_ADD_BYTES = 50_000_000  # the largest source compile reads (ingest.MAX_SOURCE_BYTES)
 SUPPORTED_SUFFIXES = tuple(sorted(MARKDOWN_EXT | TEXT_EXT | HTML_EXT | {".pdf", ".docx"})) + ARCHIVE_EXT
+_storing = threading.Lock()
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069]")
 
 
@@ -99,7 +101,13 @@ def check_supported(name: str) -> None:
 
 
 def store_source(raw_dir: Path, name: str, data: bytes, *, folder: str = "", replace: bool = False) -> Added:
-    """Write ``data`` as ``raw/FOLDER/NAME`` by the rules above (atomic, no link followed)."""
+    """Write ``data`` as ``raw/FOLDER/NAME`` by the rules above (atomic, no link followed).
+    One at a time per process: two uploads of one name never both take it."""
+    with _storing:
+        return _store(raw_dir, name, data, folder=folder, replace=replace)
+
+
+def _store(raw_dir: Path, name: str, data: bytes, *, folder: str, replace: bool) -> Added:
     name = clean_name(name)
     check_supported(name)
     folder = clean_folder(folder)

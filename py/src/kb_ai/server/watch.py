@@ -90,6 +90,7 @@ class WikiWatcher:
         self._on_change = on_change
         self._seen: str | None = None
         self._entries: dict[str, tuple[int, int]] = {}
+        self._retry: asyncio.Task | None = None  # a check put off while a compile held the lock
         self.reindexed = 0
 
     def _announce(self, entries: dict[str, tuple[int, int]]) -> None:
@@ -115,10 +116,10 @@ class WikiWatcher:
         """One poll. Returns True when it re-indexed."""
         if not self.kb.wiki_dir.is_dir():
             return False
-        entries = await anyio.to_thread.run_sync(wiki_entries, self.kb.wiki_dir)
-        current = _digest(entries)
-        if self._seen is None:
-            self._seen, self._entries = current, entries
+        current = await anyio.to_thread.run_sync(wiki_fingerprint, self.kb.wiki_dir)
+        if self._seen is None:  # the baseline: the paths too, to tell later changes by path
+            self._entries = await anyio.to_thread.run_sync(wiki_entries, self.kb.wiki_dir)
+            self._seen = _digest(self._entries)
             return False
         if current == self._seen:
             return False
@@ -126,13 +127,24 @@ class WikiWatcher:
             try:
                 await anyio.to_thread.run_sync(self._reindex)
             except KaasError as exc:
-                # A compile is running (it re-indexes itself when done) or the wiki is unreadable.
+                # A compile is running (it re-indexes itself when done) or the wiki is unreadable:
+                # look again later, so the change is still announced (its last writes may be
+                # the generated catalog, which wakes no watcher).
                 log.info("wiki changed; not re-indexed now: %s", exc.message)
+                self._look_again()
                 return False
             self._announce(await anyio.to_thread.run_sync(wiki_entries, self.kb.wiki_dir))
         await anyio.to_thread.run_sync(self._warm_caches)  # outside the save lock: saves need not wait
         self.reindexed += 1
         return True
+
+    def _look_again(self) -> None:
+        if self._retry is None or self._retry.done():
+            self._retry = asyncio.get_running_loop().create_task(self._later(), name="kaas-wiki-recheck")
+
+    async def _later(self) -> None:
+        await asyncio.sleep(max(self.interval, 0.5))
+        await self._check_logged()
 
     def _reindex(self) -> None:
         with CompileLock(self.kb.state_dir):
