@@ -95,6 +95,12 @@ def test_a_symlink_below_raw_is_never_written_through(kb, tmp_path):
     with pytest.raises(AddError, match="symbolic link"):
         store_source(kb / "raw", "a.md", b"# A\n\ntext", folder="linked")
     assert list(outside.iterdir()) == []
+    secret = tmp_path / "secret.md"
+    secret.write_text("# Secret\n\nhunter2")
+    (kb / "raw" / "same.md").symlink_to(secret)  # no oracle: a link is never read to compare
+    with pytest.raises(AddError, match="symbolic link"):
+        store_source(kb / "raw", "same.md", secret.read_bytes())
+    assert secret.read_text() == "# Secret\n\nhunter2"
 
 
 def test_a_web_page_is_fetched_with_title_url_and_date_and_refetched_as_a_revision(kb):
@@ -190,3 +196,12 @@ def test_normalize_url_keeps_one_name_per_page():
     assert normalize_url("https://example.com") == "https://example.com/"
     with pytest.raises(FetchError):
         normalize_url("http://exa mple.com/")
+
+
+def test_a_fetched_page_is_named_by_its_own_heading_not_the_sites_title(kb):
+    with FakeSite() as site:
+        url = site.page("/leave", article("Acme Intranet", "Everyone gets thirty days of paid leave every year.",
+                                          heading="Leave policy"))
+        added = add_url(kb / "raw", url)
+    assert added.title == "Leave policy"
+    assert frontmatter.loads((kb / added.path).read_text())["title"] == "Leave policy"

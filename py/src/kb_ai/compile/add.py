@@ -26,7 +26,8 @@ from pathlib import Path, PurePosixPath
 
 from kb_ai.compile.readers import ARCHIVE_EXT, HTML_EXT, MARKDOWN_EXT, TEXT_EXT
 from kb_ai.errors import KaasError
-from kb_ai.files import FileTooLargeError, LinkInPathError, NotRegularFileError, read_regular_bytes, write_below
+from kb_ai.files import (FileTooLargeError, LinkInPathError, NotRegularFileError, link_below, read_regular_bytes,
+                         write_below)
 
 MAX_NAME_BYTES = 160
 MAX_ADD_BYTES = 50_000_000  # the largest source compile reads (ingest.MAX_SOURCE_BYTES)
@@ -136,6 +137,9 @@ def _store(raw_dir: Path, name: str, data: bytes, *, folder: str, replace: bool)
 
 def _existing(raw_dir: Path, rel: str) -> bytes | None:
     """The bytes at raw/REL, None when nothing is there; a folder, link or device in the way is an error."""
+    link = link_below(raw_dir, rel)
+    if link is not None:  # never compared with (or written through to) a file elsewhere
+        raise AddError(f"raw/{rel}: a symbolic link is in the way ({link}); not followed")
     target = raw_dir / rel
     if not target.exists() and not target.is_symlink():
         return None

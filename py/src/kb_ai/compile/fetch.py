@@ -22,6 +22,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import ipaddress
+import re
 import socket
 import time
 from dataclasses import dataclass
@@ -31,6 +32,7 @@ from urllib.parse import urljoin, urlsplit, urlunsplit
 from kb_ai.compile.add import Added, AddError, _existing, store_source
 from kb_ai.compile.readers import UnreadableError, parse_document
 from kb_ai.store.frontmatter import render_article, split_frontmatter
+from kb_ai.store.markdown_text import first_heading
 from kb_ai.store.paths import slugify
 
 WEB_FOLDER = "web"
@@ -38,6 +40,7 @@ CONTENT_TYPES = {"text/html": "page.html", "application/xhtml+xml": "page.html",
                  "text/plain": "page.txt", "text/markdown": "page.md", "text/x-markdown": "page.md"}
 USER_AGENT = "kaas-add/1 (+https://github.com/kaas)"
 MAX_URL_LENGTH = 2048
+_MD_ESCAPE = re.compile(r"\\([!-/:-@\[-`{-~])")  # a backslash escape of ASCII punctuation
 
 
 class FetchError(AddError):
@@ -183,7 +186,10 @@ def add_url(raw_dir: Path, url: str, policy: FetchPolicy = FetchPolicy(), *, now
     text = parsed.text.strip()
     if not text:
         raise FetchError(f"{final}: no readable text on the page")
-    title = " ".join((parsed.title or "").split())[:200] or final
+    # The page's own first heading names it best; a site's <title> often carries the site's name,
+    # and the extractor's guess may be a heading of a menu or a dialog.
+    heading = _MD_ESCAPE.sub(r"\1", first_heading(text) or "")  # Markdown's \< is the page's <
+    title = " ".join((heading or parsed.title or "").split())[:200] or final
     meta = {"title": title, "source_url": wanted}
     if final != wanted:
         meta["fetched_from"] = final
