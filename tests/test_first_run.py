@@ -86,3 +86,11 @@ def test_a_model_compile_after_an_offline_one_points_to_full(tmp_path):
         assert not [n for n in full.notes if "written offline" in n]
         after = run_compile(llm_settings(tmp_path), progress=False)  # rewritten by the model: no more note
         assert not [n for n in after.notes if "written offline" in n], after.notes
+
+
+def test_the_readme_says_how_to_run_kaas_from_the_venv():
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    using = readme.split("## Using it", 1)[1].split("```", 1)[0]  # the text before its first command
+    assert ". .venv/bin/activate" in using and ".venv/bin/kaas" in using

@@ -264,3 +264,55 @@ def test_a_change_made_while_a_compile_holds_the_lock_is_announced_after_it(tmp_
 
     asyncio.run(scenario())
     assert seen == [["ops/added.md"]]
+
+
+@pytest.mark.slow  # waits for real file events
+def test_over_http_a_readers_change_stream_never_names_a_hidden_page(tmp_path):
+    """The real server, its watcher on real file events, and two open /api/events streams: the
+    reader who may not read hr/ gets nothing when only an hr page changes, and then a batch
+    without it."""
+    import threading
+    import time
+
+    import httpx
+
+    from server_fakes import ServerThread
+
+    users = USERS + '\n[users.hana]\ntoken = "hr-token-0123456789abcdef"\ngroups = ["hr"]\n'
+    kb = build_kb(tmp_path / "kb", ("hr/salaries.md", "Salaries", "Pay bands.", "# Salaries\n\nBand A.",
+                                    {"access": ["hr"]}), toml=users)
+    app = create_app(Settings(kb=kb.root), mcp=False, watch_interval=0.1)
+    received: dict[str, list[str]] = {"rita": [], "hana": []}
+
+    def listen(name, token):
+        try:
+            with httpx.Client(timeout=httpx.Timeout(30, read=30)) as client:
+                with client.stream("GET", server.url + "/api/events", headers=_auth(token)) as response:
+                    for line in response.iter_lines():
+                        received[name].append(line)
+        except httpx.HTTPError:
+            pass
+
+    with ServerThread(app) as server:
+        for name, token in (("rita", READER), ("hana", "hr-token-0123456789abcdef")):
+            threading.Thread(target=listen, args=(name, token), daemon=True).start()
+        deadline = time.monotonic() + 10
+        while not all(any("ready" in line for line in lines) for lines in received.values()):
+            assert time.monotonic() < deadline, received
+            time.sleep(0.05)
+        time.sleep(0.5)  # the watcher's baseline is taken
+        secret = kb.wiki_dir / "hr" / "salaries.md"
+        secret.write_text(secret.read_text().replace("Band A.", "Band A and the bonus of the CEO."))
+        deadline = time.monotonic() + 20
+        while not any("hr/salaries.md" in line for line in received["hana"]):
+            assert time.monotonic() < deadline, received
+            time.sleep(0.05)
+        time.sleep(0.5)
+        write_page(kb.wiki_dir, "ops/new.md", "New", "A new page.", "# New\n\nFresh.", topic="ops")
+        deadline = time.monotonic() + 20
+        while not any("ops/new.md" in line for line in received["rita"]):
+            assert time.monotonic() < deadline, received
+            time.sleep(0.05)
+    rita = "\n".join(received["rita"])
+    assert "salaries" not in rita.lower() and "hr/" not in rita
+    assert [line for line in received["rita"] if line.startswith("data:")] == ["data: {}", 'data: {"pages": ["ops/new.md"]}']
