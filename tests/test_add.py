@@ -103,6 +103,7 @@ def test_a_symlink_below_raw_is_never_written_through(kb, tmp_path):
     assert secret.read_text() == "# Secret\n\nhunter2"
 
 
+@pytest.mark.slow  # fetches, then compiles
 def test_a_web_page_is_fetched_with_title_url_and_date_and_refetched_as_a_revision(kb):
     with FakeSite() as site:
         url = site.page("/guide/warranty?lang=en", article("Terms &lt;script&gt;alert(1)&lt;/script&gt;", "Version one of the terms."))

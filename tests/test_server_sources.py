@@ -316,3 +316,12 @@ def test_over_http_a_readers_change_stream_never_names_a_hidden_page(tmp_path):
     rita = "\n".join(received["rita"])
     assert "salaries" not in rita.lower() and "hr/" not in rita
     assert [line for line in received["rita"] if line.startswith("data:")] == ["data: {}", 'data: {"pages": ["ops/new.md"]}']
+
+
+def test_a_wrong_token_is_told_apart_from_a_missing_one(kb):
+    with _client(kb) as client:
+        missing = client.get("/api/index")
+        wrong = client.get("/api/index", headers=_auth("not-a-token-of-anyone"))
+    assert missing.status_code == wrong.status_code == 401
+    assert "needs an API token" in missing.json()["error"]["message"]
+    assert "that token was refused" in wrong.json()["error"]["message"]

@@ -24,6 +24,7 @@ export class ApiError extends Error {
 
 let askForToken = async () => null; // set by the app: shows the token dialog
 const MAX_TOKEN_PROMPTS = 5; // per request: a person who keeps typing wrong tokens gets an error in the end
+export const NO_PROMPT = MAX_TOKEN_PROMPTS; // as `prompts`: a background request never opens the dialog
 
 /** After a 401: ask for a token (saying the one sent was refused, when one was sent). The new
  *  token, or null when the person cancelled. */

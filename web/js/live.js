@@ -3,7 +3,7 @@
 // catalog is fetched again (tree, starters, home page) and an open article that changed is
 // reloaded, unless it is being edited. The stream reconnects after a pause when it drops.
 
-import { streamEvents } from "./api.js";
+import { NO_PROMPT, streamEvents } from "./api.js";
 
 const RETRY_MS = [1000, 2000, 5000, 10000, 30000];
 
@@ -23,7 +23,7 @@ export class LiveWiki {
       await streamEvents("GET", "/api/events", undefined, (name, data) => {
         if (name === "ready") this.failures = 0;
         else if (name === "wiki") this.onChange(data);
-      });
+      }, undefined, NO_PROMPT); // in the background: the token dialog is for what the person asked for
     } catch { /* dropped or refused: try again later */ }
     const wait = RETRY_MS[Math.min(this.failures, RETRY_MS.length - 1)];
     this.failures += 1;
