@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 
 from click.testing import CliRunner
 
@@ -52,3 +53,16 @@ def test_the_feedback_file_is_bounded(tmp_path, monkeypatch):
 def test_no_feedback_yet(tmp_path):
     result = CliRunner().invoke(cli, ["--kb", str(tmp_path), "feedback"])
     assert result.exit_code == 0 and "0 votes" in result.stdout and "no question was voted down" in result.stdout
+
+
+def test_the_failed_questions_can_be_run_again_with_kaas_eval(sample_kb):
+    state = sample_kb.root / ".kaas"
+    _vote(state, "down", "How are citations validated?", 1)
+    out = sample_kb.root / "failed.jsonl"
+    result = CliRunner().invoke(cli, ["--kb", str(sample_kb.root), "feedback", "--questions", str(out)])
+    assert result.exit_code == 0 and "wrote 1 questions" in result.stderr
+    assert [json.loads(line) for line in out.read_text().splitlines()] == [
+        {"id": "feedback-1", "question": "How are citations validated?"}]
+    evaluated = CliRunner().invoke(cli, ["--kb", str(sample_kb.root), "eval", str(out), "--offline"])
+    assert evaluated.exit_code == 0, evaluated.output
+    assert re.search(r"questions +1 +1 answerable", evaluated.stdout), evaluated.stdout

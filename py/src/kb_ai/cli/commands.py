@@ -525,9 +525,14 @@ def eval_command(ctx: click.Context, questions_file: Path, json_out: Path | None
 @cli.command()
 @kb_option
 @click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON object.")
+@click.option("--questions", "questions_out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Also write the questions voted down as a QUESTIONS.jsonl for `kaas eval`.")
 @click.pass_context
-def feedback(ctx: click.Context, as_json: bool) -> None:
-    """Which questions the wiki failed: the answers voted down in the chat UI (.kaas/feedback.jsonl)."""
+def feedback(ctx: click.Context, as_json: bool, questions_out: Path | None) -> None:
+    """Which questions the wiki failed: the answers voted down in the chat UI (.kaas/feedback.jsonl).
+
+    With --questions FILE, they are written as a file `kaas eval FILE` runs again (after the wiki
+    was fixed, to see them answered)."""
     from kb_ai.quality.feedback import feedback_report
     from kb_ai.store.kb import KnowledgeBase
 
@@ -537,6 +542,13 @@ def feedback(ctx: click.Context, as_json: bool) -> None:
         report = feedback_report(KnowledgeBase(_settings(ctx).kb).state_dir)
     except DamagedFileError as exc:
         _fail(KaasError(f"cannot read .kaas/feedback.jsonl: {exc}"))
+    if questions_out is not None:
+        from kb_ai.files import atomic_write_text
+
+        lines = [json.dumps({"id": f"feedback-{n}", "question": q.question}, ensure_ascii=False)
+                 for n, q in enumerate(report.questions, start=1)]
+        atomic_write_text(questions_out, "".join(line + "\n" for line in lines))
+        say(f"kaas: wrote {len(lines)} questions to {questions_out} (kaas eval {questions_out})", err=True)
     if as_json:
         say_json(json.dumps(report.to_json(), ensure_ascii=False, indent=2))
     else:
