@@ -52,7 +52,8 @@ export function answerTools(answerText, actions, vote = null) {
   }
   const votes = {};
   const status = h("span.muted.small.vote-status", { role: "status" });
-  for (const [kind, label, title] of [["up", "👍", "This answer helped"], ["down", "👎", "This answer was wrong or did not help"]]) {
+  // Words, not emoji: a system without an emoji font would show empty boxes.
+  for (const [kind, label, title] of [["up", "Helpful", "This answer helped"], ["down", "Not helpful", "This answer was wrong or did not help"]]) {
     const button = h("button.tool-button.vote", { type: "button", title, "aria-label": title, "aria-pressed": String(vote === kind), dataset: { vote: kind } }, label);
     button.addEventListener("click", async () => {
       if (button.getAttribute("aria-pressed") === "true") return;

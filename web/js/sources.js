@@ -130,9 +130,10 @@ export class SourcesView {
 
   showReport(report) {
     const s = report.sources || {};
+    const n = (count, word) => `${count} ${word}${count === 1 ? "" : "s"}`;
     const lines = [
-      `${s.total || 0} sources: ${s.new || 0} new, ${s.changed || 0} changed, ${s.deleted || 0} deleted, ${s.skipped || 0} skipped`,
-      `${report.created} articles created, ${report.updated} updated` + (report.mode === "llm" ? `, ${report.usage.llm_calls} model calls` : " (offline)"),
+      `${n(s.total || 0, "source")} in raw/: ${s.new || 0} new, ${s.changed || 0} changed, ${s.deleted || 0} deleted, ${s.skipped || 0} skipped`,
+      `${n(report.created, "article")} created, ${report.updated} updated` + (report.mode === "llm" ? `, ${n(report.usage.llm_calls, "model call")}` : " (offline)"),
     ];
     this.progress.append(h("div.compile-report", {},
       lines.map((line) => h("p", {}, line)),
