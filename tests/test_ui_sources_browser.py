@@ -73,6 +73,12 @@ def test_an_admin_adds_a_file_and_a_web_page_and_compiles(browser, ui_kb, tmp_pa
         page.wait_for_selector("#source-results li.ok:has-text('Leave policy')")
         page.wait_for_selector("#source-results li.error:has-text('only http and https')")
         assert page.input_value("#source-urls") == "ftp://example.com/nope"  # kept, to fix and retry
+        from kb_ai.store.lock import CompileLock
+
+        with CompileLock(ui_kb.state_dir):  # `kaas compile` in a terminal holds the knowledge base
+            page.click("#compile-start")
+            page.wait_for_selector("#compile-progress .error:has-text('another kaas compile is running')")
+        _wait_until(page, "!document.querySelector('#compile-start').disabled")
         page.click("#compile-start")
         page.wait_for_selector("#compile-progress .compile-done")
         stages = page.locator("#compile-progress .stage").evaluate_all("rows => rows.map(r => r.dataset.stage)")

@@ -110,12 +110,13 @@ export class SourcesView {
       row.count.textContent = `${data.count}/${data.total}` + (data.done ? " ✓" : "");
       row.node.classList.toggle("done", Boolean(data.done));
     };
+    let reported = false;
     try {
       await streamEvents("POST", "/api/compile", undefined, (name, data) => {
         if (name === "stage") bar(data);
-        else if (name === "report") this.showReport(data);
+        else if (name === "report") { reported = true; this.showReport(data); }
         else if (name === "error") this.progress.append(h("p.error", { role: "alert" }, "Compile failed: " + data.message));
-        else if (name === "done") this.progress.append(h("p.compile-done", {}, "Done."));
+        else if (name === "done" && reported) this.progress.append(h("p.compile-done", {}, "Done."));
       }, this.controller.signal);
     } catch (error) {
       // 409: a compile is already running (another tab, another person, or kaas compile).
