@@ -206,3 +206,20 @@ def test_a_fetched_page_is_named_by_its_own_heading_not_the_sites_title(kb):
         added = add_url(kb / "raw", url)
     assert added.title == "Leave policy"
     assert frontmatter.loads((kb / added.path).read_text())["title"] == "Leave policy"
+
+
+def test_add_json_prints_one_object_per_source(kb, tmp_path):
+    note = tmp_path / "note.txt"
+    note.write_text("Bluebird is the codename.")
+    result = _kaas(kb, "add", "--json", str(note), str(tmp_path / "gone.md"))
+    assert result.exit_code == 1
+    lines = [json.loads(line) for line in result.stdout.splitlines()]
+    assert lines[0] == {"source": str(note), "path": "raw/note.txt", "status": "added", "size": 25}
+    assert lines[1]["source"].endswith("gone.md") and "no such file" in lines[1]["error"]
+
+
+def test_add_needs_a_knowledge_base(tmp_path):
+    note = tmp_path / "note.txt"
+    note.write_text("x")
+    result = _kaas(tmp_path / "nowhere", "add", str(note))
+    assert result.exit_code != 0 and "kaas init" in result.stderr

@@ -325,3 +325,22 @@ def test_a_wrong_token_is_told_apart_from_a_missing_one(kb):
     assert missing.status_code == wrong.status_code == 401
     assert "needs an API token" in missing.json()["error"]["message"]
     assert "that token was refused" in wrong.json()["error"]["message"]
+
+
+def test_compile_from_the_ui_with_a_model(tmp_path):
+    """The Compile button with a model configured: the worker thread's own event loop and
+    gateway, its calls counted in the report."""
+    from fixtures.compile.fake_model import compile_responder
+    from helpers import llm_settings
+    from llm_fakes import FakeOpenAI
+
+    root = tmp_path / "kb"
+    init_kb(root)
+    (root / "raw" / "kettle.md").write_text("# Kettle\n\nThe kettle is in the kitchen, next to the sink.\n")
+    with FakeOpenAI() as fake:
+        fake.add(compile_responder, repeat=True)
+        with TestClient(create_app(llm_settings(root), mcp=False)) as client:
+            events = _events(client.post("/api/compile").text)
+    report = dict(events)["report"]
+    assert report["mode"] == "llm" and report["created"] == 1 and report["usage"]["llm_calls"] >= 2
+    assert any(name == "stage" and data["stage"] == "write" for name, data in events)
