@@ -131,6 +131,71 @@ def init(ctx: click.Context, directory: Path | None) -> None:
         say(f"created {path}")
     if not created:
         say(f"{target} is already a knowledge base; nothing changed")
+    say("")
+    say(next_steps(target))
+
+
+def next_steps(target: Path) -> str:
+    """What a new user does after ``kaas init``: add sources, compile, ask."""
+    kb = "" if Path(target).resolve() == Path.cwd().resolve() else f" --kb {_shell_word(str(target))}"
+    return (
+        "next:\n"
+        f"  1. put documents (md, txt, html, pdf, docx, zip/tar) in {Path(target) / 'raw'}/, or: kaas{kb} add FILE|URL ...\n"
+        f"  2. kaas{kb} compile\n"
+        f"  3. kaas{kb} ask \"your question\"   (or kaas{kb} serve for the chat in a browser)"
+    )
+
+
+def _shell_word(text: str) -> str:
+    import shlex
+
+    return shlex.quote(text)
+
+
+@cli.command()
+@kb_option
+@click.argument("sources", nargs=-1, required=True, metavar="PATH|URL...")
+@click.option("--to", "folder", default="", metavar="FOLDER",
+              help="Folder inside raw/ to put files in (its name is the articles' topic hint).")
+@click.option("--replace", is_flag=True,
+              help="A file whose name is taken replaces it (a revision) instead of being stored as NAME-2.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object per source.")
+@click.pass_context
+def add(ctx: click.Context, sources: tuple[str, ...], folder: str, replace: bool, as_json: bool) -> None:
+    """Copy files, or fetch web pages (http/https URLs), into raw/; then run `kaas compile`.
+
+    A web page is stored as Markdown in raw/web/ with its title, source_url and fetched_at;
+    adding the same URL again updates that file (a revision). Exit 1 if any source was refused."""
+    from kb_ai.compile.add import add_file
+    from kb_ai.compile.fetch import add_url
+    from kb_ai.store.kb import KnowledgeBase
+
+    kb = KnowledgeBase(_settings(ctx).kb)
+    if not kb.raw_dir.is_dir():
+        _fail(KaasError(f"no raw/ folder in {kb.root} (run `kaas init` there, or pass --kb DIR)"))
+    failed = 0
+    for source in sources:
+        try:
+            if source.lower().startswith(("http://", "https://")) or "://" in source:
+                added = add_url(kb.raw_dir, source)
+            else:
+                added = add_file(kb.raw_dir, Path(source), folder=folder, replace=replace)
+        except KaasError as exc:
+            failed += 1
+            if as_json:
+                say_json(json.dumps({"source": source, "error": exc.message}, ensure_ascii=False))
+            else:
+                say(f"kaas: error: {exc.message}", err=True)
+            continue
+        if as_json:
+            say_json(json.dumps({"source": source, **added.to_json()}, ensure_ascii=False))
+        else:
+            extra = f" ({added.title})" if added.title else ""
+            note = f"; {added.note}" if added.note else ""
+            say(f"{added.status} {added.path}{extra}{note}")
+    if failed < len(sources) and not as_json:
+        say("next: kaas compile", err=True)
+    sys.exit(1 if failed else 0)
 
 
 @cli.command()
@@ -458,6 +523,39 @@ def eval_command(ctx: click.Context, questions_file: Path, json_out: Path | None
         say(f"kaas: eval: {line}", err=True)
     say(report.render_table())
     sys.exit(report.exit_code)
+
+
+@cli.command()
+@kb_option
+@click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON object.")
+@click.option("--questions", "questions_out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Also write the questions voted down as a QUESTIONS.jsonl for `kaas eval`.")
+@click.pass_context
+def feedback(ctx: click.Context, as_json: bool, questions_out: Path | None) -> None:
+    """Which questions the wiki failed: the answers voted down in the chat UI (.kaas/feedback.jsonl).
+
+    With --questions FILE, they are written as a file `kaas eval FILE` runs again (after the wiki
+    was fixed, to see them answered)."""
+    from kb_ai.quality.feedback import feedback_report
+    from kb_ai.store.kb import KnowledgeBase
+
+    from kb_ai.files import DamagedFileError
+
+    try:
+        report = feedback_report(KnowledgeBase(_settings(ctx).kb).state_dir)
+    except DamagedFileError as exc:
+        _fail(KaasError(f"cannot read .kaas/feedback.jsonl: {exc}"))
+    if questions_out is not None:
+        from kb_ai.files import atomic_write_text
+
+        lines = [json.dumps({"id": f"feedback-{n}", "question": q.question}, ensure_ascii=False)
+                 for n, q in enumerate(report.questions, start=1)]
+        atomic_write_text(questions_out, "".join(line + "\n" for line in lines))
+        say(f"kaas: wrote {len(lines)} questions to {questions_out} (kaas eval {questions_out})", err=True)
+    if as_json:
+        say_json(json.dumps(report.to_json(), ensure_ascii=False, indent=2))
+    else:
+        say(report.render_text())
 
 
 from kb_ai.cli.serve import serve  # noqa: E402 (cheap: click only; the server loads on use)
