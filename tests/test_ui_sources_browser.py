@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from helpers import write_page
-from test_ui_browser import KaasServer, _wait_until, _watch_errors, browser, ui_kb  # noqa: F401 (fixtures)
+from browser_support import KaasServer, wait_until, watch_errors
 from web_fakes import FakeSite, article
 
 pytestmark = pytest.mark.slow  # drives a real browser
@@ -36,14 +36,14 @@ def _page(browser, kaas_url=None, *, token=None):  # noqa: F811
 def test_a_refused_token_says_so_and_the_prompt_comes_back(browser, ui_kb):  # noqa: F811
     with KaasServer(ui_kb.root, env={"KAAS_API_TOKEN": TOKEN}) as kaas:
         context, page = _page(browser, kaas.url, token="an-old-wrong-token")
-        errors = _watch_errors(page)
+        errors = watch_errors(page)
         page.goto(kaas.url + "/")
         page.wait_for_selector("#token-dialog[open]")
         assert page.is_visible("#token-refused") and not page.is_visible("#token-needed")
         assert "refused" in page.inner_text("#token-refused")
         page.fill("#token-input", "still-wrong")
         page.click("#token-dialog button[value=ok]")
-        _wait_until(page, "document.querySelector('#token-dialog').open && "
+        wait_until(page, "document.querySelector('#token-dialog').open && "
                           "document.querySelector('#token-input').value === ''")  # asked again, not dropped
         assert page.is_visible("#token-refused")
         page.fill("#token-input", TOKEN)
@@ -61,7 +61,7 @@ def test_an_admin_adds_a_file_and_a_web_page_and_compiles(browser, ui_kb, tmp_pa
     with FakeSite() as site, KaasServer(ui_kb.root, env={"KAAS_ADD_PRIVATE_URLS": "1"}) as kaas:
         url = site.page("/leave", article("Leave policy", "Everyone gets thirty days of paid leave a year."))
         context, page = _page(browser)
-        errors = _watch_errors(page)
+        errors = watch_errors(page)
         page.goto(kaas.url + "/")
         page.wait_for_selector("body.ready")
         page.click("[data-view-link=sources]")
@@ -78,7 +78,7 @@ def test_an_admin_adds_a_file_and_a_web_page_and_compiles(browser, ui_kb, tmp_pa
         with CompileLock(ui_kb.state_dir):  # `kaas compile` in a terminal holds the knowledge base
             page.click("#compile-start")
             page.wait_for_selector("#compile-progress .error:has-text('another kaas compile is running')")
-        _wait_until(page, "!document.querySelector('#compile-start').disabled")
+        wait_until(page, "!document.querySelector('#compile-start').disabled")
         page.click("#compile-start")
         page.wait_for_selector("#compile-progress .compile-done")
         stages = page.locator("#compile-progress .stage").evaluate_all("rows => rows.map(r => r.dataset.stage)")
@@ -94,10 +94,10 @@ def test_an_admin_adds_a_file_and_a_web_page_and_compiles(browser, ui_kb, tmp_pa
 def test_the_open_wiki_tab_shows_pages_changed_on_disk(browser, ui_kb):  # noqa: F811
     with KaasServer(ui_kb.root) as kaas:
         context, page = _page(browser)
-        errors = _watch_errors(page)
+        errors = watch_errors(page)
         page.goto(kaas.url + "/#/wiki/retrieval/catalog.md")
         page.wait_for_selector(".wiki-article h1:has-text('The catalog')")
-        _wait_until(page, "document.body.classList.contains('ready')")
+        wait_until(page, "document.body.classList.contains('ready')")
         page.wait_for_timeout(500)  # the change stream is open
         write_page(ui_kb.wiki_dir, "ops/backups.md", "Backups", "Nightly backups.", "# Backups\n\nTaken at 02:00.",
                    topic="ops")
@@ -127,7 +127,7 @@ def test_chats_are_kept_listed_renamed_deleted_and_answers_copied_regenerated_an
     with KaasServer(ui_kb.root) as kaas:
         context, page = _page(browser)
         context.grant_permissions(["clipboard-read", "clipboard-write"], origin=kaas.url)
-        errors = _watch_errors(page)
+        errors = watch_errors(page)
         page.goto(kaas.url + "/")
         page.wait_for_selector("body.ready")
         page.fill("#question", "How does the navigator read the catalog?")
@@ -136,7 +136,7 @@ def test_chats_are_kept_listed_renamed_deleted_and_answers_copied_regenerated_an
         answer = page.locator(".turn .answer-body").first.inner_text()
         # copy the answer
         page.click(".turn .copy-answer")
-        _wait_until(page, "document.querySelector('.turn .copy-answer').textContent === 'Copied'")
+        wait_until(page, "document.querySelector('.turn .copy-answer').textContent === 'Copied'")
         copied = page.evaluate("navigator.clipboard.readText()")
         assert "catalog" in copied.lower() and "[" in copied  # the Markdown, citations included
         # vote it down: written to .kaas/feedback.jsonl with the question, pages read and citations
@@ -154,7 +154,7 @@ def test_chats_are_kept_listed_renamed_deleted_and_answers_copied_regenerated_an
         # a second question, then a reload: the chat is still there, with both turns
         page.fill("#question", "How are citations validated?")
         page.keyboard.press("Enter")
-        _wait_until(page, "document.querySelectorAll('.turn .answer-tools .copy-answer').length === 2")
+        wait_until(page, "document.querySelectorAll('.turn .answer-tools .copy-answer').length === 2")
         assert page.locator(".turn").first.locator(".regenerate").count() == 0  # only on the last answer
         page.reload()
         page.wait_for_selector("body.ready")
@@ -174,10 +174,10 @@ def test_chats_are_kept_listed_renamed_deleted_and_answers_copied_regenerated_an
         page.locator("#chat-list li", has_text="How does the navigator").locator(".chat-rename").click()
         page.wait_for_selector("#chat-list li .chat-open:has-text('Catalog questions')")
         page.click("#chat-list .chat-open:has-text('Catalog questions')")
-        _wait_until(page, "document.querySelectorAll('.turn').length === 2")
+        wait_until(page, "document.querySelectorAll('.turn').length === 2")
         page.once("dialog", lambda dialog: dialog.accept())
         page.locator("#chat-list li", has_text="Catalog questions").locator(".chat-delete").click()
-        _wait_until(page, "document.querySelectorAll('#chat-list li').length === 1")
+        wait_until(page, "document.querySelectorAll('#chat-list li').length === 1")
         assert page.locator(".turn").count() == 0  # the open chat was the one deleted
         kept = page.evaluate("JSON.parse(localStorage.getItem('kaas-chats'))")
         assert [c["title"] for c in kept] == ["What does the wiki say about deployment?"]
@@ -204,7 +204,7 @@ def test_code_blocks_in_answers_get_a_copy_button(browser, ui_kb):  # noqa: F811
         page.reload()
         page.wait_for_selector(".turn pre .copy-code")
         page.click(".turn pre .copy-code")
-        _wait_until(page, "document.querySelector('.turn pre .copy-code').textContent === 'Copied'")
+        wait_until(page, "document.querySelector('.turn pre .copy-code').textContent === 'Copied'")
         assert page.evaluate("navigator.clipboard.readText()").strip() == "pip install kaas-tool"
         context.close()
 
