@@ -14,7 +14,7 @@ import bisect
 import html
 from dataclasses import dataclass
 
-from kb_ai.store.markdown_text import atx_heading, iter_lines_outside_fences, plain_text
+from kb_ai.store.markdown_text import iter_lines_outside_fences, plain_text
 
 ANCHOR_PREFIX = "h-"  # every id of a rendered article starts with it (nh3's id_prefix)
 SEPARATOR = "-"
@@ -25,6 +25,21 @@ def heading_slug(text: str, separator: str = SEPARATOR) -> str:
     from markdown.extensions.toc import slugify  # lazily: most commands never render or cite
 
     return slugify(text, separator)
+
+
+def rendered_heading(line: str) -> tuple[int, str] | None:
+    """``(level, text)`` when the renderer makes ``line`` a heading: Python-Markdown's rule, a
+    run of ``#`` at the start of the line, a space after it or not (``#. item`` is a heading
+    there too, unlike ``store.markdown_text.atx_heading``), a closing ``#`` run dropped."""
+    if not line.startswith("#"):
+        return None
+    rest = line.lstrip("#")
+    level = min(6, len(line) - len(rest))
+    text = line[level:].strip()
+    closed = text.rstrip("#")
+    if closed != text and not closed.endswith("\\"):
+        text = closed.rstrip()
+    return level, text
 
 
 @dataclass(frozen=True)
@@ -47,7 +62,7 @@ def heading_anchors(body: str) -> list[HeadingAnchor]:
         start = body.find(line, offset) if line else offset
         start = offset if start < 0 else start
         offset = start + len(line)
-        heading = None if in_fence else atx_heading(line)
+        heading = None if in_fence else rendered_heading(line)
         if heading is None:
             continue
         title = plain_text(heading[1])
