@@ -31,7 +31,7 @@ MAX_QUOTE_CHARS = 600  # a longer passage is quoted up to here (the offsets stil
 MAX_UNITS = 5_000  # passages scored per page: enough for any article, bounded for a huge one
 
 _LIST_MARKER = re.compile(r"[ \t]*+(?:[-*+]|\d{1,9}+[.)])[ \t]++")
-_QUOTE_MARKER = re.compile(r"[ \t]{0,3}+>[ \t]?+")
+_QUOTE_MARKER = re.compile(r"^[ \t]{0,3}+>[ \t]?+", re.MULTILINE)
 _TABLE_RULE = re.compile(r"[\s|:\-]*+")
 
 
