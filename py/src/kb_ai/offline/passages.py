@@ -5,7 +5,7 @@ can point at — prose sentences (a very short one kept with the sentence before
 ``500``."), list items' sentences, headings, table rows, code lines — and returns the one that best
 matches ``text``: the passage that contains it or is contained in it when there is one (an
 extractive answer quotes the page), else the best by BM25 over the page's passages
-(``offline.lexical.rank_texts``, the one lexical scorer). No passage shares a term: None.
+(``offline.lexical.rank_texts_each``, the one lexical scorer). No passage shares a term: None.
 
 A ``Passage`` holds only text of the page: ``start``/``end`` are offsets in the body (the
 Markdown source of the passage is ``body[start:end]``), ``quote`` is what a reader sees of it
@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from kb_ai.offline.lexical import rank_texts
+from kb_ai.offline.lexical import rank_texts_each
 from kb_ai.offline.text import tokenize
 from kb_ai.store.anchors import HeadingAnchor, anchor_at, heading_anchors
 from kb_ai.store.markdown_text import atx_heading, iter_lines_outside_fences, plain_text, split_sentences
@@ -29,6 +29,7 @@ from kb_ai.store.markdown_text import atx_heading, iter_lines_outside_fences, pl
 MIN_WORDS = 4  # a sentence shorter than this is kept with the one before it
 MAX_QUOTE_CHARS = 600  # a longer passage is quoted up to here (the offsets still cover it whole)
 MAX_UNITS = 5_000  # passages scored per page: enough for any article, bounded for a huge one
+MAX_CLAIM_CHARS = 2_000  # a longer cited sentence is matched by its terms, not looked for whole
 
 _LIST_MARKER = re.compile(r"[ \t]*+(?:[-*+]|\d{1,9}+[.)])[ \t]++")
 _QUOTE_MARKER = re.compile(r"^[ \t]{0,3}+>[ \t]?+", re.MULTILINE)
@@ -167,25 +168,31 @@ def locate(body: str, text: str, *, within: str | None = None) -> Passage | None
 
 
 def locate_all(body: str, texts: list[str], *, within: str | None = None) -> list[Passage | None]:
-    """``locate`` for several texts of one page: the page is split once."""
+    """``locate`` for several texts of one page: the page is split and indexed once."""
     units = passages(body)
     if within is not None:
         units = [u for u in units if body[u.start:u.end] in within]
-    if not units:
+    if not units or not texts:
         return [None] * len(texts)
     anchors = heading_anchors(body)
     unit_terms = [tokenize(u.quote) for u in units]
+    if not any(unit_terms):
+        return [None] * len(texts)
+    queries = [set(tokenize(text)) for text in texts]
+    scores = rank_texts_each(queries, unit_terms)
     found: list[Passage | None] = []
-    for text in texts:
+    for text, query, score in zip(texts, queries, scores):
         best = _containing(units, text)
         if best is None:
-            best = _best_match(units, unit_terms, text)
+            best = _best_match(units, unit_terms, query, score)
         found.append(_passage(units[best], anchors) if best is not None else None)
     return found
 
 
 def _containing(units: list[_Unit], text: str) -> int | None:
     """The longest passage that contains ``text`` or is contained in it (a quote of the page)."""
+    if len(text) > MAX_CLAIM_CHARS:
+        return None
     claim = _fold(plain_text(text)).rstrip("…").strip()
     if len(claim.split()) < 3:
         return None
@@ -196,13 +203,10 @@ def _containing(units: list[_Unit], text: str) -> int | None:
     return best
 
 
-def _best_match(units: list[_Unit], unit_terms: list[list[str]], text: str) -> int | None:
-    """The passage sharing the most distinct terms with ``text``, then the best by BM25; a
+def _best_match(units: list[_Unit], unit_terms: list[list[str]], query: set[str], scores) -> int | None:
+    """The passage sharing the most distinct terms with the query, then the best by BM25; a
     heading only when no sentence, row or line matches as well."""
-    query = set(tokenize(text))
     shared = [len(query.intersection(terms)) for terms in unit_terms]
     if not any(shared):
         return None
-    scores = rank_texts(query, unit_terms)
-    best = max(range(len(units)), key=lambda i: (shared[i], not units[i].heading, float(scores[i]), -i))
-    return best
+    return max(range(len(units)), key=lambda i: (shared[i], not units[i].heading, float(scores[i]), -i))
