@@ -51,7 +51,10 @@ function scrollToId(container, id) {
  */
 export function highlightPassage(container, passage) {
   if (!passage) return null;
-  const quote = String(passage.quote || "").replace(/\s+/g, " ").trim();
+  // Compared without whitespace runs and Markdown's emphasis and code marks (a page part the
+  // renderer shows as code keeps its backticks; the quote never has them).
+  const IGNORED = /[`*_]/;
+  const quote = String(passage.quote || "").replace(/[`*_]/g, "").replace(/\s+/g, " ").trim();
   const heading = passage.anchor ? container.querySelector(`[id="${CSS.escape(String(passage.anchor))}"]`) : null;
   // The page's text, whitespace folded, with where each character of it is (node, offset).
   const walker = document.createTreeWalker(container, NodeFilter.SHOW_TEXT);
@@ -64,6 +67,7 @@ export function highlightPassage(container, passage) {
         (heading.compareDocumentPosition(node) & Node.DOCUMENT_POSITION_FOLLOWING))) from = text.length;
     const value = node.nodeValue;
     for (let i = 0; i < value.length; i++) {
+      if (IGNORED.test(value[i])) continue;
       const isSpace = /\s/.test(value[i]);
       if (isSpace && space) continue;
       text += isSpace ? " " : value[i];
