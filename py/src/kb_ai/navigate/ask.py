@@ -236,8 +236,11 @@ async def ask_events(service: AskService, request: AskRequest) -> AsyncIterator[
                             answer_parts.append(delta)
                             yield AskEvent("token", {"text": delta})
             except LLMReplyCutOff as exc:
-                # What came is kept (it is already out); the reader is told it stops short.
-                yield AskEvent("notice", {"message": f"The answer was cut off: {exc.message}. It may be incomplete."})
+                if not answer_parts and fallback:
+                    offline_reason = exc.message  # cut off before any of it came: nothing to keep
+                else:
+                    # What came is kept (it is already out); the reader is told it stops short.
+                    yield AskEvent("notice", {"message": f"The answer was cut off: {exc.message}. It may be incomplete."})
             except LLMError as exc:
                 if answer_parts or exc.fatal or not fallback:
                     raise
