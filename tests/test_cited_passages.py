@@ -60,7 +60,7 @@ def _check_passage(kb, path: str, passage: dict) -> None:
     body = _body(kb, path)
     assert 0 <= passage["start"] < passage["end"] <= len(body)
     source = body[passage["start"]:passage["end"]]
-    assert plain_text(source) == passage["quote"]
+    assert plain_text(source).startswith(passage["quote"]) and passage["quote"]  # cut at a word when long
     rendered = render_markdown(body, from_path=path)
     assert " ".join(passage["quote"].split()) in _rendered_text(rendered.html)
     ids = re.findall(r'<h[1-6] id="([^"]+)"', rendered.html)

@@ -9,7 +9,8 @@ extractive answer quotes the page), else the best by BM25 over the page's passag
 
 A ``Passage`` holds only text of the page: ``start``/``end`` are offsets in the body (the
 Markdown source of the passage is ``body[start:end]``), ``quote`` is what a reader sees of it
-(markup and link targets removed, whitespace folded) and is checked to be made of that slice,
+(markup and link targets removed, whitespace folded), made from that slice and nothing else
+(cut at a word after ``MAX_QUOTE_CHARS``),
 and ``anchor`` is the id of the heading it is under in the rendered page
 (``store.anchors``: the renderer's own rule), None in the page's lead. Nothing of ``text`` (a
 model's words) is ever quoted.
@@ -24,7 +25,7 @@ from typing import Any
 from kb_ai.offline.lexical import rank_texts_each
 from kb_ai.offline.text import tokenize
 from kb_ai.store.anchors import HeadingAnchor, anchor_at, heading_anchors
-from kb_ai.store.markdown_text import atx_heading, iter_lines_outside_fences, plain_text, split_sentences
+from kb_ai.store.markdown_text import atx_heading, iter_lines_at, plain_text, split_sentences
 
 MIN_WORDS = 4  # a sentence shorter than this is kept with the one before it
 MAX_QUOTE_CHARS = 600  # a longer passage is quoted up to here (the offsets still cover it whole)
@@ -55,16 +56,6 @@ class _Unit:
     end: int
     quote: str
     heading: bool = False
-
-
-def _lines(body: str):
-    """(offset, line, in_fence) for each line of ``body``."""
-    offset = 0
-    for line, in_fence in iter_lines_outside_fences(body):
-        start = body.find(line, offset) if line else offset
-        start = offset if start < 0 else start
-        offset = start + len(line)
-        yield start, line, in_fence
 
 
 def _fold(text: str) -> str:
@@ -111,7 +102,7 @@ def passages(body: str) -> list[_Unit]:
             units.extend(_sentence_units(body, block[0][0], block[-1][1]))
             block.clear()
 
-    for start, line, in_fence in _lines(body):
+    for start, line, in_fence in iter_lines_at(body):
         end = start + len(line)
         stripped = line.strip()
         if in_fence:

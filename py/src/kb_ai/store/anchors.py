@@ -14,7 +14,7 @@ import bisect
 import html
 from dataclasses import dataclass
 
-from kb_ai.store.markdown_text import iter_lines_outside_fences, plain_text
+from kb_ai.store.markdown_text import iter_lines_at, plain_text
 
 ANCHOR_PREFIX = "h-"  # every id of a rendered article starts with it (nh3's id_prefix)
 SEPARATOR = "-"
@@ -57,11 +57,7 @@ def heading_anchors(body: str) -> list[HeadingAnchor]:
     used: set[str] = set()
     counters: dict[str, int] = {}
     found: list[HeadingAnchor] = []
-    offset = 0
-    for line, in_fence in iter_lines_outside_fences(body):
-        start = body.find(line, offset) if line else offset
-        start = offset if start < 0 else start
-        offset = start + len(line)
+    for start, line, in_fence in iter_lines_at(body):
         heading = None if in_fence else rendered_heading(line)
         if heading is None:
             continue
