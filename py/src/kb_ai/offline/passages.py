@@ -4,8 +4,9 @@
 can point at — prose sentences (a very short one kept with the sentence before it: "Defaults to
 ``500``."), list items' sentences, headings, table rows, code lines — and returns the one that best
 matches ``text``: the passage that contains it or is contained in it when there is one (an
-extractive answer quotes the page), else the best by BM25 over the page's passages
-(``offline.lexical.rank_texts_each``, the one lexical scorer). No passage shares a term: None.
+extractive answer quotes the page), else the one sharing the most of its terms, then the best by
+BM25 over the page's passages (``offline.lexical.rank_texts_each``, the one lexical scorer). When
+no passage shares at least a quarter of its terms: None (the citation points at the page).
 
 A ``Passage`` holds only text of the page: ``start``/``end`` are offsets in the body (the
 Markdown source of the passage is ``body[start:end]``), ``quote`` is what a reader sees of it
@@ -30,6 +31,7 @@ from kb_ai.store.markdown_text import atx_heading, iter_lines_at, plain_text, sp
 MIN_WORDS = 4  # a sentence shorter than this is kept with the one before it
 MAX_QUOTE_CHARS = 600  # a longer passage is quoted up to here (the offsets still cover it whole)
 MAX_UNITS = 5_000  # passages scored per page: enough for any article, bounded for a huge one
+MIN_SHARED = 0.25  # of a cited sentence's distinct terms, that its passage must share
 MAX_CLAIM_CHARS = 2_000  # a longer cited sentence is matched by its terms, not looked for whole
 
 _LIST_MARKER = re.compile(r"[ \t]*+(?:[-*+]|\d{1,9}+[.)])[ \t]++")
@@ -198,6 +200,6 @@ def _best_match(units: list[_Unit], unit_terms: list[list[str]], query: set[str]
     """The passage sharing the most distinct terms with the query, then the best by BM25; a
     heading only when no sentence, row or line matches as well."""
     shared = [len(query.intersection(terms)) for terms in unit_terms]
-    if not any(shared):
-        return None
-    return max(range(len(units)), key=lambda i: (shared[i], not units[i].heading, float(scores[i]), -i))
+    best = max(range(len(units)), key=lambda i: (shared[i], not units[i].heading, float(scores[i]), -i))
+    # One common word of a long sentence is no evidence: better the page than a wrong passage.
+    return best if shared[best] >= max(1, round(MIN_SHARED * len(query))) else None
