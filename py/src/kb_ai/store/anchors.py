@@ -22,9 +22,20 @@ SEPARATOR = "-"
 
 def heading_slug(text: str, separator: str = SEPARATOR) -> str:
     """The id a heading with this (plain) text gets, before it is made unique in its page."""
-    from markdown.extensions.toc import slugify  # lazily: most commands never render or cite
+    return _toc().slugify(text, separator)
 
-    return slugify(text, separator)
+
+def _toc():
+    """Python-Markdown's toc module, imported on first use (most commands never render or cite)."""
+    global _TOC
+    if _TOC is None:
+        from markdown.extensions import toc
+
+        _TOC = toc
+    return _TOC
+
+
+_TOC = None
 
 
 def rendered_heading(line: str) -> tuple[int, str] | None:
@@ -52,8 +63,7 @@ class HeadingAnchor:
 
 def heading_anchors(body: str) -> list[HeadingAnchor]:
     """Every ATX heading of ``body`` outside code, in order, with the id the rendered page gives it."""
-    from markdown.extensions.toc import unique
-
+    unique = _toc().unique
     used: set[str] = set()
     counters: dict[str, int] = {}
     found: list[HeadingAnchor] = []
