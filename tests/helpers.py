@@ -172,3 +172,8 @@ class McpStdio:
         except subprocess.TimeoutExpired:
             self.process.kill()
         return self.process.stderr.read().decode()
+
+
+def page_refs(citations: list[dict]) -> list[dict]:
+    """Citations as page references (``path``, ``title``), without where in the page they point."""
+    return [{"path": c["path"], "title": c["title"]} for c in citations]

@@ -32,9 +32,9 @@ from kb_ai.errors import KaasError
 from kb_ai.llm import plausible, prompts, structured, tokens
 from kb_ai.navigate import citations, read, save
 from kb_ai.navigate.records import ReadPage
-from kb_ai.offline import extractive, text
+from kb_ai.offline import extractive, passages, text
 from kb_ai.quality import eval as quality_eval, scoring
-from kb_ai.store import articles, catalog, links, markdown_text as md, words
+from kb_ai.store import anchors, articles, catalog, links, markdown_text as md, words
 
 SMALL = 1_500
 FACTOR = 8
@@ -102,6 +102,9 @@ FUNCTIONS = {
     "trim_to_budget": lambda t: read._trim_to_budget(t, "a x lorem", 50),
     "best_units": lambda t: extractive.best_units("alpha lorem a x", _page(t)),
     "citations": lambda t: citations.validate_citations(t, [ReadPage("b.md", "B", "")]),
+    "cited_passages": lambda t: citations.validate_citations(t + " [B](b.md).", [ReadPage("b.md", "B", t)]),
+    "locate_passage": lambda t: passages.locate_all(t, ["lorem ipsum a x", t[:300]]),
+    "heading_anchors": lambda t: anchors.heading_anchors(t),
     "relative_links": lambda t: save._relative_links(t, {"b.md"}),
     "render_link_lookups": lambda t: (render._bracket_scan_cost(t), render._known_pages(t, "t/a.md", lambda p: True)),
     # compile: ingest, dedup, the offline writer, model output checks

@@ -213,6 +213,7 @@ class AnswerView {
     this.earlierPages = earlierPages; // pages read for the earlier answers in this question's history
     this.pagesRead = [];
     this.citations = [];
+    this.offline = null; // {reason, message} when the model failed and the answer is the offline extract
     this.mode = "llm";
     this.started = performance.now();
     this.answer = "";
@@ -264,10 +265,11 @@ class AnswerView {
         break;
       case "citations":
         this.invalid = new Set((data.invalid || []).map(normalizeWikiPath).filter(Boolean));
-        this.renderNow();
         this.citations = data.citations || [];
+        this.renderNow();
         this.showSources(this.citations);
         break;
+      case "offline": this.offline = data; break;
       case "suggestions": this.showSuggestions(data.questions || []); break;
       case "usage": this.usage = { ...data, ms: Math.round(performance.now() - this.started) }; this.showUsage(data); break;
       case "error":
@@ -304,6 +306,7 @@ class AnswerView {
     if (this.frame) { cancelAnimationFrame(this.frame); this.frame = 0; }
     const numbers = this.citationNumbers;
     const invalid = this.invalid;
+    const seen = new Map(); // path -> links to it so far: the k-th link cites the passage listing k
     const fragment = renderMarkdown(this.answer, {
       headingShift: 1,
       onCitation: (anchor, path) => {
@@ -314,9 +317,33 @@ class AnswerView {
         }
         if (!numbers.has(path)) numbers.set(path, numbers.size + 1);
         anchor.append(h("sup.cite-num", { "aria-hidden": "true" }, String(numbers.get(path))));
+        const k = seen.get(path) || 0;
+        seen.set(path, k + 1);
+        this.linkPassage(anchor, path, this.passageOf(path, k));
       },
     });
     this.body.replaceChildren(fragment);
+  }
+
+  /** The passage of `path` that its k-th link in the answer cites (the page's first, else none). */
+  passageOf(path, k) {
+    const citation = this.citations.find((c) => c.path === path);
+    const passages = (citation && Array.isArray(citation.passages)) ? citation.passages : [];
+    return passages.find((p) => Array.isArray(p.links) && p.links.includes(k)) || passages[0] || null;
+  }
+
+  /** A citation link that opens its page at `passage`, and shows the passage on hover. The quote
+   * is page text from the server: it goes in as text (a title attribute), never as markup. */
+  linkPassage(anchor, path, passage) {
+    if (!passage || typeof passage.quote !== "string") return;
+    anchor.title = (passage.heading ? passage.heading + ": " : "") + "“" + passage.quote + "”";
+    anchor.classList.add("has-passage");
+    if (passage.anchor) anchor.href = "/wiki/" + path + "#" + passage.anchor;
+    anchor.addEventListener("click", (event) => {
+      if (event.button !== 0 || event.metaKey || event.ctrlKey || event.shiftKey || event.altKey) return;
+      event.preventDefault();
+      this.app.panel.open(path, passage);
+    });
   }
 
   showSources(citations) {
@@ -324,9 +351,13 @@ class AnswerView {
     this.sources.hidden = false;
     this.sources.replaceChildren(
       h("h3", {}, "Sources"),
-      h("ol", {}, citations.map((c) => h("li", { value: this.citationNumbers.get(c.path) || undefined },
-        h("a.page-link", { href: "/wiki/" + c.path, dataset: { path: c.path } }, c.title),
-        h("span.path", {}, c.path)))),
+      h("ol", {}, citations.map((c) => {
+        const passage = this.passageOf(c.path, 0);
+        const link = h("a.page-link", { href: "/wiki/" + c.path, dataset: { path: c.path } }, c.title);
+        this.linkPassage(link, c.path, passage);
+        return h("li", { value: this.citationNumbers.get(c.path) || undefined }, link, h("span.path", {}, c.path),
+          passage && typeof passage.quote === "string" ? h("q.cited-quote", {}, passage.quote) : null);
+      })),
     );
   }
 
@@ -342,7 +373,10 @@ class AnswerView {
   showUsage(usage) {
     this.mode = usage.mode || this.mode;
     const parts = [];
-    if (usage.mode === "offline") parts.push(h("span.mode-pill.offline", {}, "Offline answer"));
+    if (usage.mode === "offline") {
+      parts.push(h("span.mode-pill.offline", { title: this.offline ? this.offline.message : undefined },
+        this.offline ? "Offline answer · model unavailable" : "Offline answer"));
+    }
     else {
       parts.push(h("span.mode-pill", {}, "Model answer"));
       parts.push(`${usage.llm_calls} call${usage.llm_calls === 1 ? "" : "s"}`);

@@ -46,6 +46,9 @@ class Settings:
     navigation: str = "shortlist"
     read_budget: int = 12_000
     max_pages: int = 5
+    # When the model fails the answer step (unreachable, timeout, 5xx after retries): answer with
+    # the offline extract of the pages read, saying why (true), or fail with the error (false).
+    answer_fallback: bool = True
     debug: bool = False
 
     @property
@@ -64,7 +67,7 @@ class Settings:
 _INT_FIELDS = {"max_retries", "breaker_failures", "concurrency", "select_budget", "read_budget", "max_pages"}
 _ZERO_ALLOWED = {"max_retries", "breaker_failures"}
 _FLOAT_FIELDS = {"timeout", "call_deadline", "breaker_cooldown"}
-_BOOL_FIELDS = {"cache", "debug", "direct_http"}
+_BOOL_FIELDS = {"cache", "debug", "direct_http", "answer_fallback"}
 _PATH_FIELDS = {"kb", "prompts_dir"}
 _CHOICE_FIELDS = {"navigation": ("shortlist", "topics")}
 

@@ -229,9 +229,13 @@ def index(ctx: click.Context) -> None:
 @click.option("--save", is_flag=True, help="File the answer into wiki/answers/ (navigation only, never cited).")
 @click.option("--user", "user_name", default=None, metavar="NAME",
               help="Answer as this user of kaas.toml: only the pages their groups may read exist.")
+@click.option("--model-only", is_flag=True,
+              help="When the model cannot answer, fail (exit 1) instead of answering with the offline extract "
+                   "of the pages read (setting answer_fallback = false does the same).")
 @click.pass_context
 def ask(ctx: click.Context, question: str, as_json: bool, rewrite: bool, suggest: bool, max_pages: int | None,
-        paths: tuple[str, ...], offline: bool, debug: bool, save: bool, user_name: str | None) -> None:
+        paths: tuple[str, ...], offline: bool, debug: bool, save: bool, user_name: str | None,
+        model_only: bool) -> None:
     """Answer QUESTION from the wiki, citing the pages it used.
 
     When `kaas serve` runs for this KB with the same model, the question goes to it (it has the
@@ -244,7 +248,8 @@ def ask(ctx: click.Context, question: str, as_json: bool, rewrite: bool, suggest
     show = _quiet if as_json else _show_event
     reader = _reader(settings, user_name)
     request = AskRequest(question=question, rewrite=rewrite, suggest=suggest, max_pages=max_pages,
-                         paths=list(paths) or None, reader=reader)
+                         paths=list(paths) or None, reader=reader,
+                         model_only=model_only or not settings.answer_fallback)
     result = _answer(settings, request, show, ask_server=not (paths or debug or user_name))
     save_error = _save(settings, question, result, reader) if save and not result.error else None
     if as_json:  # on error too: scripts get the object with its "error" key, and the exit code
@@ -334,6 +339,8 @@ def _print_answer(result) -> None:
         say("\nSources:")
         for citation in result.citations:
             say(f"  - {citation['title']} (wiki/{citation['path']})")
+            for passage in citation.get("passages", []):
+                say(_passage_line(passage))
     if result.suggestions:
         say("\nYou could ask next:")
         for suggestion in result.suggestions:
@@ -347,6 +354,18 @@ def _print_answer(result) -> None:
             f"{usage['prompt_tokens']} prompt + {usage['completion_tokens']} completion tokens, ${usage['cost_usd']:.4f}",
             err=True,
         )
+
+
+QUOTE_CHARS = 160  # of a cited passage, under its source
+
+
+def _passage_line(passage: dict) -> str:
+    """A cited passage under its source: ``#anchor "quote"`` (the quote clipped at a word)."""
+    quote = " ".join(str(passage.get("quote", "")).split())
+    if len(quote) > QUOTE_CHARS:
+        quote = quote[:QUOTE_CHARS - 1].rsplit(" ", 1)[0] + "…"
+    where = f"#{passage['anchor']} " if passage.get("anchor") else ""
+    return f'      {where}"{quote}"'
 
 
 def _running_server(settings: Settings) -> dict | None:
@@ -375,7 +394,8 @@ class _ServerEvents:
 
         url = self.server["url"]
         body = {"question": request.question, "rewrite": request.rewrite, "suggest": request.suggest,
-                **({"max_pages": request.max_pages} if request.max_pages else {})}
+                **({"max_pages": request.max_pages} if request.max_pages else {}),
+                **({"model_only": True} if request.model_only else {})}
         ended = False
         try:
             for name, data in ask_events_remote(self.server, body, self.token, deadline=self.deadline):

@@ -319,13 +319,23 @@ class LexicalIndex:
 def rank_texts(query_terms: set[str] | list[str], texts_terms: list[list[str]]) -> np.ndarray:
     """BM25 scores (bm25s) of each of ``texts_terms`` (tokenized texts) for ``query_terms``: an
     index built for one ranking and dropped."""
+    return rank_texts_each([query_terms], texts_terms)[0]
+
+
+def rank_texts_each(queries: list[set[str] | list[str]], texts_terms: list[list[str]]) -> list[np.ndarray]:
+    """``rank_texts`` for several queries over the same texts (the passages of one page, for each
+    sentence of an answer that cites it): one index, scored once per query."""
     if not texts_terms:
-        return np.zeros(0, dtype=np.float32)
+        return [np.zeros(0, dtype=np.float32) for _ in queries]
     vocab: dict[str, int] = {}
     ids = [[vocab.setdefault(t, len(vocab)) for t in terms] for terms in texts_terms]
     retriever = bm25s.BM25()
     retriever.index(bm25s.tokenization.Tokenized(ids=ids, vocab=vocab), show_progress=False)
-    return retriever.get_scores([vocab[t] for t in query_terms if t in vocab])
+    scores = []
+    for query_terms in queries:
+        known = [vocab[t] for t in query_terms if t in vocab]
+        scores.append(retriever.get_scores(known) if known else np.zeros(len(texts_terms), dtype=np.float32))
+    return scores
 
 
 class TermIndex:

@@ -106,6 +106,17 @@ def iter_lines_outside_fences(body: str):
             yield line, True
 
 
+def iter_lines_at(body: str):
+    """Yield (offset, line, in_fence): ``iter_lines_outside_fences`` with where each line starts
+    in ``body`` (citations point at passages by offset)."""
+    offset = 0
+    for line, in_fence in iter_lines_outside_fences(body):
+        start = body.find(line, offset) if line else offset
+        start = offset if start < 0 else start
+        offset = start + len(line)
+        yield start, line, in_fence
+
+
 def _indent(line: str) -> int:
     """Columns of leading whitespace (a tab counts to the next multiple of 4), up to 8: no
     caller needs to tell more, and a line of a million spaces is not walked."""
