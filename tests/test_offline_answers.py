@@ -19,7 +19,7 @@ from kb_ai.config import load_settings
 from kb_ai.server.app import create_app
 from kb_ai.server.mcp import build_mcp_server
 
-from helpers import build_kb
+from helpers import build_kb, page_refs
 from server_fakes import parse_sse
 
 POOL = ("storage/connection-pool.md", "Connection pool", "How the server keeps database connections.",
@@ -99,7 +99,7 @@ def test_a_table_row_is_quoted_with_its_header(tmp_path):
 def test_code_answers_how_do_i(tmp_path):
     out = _ask_json(_kb(tmp_path), "How do I install the frobnicator?")
     _bullet_with(out["answer"], "To get it: `pip install frobnicator`")  # with the line that introduces it
-    assert {"path": "ops/frobnicator.md", "title": "Frobnicator"} in out["citations"]
+    assert {"path": "ops/frobnicator.md", "title": "Frobnicator"} in page_refs(out["citations"])
 
 
 def test_a_k_a_does_not_split_a_sentence(tmp_path):
@@ -120,7 +120,7 @@ def test_nonsense_is_not_answered_and_says_so_distinctly(tmp_path):
     assert rare["abstained"] is False and rare["citations"]
     # ... and so is one whose plain words ("use") no page of a small wiki holds.
     plain = _ask_json(kb, "How do I use offline mode?")
-    assert plain["abstained"] is False and {"path": "ops/configuration.md", "title": "Configuration"} in plain["citations"]
+    assert plain["abstained"] is False and {"path": "ops/configuration.md", "title": "Configuration"} in page_refs(plain["citations"])
 
 
 def test_the_abstained_event_over_http_and_mcp(tmp_path):
@@ -231,4 +231,4 @@ def test_quoted_code_cannot_close_its_fence_early(tmp_path):
     fence = lines[opening].strip()
     closing = next(i for i in range(opening + 1, len(lines)) if lines[i].strip() == fence)
     assert "  ~~~~" in lines[opening + 1:closing] and "  [x](javascript:alert(1))" in lines[opening + 1:closing]
-    assert out["citations"] == [{"path": "ops/fences.md", "title": "Fences"}]
+    assert page_refs(out["citations"]) == [{"path": "ops/fences.md", "title": "Fences"}]
