@@ -15,15 +15,17 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
 
+from kb_ai.compile.formats.context import ReadContext
 from kb_ai.errors import ArticleFormatError
 from kb_ai.store.articles import split_frontmatter
-from kb_ai.store.markdown_text import first_heading
+from kb_ai.store.markdown_text import first_heading, plain_text, title_heading
 
 MAX_PDF_PAGES = 1_000
 
 
 MARKDOWN_EXT = {".md", ".markdown", ".mdown", ".mkd"}
-TEXT_EXT = {".txt", ".text", ".rst", ".org", ".csv", ".tsv", ".json", ".yaml", ".yml", ".toml", ".log", ".adoc"}
+RST_EXT = {".rst", ".rest"}
+TEXT_EXT = {".txt", ".text", ".org", ".csv", ".tsv", ".json", ".yaml", ".yml", ".toml", ".log", ".adoc"}
 HTML_EXT = {".html", ".htm", ".xhtml"}
 ARCHIVE_EXT = (".zip", ".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar.xz", ".txz")
 # Known binary formats: skipped without reading them (a sniff catches the rest).
@@ -57,8 +59,10 @@ class Parsed:
     tags: list[str] = field(default_factory=list)
 
 
-def parse_document(path: str, data: bytes, *, depth: int = 0) -> Parsed:
-    """Dispatch on the file name; ``depth`` > 0 for archive members (no nested archives)."""
+def parse_document(path: str, data: bytes, *, depth: int = 0, context: ReadContext | None = None) -> Parsed:
+    """Dispatch on the file name; ``depth`` > 0 for archive members (no nested archives).
+    ``context``: the other sources of raw/, for includes and cross-references (none: nothing
+    outside this file is read)."""
     name = PurePosixPath(path).name.lower()
     suffix = PurePosixPath(name).suffix
     if name.endswith(ARCHIVE_EXT):
@@ -76,10 +80,12 @@ def parse_document(path: str, data: bytes, *, depth: int = 0) -> Parsed:
     if data[:5] == b"%PDF-":
         return _read_pdf(data)
     text, notes = decode_text(data)
-    if suffix in HTML_EXT or (suffix not in MARKDOWN_EXT | TEXT_EXT and _looks_like_html(text)):
+    if suffix in HTML_EXT or (suffix not in MARKDOWN_EXT | TEXT_EXT | RST_EXT and _looks_like_html(text)):
         parsed = _read_html(text)
     elif suffix in MARKDOWN_EXT:
         parsed = _read_markdown(path, text)
+    elif suffix in RST_EXT:
+        parsed = _read_rst(path, text, context)
     else:
         parsed = _read_plain(text)
     parsed.notes[:0] = notes
@@ -211,18 +217,45 @@ def date_from_text(text: str) -> str | None:
     return None
 
 
-def title_from_filename(path: str) -> str:
-    stem = PurePosixPath(path).name
+_INDEX_NAMES = {"index", "readme", "_index", "default", "home"}
+
+
+def title_from_filename(path: str, text: str = "") -> str:
+    """The file name made readable: ``http_proxy-config.rst`` -> "Http proxy config",
+    ``testclient.md`` -> "Test client" when the document's own words are "test" and "client";
+    an ``index.md`` / ``README.md`` is named after its folder (``deployment/index.md`` ->
+    "Deployment")."""
+    pure = PurePosixPath(path)
+    stem = pure.name
     for ext in ARCHIVE_EXT:
         if stem.lower().endswith(ext):
             stem = stem[: -len(ext)]
             break
     else:
         stem = PurePosixPath(stem).stem
+    if stem.lower() in _INDEX_NAMES and len(pure.parts) > 2:
+        stem = pure.parts[-2]
     stem = _ISO_DATE.sub(" ", stem)
-    words = re.sub(r"[-_.]+", " ", stem).split()
-    text = " ".join(words)
-    return (text[:1].upper() + text[1:]) if text else "Untitled"
+    stem = re.sub(r"(?<=[a-z])(?=[A-Z][a-z])", " ", stem)  # camelCase
+    vocabulary = set(re.findall(r"[a-z]{3,}", text[:200_000].lower())) if text else set()
+    words = [_segment(word, vocabulary) for word in re.sub(r"[-_.]+", " ", stem).split()]
+    title = " ".join(words)
+    return (title[:1].upper() + title[1:]) if title else "Untitled"
+
+
+def _segment(word: str, vocabulary: set[str]) -> str:
+    """``testclient`` -> "test client" when the document uses both words and not ``testclient``."""
+    lowered = word.lower()
+    if len(word) < 7 or not word.isalpha() or not word.islower() or lowered in vocabulary or not vocabulary:
+        return word
+    best = None
+    for cut in range(3, len(word) - 2):
+        head, tail = lowered[:cut], lowered[cut:]
+        if head in vocabulary and tail in vocabulary:
+            score = min(len(head), len(tail))
+            if best is None or score > best[0]:
+                best = (score, f"{head} {tail}")
+    return best[1] if best else word
 
 
 # ---------------------------------------------------------------------------------------------
@@ -242,7 +275,25 @@ def _read_markdown(path: str, text: str) -> Parsed:
             break
     tags = meta.get("tags")
     tags = [str(t) for t in tags if isinstance(t, (str, int))] if isinstance(tags, list) else []
-    return Parsed("markdown", body, title or first_heading(body), date or date_from_text(body), tags=tags[:10])
+    from kb_ai.compile.formats.markdown_dialects import plain_markdown  # noqa: PLC0415
+
+    body = plain_markdown(body)
+    title = plain_text(title) if title and title.strip() else None
+    return Parsed("markdown", body, title or title_heading(body), date or date_from_text(body), tags=tags[:10])
+
+
+def _read_rst(path: str, text: str, context: ReadContext | None) -> Parsed:
+    """reStructuredText through docutils (``formats/rst.py``); text that docutils cannot take
+    is read as plain text, noted."""
+    from kb_ai.compile.formats.rst import read_rst  # noqa: PLC0415 (docutils: only for reST files)
+
+    try:
+        body, title, date, notes = read_rst(text, context or ReadContext(path))
+    except Exception as exc:  # noqa: BLE001 - a parser failure on one file: keep its text
+        parsed = _read_plain(text)
+        parsed.notes.append(f"reStructuredText not parsed ({type(exc).__name__}): read as plain text")
+        return parsed
+    return Parsed("rst", body, title, date or date_from_text(text), notes)
 
 
 def _read_plain(text: str) -> Parsed:
@@ -253,8 +304,10 @@ def _read_plain(text: str) -> Parsed:
             continue
         next_line = lines[index + 1] if index + 1 < len(lines) else ""
         underlined = bool(re.fullmatch(r"[=\-~#*]{3,}", next_line))
-        if len(line) <= 90 and (underlined or not line.endswith((".", ",", ";", ":")) or not next_line):
-            title = line.strip("#*= ")
+        # A title stands alone (or is underlined): the first line of a wrapped paragraph is not one.
+        alone = not next_line and not line.endswith((".", ",", ";", ":"))
+        if len(line) <= 90 and (underlined or alone or line.startswith("# ")):
+            title = line.strip("#*= ") or None
         break
     body = _plain_to_markdown(text)
     return Parsed("text", body, title or None, date_from_text(text))

@@ -393,6 +393,27 @@ def first_heading(body: str) -> str | None:
     return None
 
 
+_HTML_H1 = re.compile(r"<h1\b[^<>]*+>((?:[^<]++|<(?!/h1)[^<>]*+>)*+)</h1>", re.I)
+_HTML_TAG = re.compile(r"<[^<>\n]*+>")
+
+
+def title_heading(body: str) -> str | None:
+    """A document's own title: its first level-1 heading outside code (``# Title``), else the
+    first ``<h1>`` of its HTML; never a subsection heading. None when it has neither."""
+    for line, in_fence in iter_lines_outside_fences(body):
+        if in_fence:
+            continue
+        heading = atx_heading(line, max_level=1)
+        if heading and plain_text(heading[1]):
+            return plain_text(heading[1])
+    if "<h1" in body or "<H1" in body:
+        match = _HTML_H1.search(body[:200_000])
+        if match:
+            text = plain_text(_HTML_TAG.sub(" ", match.group(1)))
+            return text or None
+    return None
+
+
 def plain_text(markdown: str) -> str:
     """Links to their text, emphasis and code markers removed, whitespace folded."""
     text = replace_links(markdown, inline_links(markdown)) if "[" in markdown else markdown
@@ -420,11 +441,54 @@ def prose_paragraphs(body: str) -> list[str]:
         current.append(stripped)
     if current:
         paragraphs.append(" ".join(current))
-    return [text for text in (plain_text(p) for p in paragraphs) if text]
+    return [text for text in (plain_text(_without_images(p)) for p in paragraphs) if text]
+
+
+def _without_images(paragraph: str) -> str:
+    """A paragraph without its images (a badge's alt text is not prose)."""
+    if "![" not in paragraph:
+        return paragraph
+    images = [link for link in inline_links(paragraph) if link.image]
+    out: list[str] = []
+    position = 0
+    for image in images:
+        if image.start >= position:
+            out.append(paragraph[position:image.start])
+            position = image.end
+    out.append(paragraph[position:])
+    return "".join(out)
+
+
+# A full stop that ends an abbreviation, not a sentence ("Dr. Smith", "e.g. Nginx", "vs. B")...
+_ABBREVIATIONS = frozenset(
+    "e.g. i.e. a.k.a. aka. dr. mr. mrs. ms. mx. prof. st. sr. jr. vs. cf. approx. ca. mt. gen. col. lt. "
+    "capt. sgt. rev. hon. dept. govt. esp. incl. viz. resp. ft. ave. blvd.".split()
+)
+# ... and one that does only before a number ("No. 5", "Fig. 3", "pp. 12").
+_NUMBER_ABBREVIATIONS = frozenset("no. nos. fig. figs. vol. vols. pp. p. sec. ch. eq. art. op. ver. v.".split())
+_INITIALS = re.compile(r"(?:[A-Za-z]\.)++")  # "J." "U.S." "a.k.a."
 
 
 def split_sentences(text: str) -> list[str]:
-    return [s.strip() for s in _SENTENCE_END.split(text) if s.strip()]
+    """Sentences of one paragraph of plain text: split after ``.``, ``!`` or ``?`` before a
+    capital, a digit or an opening mark, except after an abbreviation ("e.g.", "Dr.", "vs."),
+    an initial or a dotted acronym ("J.", "U.S."), or "No."/"Fig."/"pp." before a number.
+    Version numbers ("v1.2.3") never split: a split needs a space."""
+    pieces = [s.strip() for s in _SENTENCE_END.split(text) if s.strip()]
+    sentences: list[str] = []
+    for piece in pieces:
+        if sentences and _ends_with_abbreviation(sentences[-1], piece):
+            sentences[-1] = f"{sentences[-1]} {piece}"
+        else:
+            sentences.append(piece)
+    return sentences
+
+
+def _ends_with_abbreviation(sentence: str, following: str) -> bool:
+    last = sentence.rsplit(None, 1)[-1].lstrip("(\"'[").lower()
+    if last in _ABBREVIATIONS or _INITIALS.fullmatch(last) and len(last) <= 12 and not last[:-1].isdigit():
+        return True
+    return last in _NUMBER_ABBREVIATIONS and following[:1].isdigit()
 
 
 def first_sentence(body: str, limit: int = 200) -> str:
