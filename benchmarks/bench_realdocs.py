@@ -115,11 +115,13 @@ def _rst_title(text: str) -> str | None:
         if line.startswith(".. ") or line.strip() == "..":
             in_block = True
             continue
-        if not line.strip() or line[:1].isspace() or _UNDERLINE.match(line):
+        if not line.strip() or _UNDERLINE.match(line):
             continue
         under = lines[index + 1]
-        if _UNDERLINE.match(under) and len(under.rstrip()) >= len(line.rstrip()):
+        if not line[:1].isspace() and _UNDERLINE.match(under) and len(under.rstrip()) >= len(line.rstrip()):
             return line.strip()
+        if not re.match(r"^:[\w-]+:", line):
+            return None  # text before the first section title: the document has no title of its own
     return None
 
 

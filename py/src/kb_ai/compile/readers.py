@@ -413,24 +413,50 @@ def _html_text(html: str) -> tuple[str, str]:
 
 
 def _read_pdf(data: bytes) -> Parsed:
+    """A PDF's text (``formats/pdf_text.py``: running headers and footers removed, paragraphs
+    re-joined); its title from the document information, else the first heading-sized line."""
+    from kb_ai.compile.formats.pdf_text import clean_pages, heading_title  # noqa: PLC0415
+
     reader, pages, count = _pdf_reader(data)
     notes: list[str] = []
     texts: list[str] = []
+    chunks: list[tuple[str, float]] = []
     for number in range(min(count, MAX_PDF_PAGES)):
         try:
-            page_text = pages[number].extract_text() or ""
+            if number == 0:
+                page_text = pages[0].extract_text(visitor_text=_size_visitor(chunks)) or ""
+            else:
+                page_text = pages[number].extract_text() or ""
         except Exception as exc:  # noqa: BLE001 - one bad page does not spoil the rest
             notes.append(f"page {number + 1} unreadable ({type(exc).__name__})")
             continue
-        texts.append(page_text.strip())
+        texts.append(page_text)
     if count > MAX_PDF_PAGES:
         notes.append(f"only the first {MAX_PDF_PAGES} of {count} pages read")
     title, date = _pdf_metadata(reader)
-    body = "\n\n".join(t for t in texts if t)
+    controls = sum(len(_CONTROL_CHARS.findall(t)) + t.count("\x0c") for t in texts)
+    if controls:
+        notes.append(f"{controls:,} control character{'s' if controls != 1 else ''} (NUL included) removed")
+    body = clean_pages(texts)
     if not title:
-        first = next((line.strip() for line in body.splitlines() if line.strip()), "")
-        title = first if 0 < len(first) <= 90 else None
+        title = heading_title(chunks)
+    if not title:
+        first = body.split("\n\n", 1)[0].strip()
+        title = first if 0 < len(first) <= 90 and not first.endswith((".", ",", ";", ":")) else None
     return Parsed("pdf", body, title, date_from_text(body) or date, notes)
+
+
+def _size_visitor(chunks: list[tuple[str, float]]):
+    """A pypdf ``visitor_text`` collecting (text, font size as drawn) of a page."""
+
+    def visit(text, cm, tm, font_dict, font_size):
+        try:
+            scale = abs(float(tm[3])) * abs(float(cm[3])) or 1.0
+            chunks.append((text, float(font_size) * scale))
+        except (TypeError, ValueError, IndexError):
+            pass
+
+    return visit
 
 
 def _pdf_reader(data: bytes) -> tuple[Any, Any, int]:
@@ -463,6 +489,9 @@ def _pdf_reader(data: bytes) -> tuple[Any, Any, int]:
     return reader, pages, count
 
 
+_PLACEHOLDER_TITLE = re.compile(r"^(?:microsoft \w+ - |untitled\b|document\d*$)|\.(?:docx?|pdf|odt|rtf|tex|txt)$", re.I)
+
+
 def _pdf_metadata(reader) -> tuple[str | None, str | None]:
     """(title, date) from the PDF's document information, when it has them."""
     title = date = None
@@ -470,6 +499,8 @@ def _pdf_metadata(reader) -> tuple[str | None, str | None]:
         info = reader.metadata
         if info is not None:
             title = info.title if isinstance(info.title, str) and info.title.strip() else None
+            if title and _PLACEHOLDER_TITLE.search(title.strip()):
+                title = None  # "Microsoft Word - draft3.docx", "untitled": not the document's title
             created = info.creation_date
             date = normalize_date(created) if created else None
     except Exception:  # noqa: BLE001 - metadata is optional
@@ -488,26 +519,71 @@ def _read_docx(data: bytes) -> Parsed:
         raise UnreadableError(f"not a readable DOCX ({type(exc).__name__})") from None
     lines: list[str] = []
     title = None
-    for paragraph in document.paragraphs:
-        text = paragraph.text.strip()
+    first = True
+    for block in _docx_blocks(document):
+        if not hasattr(block, "style") or not hasattr(block, "text"):  # a table
+            table = _docx_table(block)
+            if table:
+                lines.append(table)
+                first = False
+            continue
+        text = " ".join(block.text.split())
         if not text:
             continue
-        style = (paragraph.style.name if paragraph.style is not None else "") or ""
-        if style == "Title":
-            title = title or text
-            lines.append(f"# {text}")
+        style = (block.style.name if block.style is not None else "") or ""
+        if style == "Title" and title is None:
+            title = text  # the article's title: not repeated as a heading
+        elif style == "Title":
+            lines.append(f"## {text}")
         elif style.startswith("Heading"):
-            level = int(style.split()[-1]) if style.split()[-1].isdigit() else 2
-            lines.append("#" * min(6, level + 1) + " " + text)
+            level = int(style.split()[-1]) if style.split()[-1].isdigit() else 1
+            if first and level == 1 and title is None and not _docx_has_title(document):
+                title = text  # a document that opens with a Heading 1 and has no Title: that is its title
+            else:
+                lines.append("#" * min(6, level + 1) + " " + text)
         elif style.startswith("List"):
             lines.append(f"- {text}")
         else:
             lines.append(text)
-    for table in document.tables:
-        for row in table.rows:
-            cells = [" ".join(cell.text.split()) for cell in row.cells]
-            lines.append("| " + " | ".join(cells) + " |")
-    title = title or (document.core_properties.title or None)
+        first = False
+    core_title = document.core_properties.title or None
+    if core_title and _PLACEHOLDER_TITLE.search(core_title.strip()):
+        core_title = None
+    title = title or core_title
     # core_properties.created is not used: templates carry their own (python-docx's says 2013).
     body = "\n\n".join(lines)
-    return Parsed("docx", body, title or first_heading(body), date_from_text(body))
+    return Parsed("docx", body, title, date_from_text(body))
+
+
+def _docx_blocks(document) -> list:
+    """Paragraphs and tables in document order."""
+    if hasattr(document, "iter_inner_content"):
+        return list(document.iter_inner_content())
+    return list(document.paragraphs) + list(document.tables)  # pragma: no cover - python-docx < 1.0
+
+
+def _docx_has_title(document) -> bool:
+    return any((p.style is not None and p.style.name == "Title") and p.text.strip() for p in document.paragraphs)
+
+
+def _docx_table(table) -> str:
+    """A Word table as a Markdown table (its first row the header)."""
+    rows: list[list[str]] = []
+    for row in table.rows:
+        cells: list[str] = []
+        previous = None
+        for cell in row.cells:
+            if previous is not None and cell._tc is previous:  # a merged cell is listed once per column
+                cells.append("")
+                continue
+            previous = cell._tc
+            cells.append(" ".join(cell.text.split()).replace("|", "\\|"))
+        if any(cells):
+            rows.append(cells)
+    if not rows:
+        return ""
+    width = max(len(r) for r in rows)
+    rows = [r + [""] * (width - len(r)) for r in rows]
+    lines = ["| " + " | ".join(rows[0]) + " |", "|" + "|".join(["---"] * width) + "|"]
+    lines += ["| " + " | ".join(r) + " |" for r in rows[1:]]
+    return "\n".join(lines)

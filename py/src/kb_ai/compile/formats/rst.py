@@ -185,12 +185,19 @@ class _Note(Directive):
 
     def run(self):
         label = NOTE_DIRECTIVES.get(self.name, self.name.capitalize())
-        argument = " ".join(self.arguments)
+        argument = " ".join(" ".join(self.arguments).split(" "))
+        text = ""
+        if self.name in ("seealso", "todo"):
+            text = argument
+        elif argument:
+            version, _, text = argument.partition(" ") if "\n" not in argument.split(" ", 1)[0] \
+                else argument.partition("\n")
+            label = f"{label} {version.strip()}"
         node = nodes.admonition()
-        node += nodes.title(text=f"{label} {argument}".strip() if self.name in NOTE_DIRECTIVES and
-                            self.name not in ("seealso", "todo") else label)
-        if self.name in ("seealso",) and argument:
-            self.content.insert(0, argument, "", 0)
+        node += nodes.title(text=label)
+        if text.strip():
+            inline, messages = self.state.inline_text(" ".join(text.split()), self.lineno)
+            node += nodes.paragraph("", "", *inline)
         self.state.nested_parse(self.content, self.content_offset, node)
         return [node]
 

@@ -12,6 +12,9 @@ from __future__ import annotations
 
 from docutils import nodes
 
+# The title is the first section's, when nothing but page metadata, targets and directives that
+# show nothing comes before it (text before it makes it a section, not the document's title).
+
 ADMONITIONS = {
     "note": "Note", "warning": "Warning", "tip": "Tip", "important": "Important", "caution": "Caution",
     "danger": "Danger", "error": "Error", "hint": "Hint", "attention": "Attention", "seealso": "See also",
@@ -31,6 +34,7 @@ class MarkdownWriter:
 
     def render(self, document: nodes.document) -> str:
         blocks = self._children(document, depth=0, top=True)
+        self.title = self.title or None
         text = "\n\n".join(b for b in blocks if b.strip())
         return text.strip() + "\n" if text.strip() else ""
 
@@ -45,7 +49,10 @@ class MarkdownWriter:
                 continue
             if isinstance(child, nodes.section):
                 seen_section = True
-            out.extend(self._block(child, depth))
+            blocks = self._block(child, depth)
+            if top and not seen_section and any(b.strip() for b in blocks):
+                self.title = self.title or ""  # text before the first section: that section is no title
+            out.extend(blocks)
         return out
 
     def _block(self, node: nodes.Node, depth: int) -> list[str]:
@@ -117,7 +124,7 @@ class MarkdownWriter:
         for child in node.children:
             if isinstance(child, nodes.title):
                 heading = self._inline(child).strip()
-                if self.title is None and heading:
+                if self.title is None and heading:  # the first section, with nothing before it
                     self.title = " ".join(heading.replace("`", "").split())
                 out.append(f"{'#' * min(6, depth + 1)} {heading}")
             else:
