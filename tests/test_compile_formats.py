@@ -436,3 +436,42 @@ def test_real_docs_have_their_own_titles_and_clean_catalog(tmp_path):
     assert {"Using async and await", "Command Line Interface", "Welcome to Flask", "Blueprints and Views"} <= titles
     for line in _catalog_lines(tmp_path):
         assert not MARKUP.search(_catalog_text(line)), line
+
+
+def test_code_shared_by_several_pages_stays_whole_in_each(tmp_path):
+    """Boilerplate removal works on blocks: a code block with blank lines inside is one block,
+    and code is never boilerplate (the same example in three tutorial pages belongs to all)."""
+    code = """
+        .. code-block:: python
+
+            def create_app(test_config=None):
+                app = Flask(__name__, instance_relative_config=True)
+                app.config.from_mapping(SECRET_KEY="dev", DATABASE="flaskr.sqlite")
+
+                from . import db
+                db.init_app(app)
+                app.register_blueprint(db.blueprint_for_the_database_commands)
+
+                return app
+    """
+    intros = {
+        "database": "The application will use a SQLite database to store users and posts. Python comes with "
+                    "built-in support for SQLite in the sqlite3 module. Connections are tied to the request.",
+        "views": "A view function is the code you write to respond to requests to your application. Flask uses "
+                 "patterns to match the incoming request URL to the view that should handle it.",
+        "blog": "You will use the same techniques you learned about when writing the authentication blueprint "
+                "to write the blog blueprint. The blog should list all posts and allow logged in users to edit.",
+    }
+    pages = {}
+    for name, intro in intros.items():
+        pages[f"tutorial/{name}.rst"] = (
+            f"{name.capitalize()} step\n{'=' * (len(name) + 5)}\n\n{intro}\n\n" + textwrap.dedent(code)
+            + f"\nThe {name} step is done; {intro.split('.')[1].strip().lower()}.\n"
+        )
+    root = _kb(tmp_path, pages)
+    compile_offline(root)
+    for source, article in _articles(root).items():
+        body = article.body
+        assert body.count("```") % 2 == 0, (source, body)
+        assert "```python\ndef create_app(test_config=None):" in body, (source, body)
+        assert "    from . import db\n    db.init_app(app)" in body, (source, body)
