@@ -18,9 +18,12 @@ from typing import Any
 from kb_ai.compile.formats.context import ReadContext
 from kb_ai.errors import ArticleFormatError
 from kb_ai.store.articles import split_frontmatter
-from kb_ai.store.markdown_text import first_heading, plain_text, title_heading
+from kb_ai.store.markdown_text import plain_text, title_heading
 
 MAX_PDF_PAGES = 1_000
+# docutils' inline parser is quadratic in a paragraph's unclosed markup ("*[*[*[..."): above
+# this estimate (``formats.rst.inline_cost``; ~0.5 s of parsing) a reST file is read as text.
+MAX_RST_INLINE_COST = 15_000_000
 
 
 MARKDOWN_EXT = {".md", ".markdown", ".mdown", ".mkd"}
@@ -285,8 +288,13 @@ def _read_markdown(path: str, text: str) -> Parsed:
 def _read_rst(path: str, text: str, context: ReadContext | None) -> Parsed:
     """reStructuredText through docutils (``formats/rst.py``); text that docutils cannot take
     is read as plain text, noted."""
-    from kb_ai.compile.formats.rst import read_rst  # noqa: PLC0415 (docutils: only for reST files)
+    from kb_ai.compile.formats.rst import inline_cost, read_rst  # noqa: PLC0415 (docutils: only for reST files)
 
+    if inline_cost(text) > MAX_RST_INLINE_COST:
+        parsed = _read_plain(text)
+        parsed.notes.append("reStructuredText too costly to parse (paragraphs full of unclosed inline markup): "
+                            "read as plain text")
+        return parsed
     try:
         body, title, date, notes = read_rst(text, context or ReadContext(path))
     except Exception as exc:  # noqa: BLE001 - a parser failure on one file: keep its text
@@ -361,10 +369,10 @@ def _read_html(text: str) -> Parsed:
         body, fallback_title = _html_text(text)
         title = title or fallback_title
     if title and body:
-        heading = first_heading(body)
+        heading = title_heading(body)
         if heading and heading.casefold() in title.casefold():
             title = heading  # "Pricing | Acme" -> "Pricing"
-    return Parsed("html", body or "", title or first_heading(body or ""), date, notes)
+    return Parsed("html", body or "", title or title_heading(body or ""), date, notes)
 
 
 _SKIP_TAGS = {"script", "style", "nav", "header", "footer", "noscript", "template", "svg"}

@@ -393,7 +393,7 @@ def first_heading(body: str) -> str | None:
     return None
 
 
-_HTML_H1 = re.compile(r"<h1\b[^<>]*+>((?:[^<]++|<(?!/h1)[^<>]*+>)*+)</h1>", re.I)
+_HTML_H1_OPEN = re.compile(r"<h1\b[^<>]*+>")
 _HTML_TAG = re.compile(r"<[^<>\n]*+>")
 
 
@@ -406,12 +406,20 @@ def title_heading(body: str) -> str | None:
         heading = atx_heading(line, max_level=1)
         if heading and plain_text(heading[1]):
             return plain_text(heading[1])
-    if "<h1" in body or "<H1" in body:
-        match = _HTML_H1.search(body[:200_000])
-        if match:
-            text = plain_text(_HTML_TAG.sub(" ", match.group(1)))
-            return text or None
-    return None
+    return _html_h1(body[:200_000])
+
+
+def _html_h1(body: str) -> str | None:
+    """The text of the first ``<h1>`` element (tags inside dropped); one forward scan."""
+    lowered = body.lower()
+    start = _HTML_H1_OPEN.search(lowered)
+    if start is None:
+        return None
+    end = lowered.find("</h1", start.end())
+    if end < 0:
+        return None
+    text = plain_text(_HTML_TAG.sub(" ", body[start.end():end]))
+    return text or None
 
 
 def plain_text(markdown: str) -> str:

@@ -481,3 +481,14 @@ def scan_labels(path: str, text: str) -> dict[str, tuple[str, str]]:
         found.setdefault(name, (path, ""))
     found[f"doc:{path}"] = (path, doc_title)
     return found
+
+
+_BLOCK_BREAK = re.compile(r"\n[ \t]*+\n")
+_INLINE_MARKS = re.compile(r"[*`|_\[<:]")
+
+
+def inline_cost(text: str) -> int:
+    """An estimate of docutils' inline-parsing work: for each blank-line separated block, its
+    length times its inline markup characters (the parser rescans a block from each unclosed
+    start-string). Real pages stay far below ``readers.MAX_RST_INLINE_COST``."""
+    return sum(len(block) * len(_INLINE_MARKS.findall(block)) for block in _BLOCK_BREAK.split(text))
