@@ -144,10 +144,10 @@ def test_sphinx_rst_reads_as_markdown_with_its_own_title(tmp_path):
     assert "> **Warning:** Do not block the loop." in body
     assert "> **API reference:** `flask.url_for`" in body
     assert "`Flask`" in body and "## Performance" in body
-    # :doc: and :ref: become links to the target's source (the compile repoints them); an
-    # unknown label stays text.
-    assert "[Quickstart](quickstart.rst)" in body
-    assert "[the tutorial](tutorial/index.rst#tutorial-label)" in body
+    # :doc: and :ref: become links to the target's source, which the link stage repoints to the
+    # article compiled from it (either is right here); an unknown label stays text.
+    assert re.search(r"\[Quickstart\]\((quickstart\.rst|[^)]*quickstart\.md)\)", body), body
+    assert re.search(r"\[the tutorial\]\((tutorial/index\.rst#tutorial-label|[^)]*tutorial\.md[^)]*)\)", body), body
     assert "or no such label." in body and "no-such-label" not in body
     # include: inside raw/ inlined; outside raw/ dropped with a note, never read.
     assert "Included text from a snippet file in raw." in body
@@ -284,13 +284,15 @@ def test_mkdocs_dialect_becomes_plain_markdown(tmp_path):
     assert article.summary == "Intro text before the title is not a title, and the setext heading below is."
     body = article.body
     assert "display: none" not in body and "<style>" not in body
-    assert "> **Before you start:** You need a server with at least two cores, see the " \
-           "[requirements](../requirements.md)." in body
+    # (a link to a file that is not a source may be left as its text by the link stage)
+    assert re.search(r"> \*\*Before you start:\*\* You need a server with at least two cores, see the "
+                     r"(\[requirements\]\(\.\./requirements\.md\)|requirements)\.", body), body
     assert "**pip**\n\n```bash\npip install uvicorn\n```" in body and "=== " not in body
     assert "> **Details:** Collapsed details." in body and "> **Tip:** Open tip." in body
     assert "> **API reference:** `uvicorn.main.run`" in body and "show_source" not in body
     assert "> **Warning:** Never run the debugger in production." in body and "[!WARNING]" not in body
-    assert "Read about [proxies](https://example.com/proxies) and the [settings](../requirements.md) page." in body
+    assert re.search(r"Read about \[proxies\]\(https://example\.com/proxies\) and the "
+                     r"(\[settings\]\(\.\./requirements\.md\)|settings) page\.", body), body
     assert "[req]:" not in body and "!!!" not in body and "???" not in body
     for line in _catalog_lines(root):
         assert not MARKUP.search(_catalog_text(line)), line
