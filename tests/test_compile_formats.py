@@ -477,3 +477,80 @@ def test_code_shared_by_several_pages_stays_whole_in_each(tmp_path):
         assert body.count("```") % 2 == 0, (source, body)
         assert "```python\ndef create_app(test_config=None):" in body, (source, body)
         assert "    from . import db\n    db.init_app(app)" in body, (source, body)
+
+
+def test_more_sphinx_and_mkdocs_constructs_and_org_and_html(tmp_path):
+    sphinx = """
+        .. |project| replace:: Widgetry
+
+        ##################
+        Widgets reference
+        ##################
+
+        |project| ships widgets [#f1]_. See the glossary_.
+
+        .. list-table:: Sizes
+           :header-rows: 1
+
+           * - Size
+             - Pixels
+           * - small
+             - 16
+
+        .. raw:: html
+
+           <div class="secret">raw html</div>
+
+        .. [#f1] Since version 1.0.
+
+        .. _glossary: https://example.com/glossary
+    """
+    mkdocs = """
+        ---
+        title: "User guide"
+        ---
+
+        # Getting started { #start }
+
+        Widgetry turns YAML into widgets, used by the HTML team.[^1] It is fast.
+
+        --8<-- "includes/shared.md"
+
+        -   :material-clock-fast: __Set up in 5 minutes__
+
+        ``` { .python .annotate }
+        print("hi")
+        ```
+
+        *[HTML]: Hyper Text Markup Language
+
+        [^1]: A footnote.
+    """
+    root = _kb(tmp_path, {
+        "sphinx/widgets.rst": sphinx,
+        "mk/guide.md": mkdocs,
+        "mk/includes/shared.md": "Shared paragraph from a snippet file, included where it is named.\n",
+        "notes.org": "#+TITLE: Org notes\n#+AUTHOR: me\n\n* Plans\nSome org text about the plan for this week.\n",
+        "page.html": "<html><head><title>Pricing | Acme</title></head><body><nav>Home About</nav><main>"
+                     "<h1>Pricing</h1><p>The Solo plan costs $9 per month and includes every feature.</p>"
+                     "<h2>Teams</h2><p>Team plans start at five seats.</p></main></body></html>",
+    })
+    compile_offline(root)
+    articles = _articles(root)
+    widgets = articles["raw/sphinx/widgets.rst"]
+    assert widgets.title == "Widgets reference"
+    assert widgets.summary == "Widgetry ships widgets."  # substitution resolved, footnote mark left out
+    assert "See the [glossary](https://example.com/glossary)." in widgets.body
+    assert "| Size | Pixels |\n|---|---|\n| small | 16 |" in widgets.body
+    assert "secret" not in widgets.body and "[1] Since version 1.0." in widgets.body
+    guide = articles["raw/mk/guide.md"]
+    assert (guide.title, guide.summary) == ("User guide", "Widgetry turns YAML into widgets, used by the HTML team.")
+    assert "## Getting started\n" in guide.body and "{ #start }" not in guide.body
+    assert "Shared paragraph from a snippet file, included where it is named." in guide.body and "--8<--" not in guide.body
+    assert "```python\nprint(\"hi\")\n```" in guide.body and ":material-" not in guide.body and "*[HTML]" not in guide.body
+    org = articles["raw/notes.org"]
+    assert (org.title, org.summary) == ("Org notes", "Some org text about the plan for this week.")
+    assert "## Plans" in org.body and "#+" not in org.body
+    assert articles["raw/page.html"].title == "Pricing"
+    for line in _catalog_lines(root):
+        assert not MARKUP.search(_catalog_text(line)), line

@@ -86,9 +86,11 @@ def parse_document(path: str, data: bytes, *, depth: int = 0, context: ReadConte
     if suffix in HTML_EXT or (suffix not in MARKDOWN_EXT | TEXT_EXT | RST_EXT and _looks_like_html(text)):
         parsed = _read_html(text)
     elif suffix in MARKDOWN_EXT:
-        parsed = _read_markdown(path, text)
+        parsed = _read_markdown(path, text, context)
     elif suffix in RST_EXT:
         parsed = _read_rst(path, text, context)
+    elif suffix == ".org":
+        parsed = _read_org(text)
     else:
         parsed = _read_plain(text)
     parsed.notes[:0] = notes
@@ -265,7 +267,7 @@ def _segment(word: str, vocabulary: set[str]) -> str:
 # readers
 
 
-def _read_markdown(path: str, text: str) -> Parsed:
+def _read_markdown(path: str, text: str, context: ReadContext | None = None) -> Parsed:
     try:
         meta, body = split_frontmatter(text, path)
     except ArticleFormatError:
@@ -280,9 +282,10 @@ def _read_markdown(path: str, text: str) -> Parsed:
     tags = [str(t) for t in tags if isinstance(t, (str, int))] if isinstance(tags, list) else []
     from kb_ai.compile.formats.markdown_dialects import plain_markdown  # noqa: PLC0415
 
-    body = plain_markdown(body)
+    notes: list[str] = []
+    body = plain_markdown(body, context or ReadContext(path), notes)
     title = plain_text(title) if title and title.strip() else None
-    return Parsed("markdown", body, title or title_heading(body), date or date_from_text(body), tags=tags[:10])
+    return Parsed("markdown", body, title or title_heading(body), date or date_from_text(body), notes, tags[:10])
 
 
 def _read_rst(path: str, text: str, context: ReadContext | None) -> Parsed:
@@ -319,6 +322,34 @@ def _read_plain(text: str) -> Parsed:
         break
     body = _plain_to_markdown(text)
     return Parsed("text", body, title or None, date_from_text(text))
+
+
+_ORG_KEYWORD = re.compile(r"^#\+(\w+):[ \t]*(.*)$")
+_ORG_HEADING = re.compile(r"^(\*{1,6})[ \t]+(.+)$")
+
+
+def _read_org(text: str) -> Parsed:
+    """Org mode: ``#+TITLE:`` is the title, ``#+DATE:`` the date, other ``#+KEYWORD:`` lines
+    dropped, ``* Heading`` lines as Markdown headings, ``#+BEGIN_SRC`` blocks fenced."""
+    title = date = None
+    out: list[str] = []
+    for line in text.split("\n"):
+        keyword = _ORG_KEYWORD.match(line)
+        if keyword:
+            name, value = keyword.group(1).lower(), keyword.group(2).strip()
+            if name == "title" and value and title is None:
+                title = value
+            elif name == "date":
+                date = date or normalize_date(value.strip("<>[] "))
+            elif name == "begin_src":
+                out.append("```" + (value.split()[0] if value else ""))
+            elif name in ("end_src", "begin_example", "end_example"):
+                out.append("```")
+            continue
+        heading = _ORG_HEADING.match(line)
+        out.append("#" * min(6, len(heading.group(1)) + 1) + " " + heading.group(2).strip() if heading else line)
+    body = "\n".join(out)
+    return Parsed("text", body, title, date or date_from_text(body))
 
 
 def _plain_to_markdown(text: str) -> str:

@@ -40,11 +40,11 @@ DEFAULT_TOPIC = "general"
 RESERVED_NAMES = {"master-index.md", "log.md", "index.md", "topics.md"}
 TOPIC_INDEX_NAME = "index.md"  # wiki/<topic>/index.md: a topic's index page, generated
 _SUMMARY_MARKUP = re.compile(r"[<>]|^#++\s*+")
-# HTML tags (``<kbd>``, ``</em>``, ``<br/>``), control characters, and what is left of note
-# markers (``[!NOTE]``, ``!!! note``, ``???+``) and reST roles (``:class:``) in a sentence.
+# HTML tags (``<kbd>``, ``</em>``, ``<br/>``), control characters, footnote marks (``[^1]``), and
+# what is left of note markers (``[!NOTE]``, ``!!! note``, ``???+``) and reST roles (``:class:``).
 _SUMMARY_NOISE = re.compile(
     r"</?[A-Za-z][\w-]*+(?:\s[^<>\n]*+)?+/?>|[\x00-\x08\x0b-\x1f\x7f]"
-    r"|\[![A-Za-z]++\]|(?:^|(?<=\s))(?:!!!|\?\?\?\+?)(?=\s|$)|(?<![\w:]):[a-z][\w:+.-]*+:(?=\S)"
+    r"|\[![A-Za-z]++\]|\[\^[^\]\[\s]++\]|(?:^|(?<=\s))(?:!!!|\?\?\?\+?)(?=\s|$)|(?<![\w:]):[a-z][\w:+.-]*+:(?=\S)"
 )
 
 

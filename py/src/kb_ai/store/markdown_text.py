@@ -430,7 +430,8 @@ def plain_text(markdown: str) -> str:
 
 
 def prose_paragraphs(body: str) -> list[str]:
-    """Paragraphs of prose: no headings, code, tables, block quotes or HTML blocks."""
+    """Paragraphs of prose: no headings, code, tables, block quotes, HTML blocks or footnote
+    definitions; images and footnote marks left out."""
     paragraphs: list[str] = []
     current: list[str] = []
     for line, in_fence in iter_lines_outside_fences(body):
@@ -449,7 +450,12 @@ def prose_paragraphs(body: str) -> list[str]:
         current.append(stripped)
     if current:
         paragraphs.append(" ".join(current))
-    return [text for text in (plain_text(_without_images(p)) for p in paragraphs) if text]
+    return [text for text in (plain_text(_without_images(_FOOTNOTE_MARK.sub("", p))) for p in paragraphs
+                              if not _FOOTNOTE_DEFINITION.match(p)) if text]
+
+
+_FOOTNOTE_MARK = re.compile(r"\[\^[^\]\[\s]++\](?!:)")  # "team.[^1] It is": the mark is not text
+_FOOTNOTE_DEFINITION = re.compile(r"\[\^[^\]\[\s]++\]:")
 
 
 def _without_images(paragraph: str) -> str:

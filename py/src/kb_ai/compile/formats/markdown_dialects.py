@@ -6,7 +6,9 @@
 * mkdocstrings blocks (``::: package.module`` and their indented options) -> a quoted
   ``API reference`` line naming the object (its text lives in the code, not in the page);
 * GitHub alerts (``> [!NOTE]``) -> ``> **Note:** ...``;
-* setext headings (``Title`` over ``=====``) -> ATX (``# Title``);
+* setext headings (``Title`` over ``=====``) -> ATX (``# Title``); attribute lists
+  (``{ #id .class }``), icon shortcodes (``:material-clock:``) and abbreviation definitions
+  (``*[HTML]: ...``) removed; pymdownx snippets (``--8<-- "file.md"``) included from raw/;
 * reference-style links (``[text][ref]``, ``[text][]``, ``[ref]`` with a ``[ref]: url``
   definition) -> inline links, definitions removed.
 
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import re
 
+from kb_ai.compile.formats.context import ReadContext
 from kb_ai.store.markdown_text import find_links
 
 _ADMONITION = re.compile(r"^(?P<indent>[ \t]*)(?P<mark>!!!|\?\?\?\+?)[ \t]+(?P<kind>[\w-]+)(?P<rest>[^\n]*)$")
@@ -27,6 +30,12 @@ _FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})")
 _QUOTED_TITLE = re.compile(r"\"([^\"]*)\"")
 _SETEXT_H1 = re.compile(r"^=+[ \t]*$")
 _SETEXT_H2 = re.compile(r"^-+[ \t]*$")
+_FENCE_ATTRS = re.compile(r"^([ \t]*(?:`{3,}|~{3,}))[ \t]*\{[ \t]*\.([\w+-]++)[^{}\n]*+\}[ \t]*$")
+_ABBREVIATION = re.compile(r"^\*\[[^\]\n]++\]:")
+_SNIPPET = re.compile(r"^[ \t]*-{1,3}8<-{1,3}[ \t]+[\"'](?P<path>[^\"'\n]+)[\"'][ \t]*$")
+# attribute lists ("## Title { #id .class }", "``` { .python .annotate }"), icon shortcodes
+_ATTR_LIST = re.compile(r"[ \t]*\{:?[ \t]*[#.][^{}\n]*+\}[ \t]*$")
+_ICON = re.compile(r":(?:material|octicons|fontawesome|simple)-[\w-]++:[ \t]?")
 
 
 def _indent_width(line: str) -> int:
@@ -73,7 +82,22 @@ def _lead(label: str, body: str) -> str:
     return f"**{label.rstrip(':')}:** {body}"
 
 
-def _convert_blocks(text: str, depth: int = 0) -> str:
+def _snippet(path: str, context: ReadContext | None, notes: list[str], depth: int) -> list[str]:
+    """A pymdownx snippet (``--8<-- "file.md"``): the file when it is in raw/ (next to the page),
+    else dropped with a note."""
+    if context is None or depth >= 5:
+        notes.append(f"snippet {path} not included")
+        return []
+    text, why = context.include(path)
+    if text is None:
+        notes.append(f"snippet of {why}: dropped")
+        return []
+    return _convert_blocks(text.strip("\n"), depth + 1, context, notes).split("\n")
+
+
+def _convert_blocks(text: str, depth: int = 0, context: ReadContext | None = None,
+                    notes: list[str] | None = None) -> str:
+    notes = notes if notes is not None else []
     lines = text.split("\n")
     out: list[str] = []
     fence: str | None = None
@@ -91,14 +115,15 @@ def _convert_blocks(text: str, depth: int = 0) -> str:
         found = _FENCE.match(line)
         if found:
             fence = found.group(1)
-            out.append(line)
+            attrs = _FENCE_ATTRS.match(line)  # "``` { .python .annotate }" -> "```python"
+            out.append(attrs.group(1) + attrs.group(2) if attrs else line)
             index += 1
             continue
         match = _ADMONITION.match(line) if depth < 20 else None
         if match:
             indent = _indent_width(match.group("indent"))
             body, index = _block(lines, index + 1, indent)
-            inner = _convert_blocks("\n".join(body).strip("\n"), depth + 1)
+            inner = _convert_blocks("\n".join(body).strip("\n"), depth + 1, context, notes)
             label = _note_label(match.group("kind"), match.group("rest"))
             out.extend(_quote(_lead(label, inner), " " * indent))
             continue
@@ -106,7 +131,7 @@ def _convert_blocks(text: str, depth: int = 0) -> str:
         if match:
             indent = _indent_width(match.group("indent"))
             body, index = _block(lines, index + 1, indent)
-            inner = _convert_blocks("\n".join(body).strip("\n"), depth + 1)
+            inner = _convert_blocks("\n".join(body).strip("\n"), depth + 1, context, notes)
             pad = " " * indent
             out.append(f"{pad}**{match.group('label').strip()}**" if match.group("label").strip() else "")
             out.append("")
@@ -131,6 +156,16 @@ def _convert_blocks(text: str, depth: int = 0) -> str:
             out.append(f"{prefix}**{label}:** {rest}".rstrip() if rest else f"{prefix}**{label}**")
             index += 1
             continue
+        if _ABBREVIATION.match(line):  # "*[HTML]: Hyper Text ...": shown as a tooltip, not as text
+            index += 1
+            continue
+        match = _SNIPPET.match(line)
+        if match:
+            out.extend(_snippet(match.group("path"), context, notes, depth))
+            index += 1
+            continue
+        line = _ATTR_LIST.sub("", line) if "{" in line else line
+        line = _ICON.sub("", line) if ":" in line else line
         following = lines[index + 1] if index + 1 < len(lines) else ""
         previous = out[-1] if out else ""
         if line.strip() and not line.startswith((" ", "\t", ">", "|", "- ", "* ", "+ ", "#", "<")) \
@@ -190,13 +225,13 @@ def _without_hidden_html(text: str) -> str:
 
 
 
-def plain_markdown(text: str) -> str:
+def plain_markdown(text: str, context: ReadContext | None = None, notes: list[str] | None = None) -> str:
     """``text`` with every dialect construct above written as plain Markdown, and HTML nobody
-    sees (``<style>``, ``<script>``, comments) removed."""
+    sees (``<style>``, ``<script>``, comments) removed. ``notes``: what was left out."""
     if "<" in text:
         text = _without_hidden_html(text)
-    if any(mark in text for mark in ("!!!", "???", "===", ":::", "[!", "\n=", "\n-")):
-        text = _convert_blocks(text)
+    if any(mark in text for mark in ("!!!", "???", "===", ":::", "[!", "\n=", "\n-", "8<", "*[", "{", ":")):
+        text = _convert_blocks(text, 0, context, notes)
     if "]" in text:
         text = inline_reference_links(text)
     return re.sub(r"\n{3,}", "\n\n", text)

@@ -71,7 +71,7 @@ def _short_name(target: str) -> str:
     target = target.lstrip("!")
     if target.startswith("~"):
         target = target[1:].rsplit(".", 1)[-1]
-    return target
+    return target.lstrip(".")  # ".Request": Sphinx's relative lookup
 
 
 class _Inliner(states.Inliner):
@@ -212,6 +212,9 @@ class _Drop(Directive):
     option_spec = _ANY
 
     def run(self):
+        if self.name.split(":")[-1] in ("currentmodule", "module") and self.arguments:
+            module = self.arguments[0].split()[0]
+            self.state.document["kaas_module"] = "" if module == "None" else module
         return []
 
 
@@ -283,6 +286,9 @@ class _Description(Directive):
         signature = " ".join(" ".join(self.arguments).split())
         local = self.name.split(":")[-1]
         if local.startswith("auto") and signature:
+            module = self.state.document.get("kaas_module", "")
+            if module and local != "automodule" and not signature.startswith(module + "."):
+                signature = f"{module}.{signature}"
             para = nodes.paragraph()
             para += nodes.strong(text="API reference:")
             para += nodes.Text(" ")
@@ -394,33 +400,32 @@ def _register(text: str) -> list[str]:
 
 
 def parse_rst(text: str, context: ReadContext | None) -> nodes.document:
-    from docutils.frontend import get_default_settings  # noqa: PLC0415
-    from docutils.utils import new_document  # noqa: PLC0415
+    """The document tree of ``text``, with docutils' standard transforms applied (substitutions,
+    footnote numbers, named hyperlinks resolved). No configuration file is read, nothing is
+    reported on stderr, no file is read but through ``context`` (``_Include``), raw passages off."""
+    from docutils.core import publish_doctree  # noqa: PLC0415
 
     inliner = _Inliner()
     inliner.context = context
     parser = Parser(inliner=inliner)
-    settings = get_default_settings(Parser)
-    settings.report_level = 5
-    settings.halt_level = 5
-    settings.warning_stream = io.StringIO()
-    settings.file_insertion_enabled = False  # includes go through _Include (raw/ only)
-    settings.raw_enabled = False
-    settings.syntax_highlight = "none"
-    settings.character_level_inline_markup = False
-    settings.line_length_limit = 100_000
-    document = new_document(context.path if context else "<rst>", settings)
+    overrides = {
+        "report_level": 5, "halt_level": 5, "warning_stream": io.StringIO(), "_disable_config": True,
+        "file_insertion_enabled": False, "raw_enabled": False, "syntax_highlight": "none",
+        "character_level_inline_markup": False, "line_length_limit": 100_000, "input_encoding": "unicode",
+        "doctitle_xform": False, "docinfo_xform": False, "sectsubtitle_xform": False, "embed_stylesheet": False,
+        "traceback": True, "auto_id_prefix": "id",
+    }
     with _LOCK:
         added = _register(text)
         saved_class = directives._directives.get("class")
         try:
-            parser.parse(text, document)
+            return publish_doctree(text, source_path=context.path if context else "<rst>", parser=parser,
+                                   settings_overrides=overrides)
         finally:
             for name in added:
                 directives._directives.pop(name, None)
             if saved_class is not None:
                 directives._directives["class"] = saved_class
-    return document
 
 
 def read_rst(text: str, context: ReadContext | None = None) -> tuple[str, str | None, str | None, list[str]]:

@@ -10,6 +10,8 @@ metadata: its date is kept, the rest dropped.
 
 from __future__ import annotations
 
+import re
+
 from docutils import nodes
 
 # The title is the first section's, when nothing but page metadata, targets and directives that
@@ -21,6 +23,9 @@ ADMONITIONS = {
 }
 _SKIP = (nodes.comment, nodes.system_message, nodes.target, nodes.substitution_definition, nodes.raw,
          nodes.pending, nodes.image, nodes.footnote_reference, nodes.citation_reference)
+
+
+_SPACE_BEFORE_STOP = re.compile(r"(?<=\w) ++(?=[.,;:!?](?:\s|$))")
 
 
 def _escape_cell(text: str) -> str:
@@ -251,7 +256,9 @@ class MarkdownWriter:
         parts: list[str] = []
         for child in (node.children if isinstance(node, nodes.Element) else [node]):
             parts.append(self._inline_one(child))
-        return "".join(parts).replace("\n", " ")
+        text = "".join(parts).replace("\n", " ")
+        # a footnote mark left out leaves "widgets ." behind
+        return _SPACE_BEFORE_STOP.sub("", text) if " " in text else text
 
     def _inline_one(self, node: nodes.Node) -> str:
         if isinstance(node, nodes.Text):
