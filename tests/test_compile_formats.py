@@ -554,3 +554,34 @@ def test_more_sphinx_and_mkdocs_constructs_and_org_and_html(tmp_path):
     assert articles["raw/page.html"].title == "Pricing"
     for line in _catalog_lines(root):
         assert not MARKUP.search(_catalog_text(line)), line
+
+
+def test_rst_includes_stay_inside_raw_and_end(tmp_path):
+    outside = tmp_path / "secret.txt"
+    outside.write_text("TOP SECRET outside raw\n", encoding="utf-8")
+    root = _kb(tmp_path, {
+        "docs/page.rst": """
+            Page
+            ====
+
+            Text of the page that includes other files for its readers.
+
+            .. include:: page.rst
+
+            .. include:: loop.rst
+
+            .. include:: link.txt
+
+            .. literalinclude:: big.txt
+        """,
+        "docs/loop.rst": "Loop text included once.\n\n.. include:: page.rst\n\n.. include:: loop.rst\n",
+        "docs/big.txt": "x" * 300_000,
+    })
+    (root / "raw" / "docs" / "link.txt").symlink_to(outside)
+    report = compile_offline(root)
+    body = _articles(root)["raw/docs/page.rst"].body
+    assert body.count("Loop text included once.") == 1
+    assert "TOP SECRET" not in body and "xxxxxxxx" not in body
+    notes = " ".join(manifest(root)["sources"]["raw/docs/page.rst"].get("notes", []))
+    assert "link.txt: not a readable file of raw/" in notes and "big.txt: larger than 256,000 bytes" in notes
+    assert any(s["path"] == "raw/docs/link.txt" for s in report.skipped)

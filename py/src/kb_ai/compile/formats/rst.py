@@ -32,6 +32,7 @@ from docutils.parsers.rst import Directive, Parser, directives, roles, states
 
 from kb_ai.compile.formats.context import ReadContext
 
+MAX_INCLUDES = 20  # per document; a file is included once (an include loop ends there)
 _LOCK = threading.Lock()  # docutils' directive registry is global: one parse at a time
 
 CODE_DIRECTIVES = {"code-block", "sourcecode", "code", "doctest", "testcode", "testoutput", "testsetup",
@@ -253,12 +254,18 @@ class _Include(Directive):
     def run(self):
         context: ReadContext | None = self.state.inliner.context
         target = self.arguments[0].strip()
+        done: list[str] = self.state.document.setdefault("kaas_included", [])
+        resolved = context.resolve(target) if context is not None else None
         if target.startswith("<") and target.endswith(">"):
             text, why = None, f"{target} is a standard docutils include"
         elif context is None:
             text, why = None, f"{target} not read (no access to raw/ here)"
+        elif resolved is not None and (resolved in done or resolved == context.path or len(done) >= MAX_INCLUDES):
+            text, why = None, f"{target} already included (or more than {MAX_INCLUDES} includes)"
         else:
             text, why = context.include(target)
+            if text is not None and resolved is not None:
+                done.append(resolved)
         if text is None:
             _notes(self).append(f"{self.name} of {why}: dropped")
             return []
