@@ -308,6 +308,9 @@ def test_readme_with_badges_and_html_title(tmp_path):
 
         [![CI](https://ci.example/b.svg)](https://ci.example) [![Coverage Status Badge Here](https://cov.example/c.svg)](https://cov.example) [![Licence MIT badge](https://l.example/l.svg)](https://l.example)
 
+        **Documentation**: [https://widgetry.example](https://widgetry.example)
+        **Source Code**: [https://github.example/widgetry](https://github.example/widgetry)
+
         Widgetry makes widgets from <kbd>YAML</kbd> files, a.k.a. widget specs. It is fast.
 
         ## Install
