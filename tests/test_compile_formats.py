@@ -588,3 +588,41 @@ def test_rst_includes_stay_inside_raw_and_end(tmp_path):
     notes = " ".join(manifest(root)["sources"]["raw/docs/page.rst"].get("notes", []))
     assert "link.txt: not a readable file of raw/" in notes and "big.txt: larger than 256,000 bytes" in notes
     assert any(s["path"] == "raw/docs/link.txt" for s in report.skipped)
+
+
+def test_docusaurus_and_pandoc_containers_become_quoted_notes(tmp_path):
+    page = """
+        # Setup
+
+        Intro paragraph for the setup page of the project.
+
+        :::tip My tip
+        Use the **fast** path.
+        :::
+
+        ::: warning
+        Careful here.
+        :::
+
+        :::note[Heads up]
+        Nested:
+
+        :::danger
+        Deep.
+        :::
+
+        :::
+
+        ::: mypkg.module
+            options:
+              show_root_heading: true
+
+        End of the page.
+    """
+    root = _kb(tmp_path, {"setup.md": page})
+    compile_offline(root)
+    body = _articles(root)["raw/setup.md"].body
+    assert "> **My tip:** Use the **fast** path." in body and "> **Warning:** Careful here." in body
+    assert "> **Heads up:** Nested:\n>\n> > **Danger:** Deep." in body
+    assert "> **API reference:** `mypkg.module`" in body and "show_root_heading" not in body
+    assert not re.search(r"^\s*:::", body, re.M), body

@@ -54,7 +54,7 @@ UNITS = [
     "[Superseded ", "<!-- access:", "date ", "{", "[[", "{\"a\":", "\u2028", "é", "lorem ipsum dolor sit. ",
     # Markdown dialects and reST (compile/formats)
     "!!! note\n    x\n", "??? ", '=== "a"\n    ', "::: a.b\n", "> [!NOTE]\n", "<style>", "<h1>", ".. a::\n   ",
-    ".. _a:\n", ":a:`b`", ":doc:`a <", "a\n---\n", "Page 1 of 2\n", "avail-\n",
+    ".. _a:\n", ":a:`b`", ":doc:`a <", "a\n---\n", "Page 1 of 2\n", "avail-\n", ":::a\n", ":::\n", "--8<-- \"a\"\n",
 ]
 
 

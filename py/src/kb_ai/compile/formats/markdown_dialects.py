@@ -5,6 +5,8 @@
 * Material content tabs (``=== "pip"``) -> the tab's label in bold, then its content;
 * mkdocstrings blocks (``::: package.module`` and their indented options) -> a quoted
   ``API reference`` line naming the object (its text lives in the code, not in the page);
+  a ``:::`` container closed by a ``:::`` line (Docusaurus ``:::tip Title``, Pandoc
+  ``::: warning``) -> a quoted note;
 * GitHub alerts (``> [!NOTE]``) -> ``> **Note:** ...``;
 * setext headings (``Title`` over ``=====``) -> ATX (``# Title``); attribute lists
   (``{ #id .class }``), icon shortcodes (``:material-clock:``) and abbreviation definitions
@@ -24,6 +26,9 @@ from kb_ai.store.markdown_text import find_links
 
 _ADMONITION = re.compile(r"^(?P<indent>[ \t]*)(?P<mark>!!!|\?\?\?\+?)[ \t]+(?P<kind>[\w-]+)(?P<rest>[^\n]*)$")
 _TAB = re.compile(r"^(?P<indent>[ \t]*)===\+?!?[ \t]+\"(?P<label>[^\"\n]*)\"[ \t]*$")
+# ":::note", ":::tip[Title]", "::: warning Title", "::: {.note}" with a ":::" line closing it later
+_COLON_OPEN = re.compile(r"^(?P<indent>[ \t]*):{3,}[ \t]*(?P<kind>\{[^{}\n]*\}|[A-Za-z][\w-]*)(?P<title>[^\n]*)$")
+_COLON_CLOSE = re.compile(r"^[ \t]*:{3,}[ \t]*$")
 _MKDOCSTRINGS = re.compile(r"^(?P<indent>[ \t]*):::[ \t]+(?P<name>[\w.:-]+)[ \t]*$")
 _ALERT = re.compile(r"^(?P<prefix>[ \t]*>[ \t]?)\[!(?P<kind>NOTE|TIP|IMPORTANT|WARNING|CAUTION)\][ \t]*(?P<rest>.*)$", re.I)
 _FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})")
@@ -82,15 +87,50 @@ def _lead(label: str, body: str) -> str:
     return f"**{label.rstrip(':')}:** {body}"
 
 
+def _container_pairs(lines: list[str]) -> dict[int, int]:
+    """Opening line -> closing line of each ``:::`` container, nested ones matched with a stack
+    (one pass; an opener never closed, such as a mkdocstrings line, is not in the result)."""
+    pairs: dict[int, int] = {}
+    stack: list[int] = []
+    fence: str | None = None
+    for number, line in enumerate(lines):
+        found = _FENCE.match(line)
+        if fence is not None:
+            if found and found.group(1)[0] == fence[0] and not line.strip().strip(fence[0]):
+                fence = None
+            continue
+        if found:
+            fence = found.group(1)
+        elif ":::" not in line:
+            continue
+        elif _COLON_CLOSE.match(line):
+            if stack:
+                pairs[stack.pop()] = number
+        elif _COLON_OPEN.match(line):
+            stack.append(number)
+    return pairs
+
+
+MAX_NOTES = 20
+
+
+def _note(notes: list[str], note: str) -> None:
+    """Add ``note``, up to ``MAX_NOTES`` of them (a page of 10,000 broken snippets is one story)."""
+    if len(notes) < MAX_NOTES:
+        notes.append(note)
+    elif len(notes) == MAX_NOTES:
+        notes.append("more snippets dropped (notes stop here)")
+
+
 def _snippet(path: str, context: ReadContext | None, notes: list[str], depth: int) -> list[str]:
     """A pymdownx snippet (``--8<-- "file.md"``): the file when it is in raw/ (next to the page),
     else dropped with a note."""
     if context is None or depth >= 5:
-        notes.append(f"snippet {path} not included")
+        _note(notes, f"snippet {path} not included")
         return []
     text, why = context.include(path)
     if text is None:
-        notes.append(f"snippet of {why}: dropped")
+        _note(notes, f"snippet of {why}: dropped")
         return []
     return _convert_blocks(text.strip("\n"), depth + 1, context, notes).split("\n")
 
@@ -99,6 +139,7 @@ def _convert_blocks(text: str, depth: int = 0, context: ReadContext | None = Non
                     notes: list[str] | None = None) -> str:
     notes = notes if notes is not None else []
     lines = text.split("\n")
+    pairs = _container_pairs(lines)
     out: list[str] = []
     fence: str | None = None
     index = 0
@@ -136,6 +177,21 @@ def _convert_blocks(text: str, depth: int = 0, context: ReadContext | None = Non
             out.append(f"{pad}**{match.group('label').strip()}**" if match.group("label").strip() else "")
             out.append("")
             out.extend(pad + l if l.strip() else "" for l in inner.split("\n"))
+            continue
+        match = _COLON_OPEN.match(line) if ":::" in line and depth < 20 else None
+        closing = pairs.get(index) if match else None
+        if match and closing is not None:
+            # Docusaurus / Pandoc container: ":::tip Title" ... ":::" -> a quoted note
+            inner_lines = lines[index + 1:closing]
+            inner = _convert_blocks("\n".join(inner_lines).strip("\n"), depth + 1, context, notes)
+            kind = (match.group("kind") or "").lstrip("{.").rstrip("}")
+            title = (match.group("title") or "").strip().strip("[]{}\"' ")
+            label = title or kind.replace("-", " ").replace("_", " ").capitalize()
+            out.extend(_quote(_lead(label, inner), match.group("indent")))
+            index = closing + 1
+            continue
+        if _COLON_CLOSE.match(line):  # a container's closing line left over
+            index += 1
             continue
         match = _MKDOCSTRINGS.match(line)
         if match:

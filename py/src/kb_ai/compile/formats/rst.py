@@ -267,7 +267,11 @@ class _Include(Directive):
             if text is not None and resolved is not None:
                 done.append(resolved)
         if text is None:
-            _notes(self).append(f"{self.name} of {why}: dropped")
+            notes = _notes(self)
+            if len(notes) < MAX_INCLUDES:
+                notes.append(f"{self.name} of {why}: dropped")
+            elif len(notes) == MAX_INCLUDES:
+                notes.append("more includes dropped (notes stop here)")
             return []
         literal = self.name == "literalinclude" or "literal" in self.options or "code" in self.options
         if literal:
