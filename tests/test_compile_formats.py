@@ -626,3 +626,21 @@ def test_docusaurus_and_pandoc_containers_become_quoted_notes(tmp_path):
     assert "> **Heads up:** Nested:\n>\n> > **Danger:** Deep." in body
     assert "> **API reference:** `mypkg.module`" in body and "show_root_heading" not in body
     assert not re.search(r"^\s*:::", body, re.M), body
+
+
+def test_sphinx_built_html_page_has_its_own_title(tmp_path):
+    html = """<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">
+<title>Quickstart — Flask Documentation (3.1.x)</title></head><body>
+<div class="related"><ul><li><a href="index.html">Flask Documentation</a> »</li></ul></div>
+<div class="body" role="main"><section id="quickstart">
+<h1>Quickstart<a class="headerlink" href="#quickstart" title="Link to this heading">¶</a></h1>
+<p>This page gives a good introduction to Flask and how to write a first application.</p>
+<section id="minimal"><h2>A Minimal Application<a class="headerlink" href="#minimal">¶</a></h2>
+<p>A minimal Flask application looks something like the example on this page.</p></section></section></div>
+<div class="footer">© Copyright 2010 Pallets.</div></body></html>"""
+    root = _kb(tmp_path, {"html/quickstart.html": html})
+    compile_offline(root)
+    article = _articles(root)["raw/html/quickstart.html"]
+    assert article.title == "Quickstart"
+    assert article.summary == "This page gives a good introduction to Flask and how to write a first application."
+    assert "¶" not in article.body and "## A Minimal Application\n" in article.body

@@ -378,7 +378,22 @@ def _looks_like_html(text: str) -> bool:
     return head.startswith(("<!doctype html", "<html")) or ("<body" in head and "</" in head)
 
 
+# Permalink anchors after headings (Sphinx's and MkDocs' "¶", "#"): not part of the heading.
+_HEADERLINK = re.compile(r"<a\b[^<>]*+\bheaderlink\b[^<>]*+>[^<]{0,20}+</a>", re.I)
+_PERMALINK_MARK = re.compile(r"(?<![ \t])[ \t]*+[¶🔗][ \t]*+$", re.M)
+
+
 def _read_html(text: str) -> Parsed:
+    """HTML: its main content (trafilatura) as Markdown, permalink marks removed; the title from
+    ``<title>`` (cut to the page's H1 when it contains it: "Pricing | Acme" -> "Pricing")."""
+    parsed = _read_html_content(_HEADERLINK.sub("", text) if "headerlink" in text else text)
+    parsed.text = _PERMALINK_MARK.sub("", parsed.text)
+    if parsed.title:
+        parsed.title = _PERMALINK_MARK.sub("", parsed.title).strip() or None
+    return parsed
+
+
+def _read_html_content(text: str) -> Parsed:
     try:
         import trafilatura  # noqa: PLC0415 (heavy; only when an HTML file turns up)
     except ImportError:
