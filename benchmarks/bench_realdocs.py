@@ -240,16 +240,14 @@ MEASURES: dict[str, Callable[[Run], dict]] = {
 # compiling
 
 
-def _copy_project(src: Path, dest: Path) -> dict[str, Path]:
-    """Copy a project's documents into ``dest`` (a folder under raw/); raw path -> file."""
-    copied: dict[str, Path] = {}
+def _copy_project(src: Path, dest: Path) -> None:
+    """Copy a project's documents (not its licence file) into ``dest``, a folder under raw/."""
     for file in sorted(src.rglob("*")):
         if not file.is_file() or file.name in NOT_DOCUMENTS:
             continue
         target = dest / file.relative_to(src)
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(file, target)
-    return copied
 
 
 def compile_corpus(name: str, projects: list[Path], workdir: Path, nested: bool) -> Run:
