@@ -186,14 +186,15 @@ class _Note(Directive):
 
     def run(self):
         label = NOTE_DIRECTIVES.get(self.name, self.name.capitalize())
-        argument = " ".join(" ".join(self.arguments).split(" "))
+        argument = " ".join(self.arguments).strip()
         text = ""
         if self.name in ("seealso", "todo"):
             text = argument
         elif argument:
-            version, _, text = argument.partition(" ") if "\n" not in argument.split(" ", 1)[0] \
-                else argument.partition("\n")
-            label = f"{label} {version.strip()}"
+            # "versionadded:: 2.0 Added the x option." : the version, then text about it
+            version, *rest = argument.split(None, 1)
+            text = rest[0] if rest else ""
+            label = f"{label} {version}"
         node = nodes.admonition()
         node += nodes.title(text=label)
         if text.strip():
