@@ -28,6 +28,7 @@ import pytest
 
 from kb_ai.server import render
 from kb_ai.compile import dedup, ingest, offline, readers, topic_summaries, writers
+from kb_ai.compile.formats import markdown_dialects, pdf_text, rst
 from kb_ai.errors import KaasError
 from kb_ai.llm import plausible, prompts, structured, tokens
 from kb_ai.navigate import citations, read, save
@@ -51,6 +52,9 @@ UNITS = [
     "|", ">", "> ", "```\n", "```", "~~~\n", "    x\n", "- x\n    y\n", "\n", "\n ", " \n", " ", "\t",
     "[a]: ", "[a]: b\n", "[a][b]", "[a][", '[a](b "', "[a](b ", '"', "'", ":", "http://", "a.md", "/", "a.",
     "[Superseded ", "<!-- access:", "date ", "{", "[[", "{\"a\":", "\u2028", "é", "lorem ipsum dolor sit. ",
+    # Markdown dialects and reST (compile/formats)
+    "!!! note\n    x\n", "??? ", '=== "a"\n    ', "::: a.b\n", "> [!NOTE]\n", "<style>", "<h1>", ".. a::\n   ",
+    ".. _a:\n", ":a:`b`", ":doc:`a <", "a\n---\n", "Page 1 of 2\n", "avail-\n", ":::a\n", ":::\n", "--8<-- \"a\"\n",
 ]
 
 
@@ -113,6 +117,12 @@ FUNCTIONS = {
     "text_source": lambda t: readers.parse_document("raw/a.txt", t.encode("utf-8")),
     "html_source": lambda t: readers.parse_document("raw/a.html", t.encode("utf-8")),
     "html_fallback": lambda t: readers._html_text(t),
+    "rst_source": lambda t: readers.parse_document("raw/a.rst", t.encode("utf-8")),
+    "markdown_dialects": lambda t: markdown_dialects.plain_markdown(t),
+    "pdf_pages": lambda t: pdf_text.clean_pages([t, t, t]),
+    "title_heading": lambda t: md.title_heading(t),
+    "title_from_filename": lambda t: readers.title_from_filename("raw/testclientsetup.md", t),
+    "rst_labels": lambda t: rst.scan_labels("raw/a.rst", t),
     "date_from_text": lambda t: readers.date_from_text(t),
     "cut_text": lambda t: ingest.cut_text(t, len(t) // 2),
     "fingerprint": lambda t: (dedup.fingerprint(t), dedup.blocks(t)),

@@ -42,6 +42,7 @@ from kb_ai.compile.context import CompileRun, SourceWork, stage_timer
 from kb_ai.compile.ingest import Ingested, RawFile, Source, read_source
 from kb_ai.compile.readers import title_from_filename
 from kb_ai.compile.records import COMPILED, DUPLICATE, FAILED, PLANNED, SourceRecord
+from kb_ai.store.markdown_text import iter_lines_outside_fences
 from kb_ai.store.words import title_key, words
 
 if TYPE_CHECKING:  # (state imports this module for Fingerprint)
@@ -58,6 +59,7 @@ MIN_PARAGRAPH_CHARS = 30
 
 _BLOCK_SPLIT = re.compile(r"\n\s*\n")
 _HEADING = re.compile(r"^\s*#{1,6}\s")
+_FENCE_START = re.compile(r"^[ \t]*(?:`{3,}|~{3,})")
 
 
 @dataclass
@@ -109,13 +111,28 @@ class DuplicateVerdict:
 
 
 def blocks(text: str) -> list[str]:
-    """Blank-line separated blocks of a text, as written."""
-    return [b for b in _BLOCK_SPLIT.split(text) if b.strip()]
+    """Blank-line separated blocks of a text, as written; a fenced code block is one block
+    with its blank lines (split there, removing one part would leave a fence open)."""
+    if "```" not in text and "~~~" not in text:
+        return [b for b in _BLOCK_SPLIT.split(text) if b.strip()]
+    out: list[str] = []
+    current: list[str] = []
+    for line, in_fence in iter_lines_outside_fences(text):
+        if not in_fence and not line.strip():
+            if current:
+                out.append("\n".join(current))
+                current = []
+            continue
+        current.append(line)
+    if current:
+        out.append("\n".join(current))
+    return [b for b in out if b.strip()]
 
 
 def paragraph_hash(block: str) -> str | None:
-    """Hash of a prose block's normalized words; None for headings and short blocks."""
-    if _HEADING.match(block):
+    """Hash of a prose block's normalized words; None for headings, code blocks (the same
+    example in two tutorial pages belongs to both) and short blocks."""
+    if _HEADING.match(block) or _FENCE_START.match(block):
         return None
     normalized = " ".join(words(block))
     if len(normalized) < MIN_PARAGRAPH_CHARS:

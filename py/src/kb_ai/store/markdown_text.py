@@ -411,6 +411,35 @@ def first_heading(body: str) -> str | None:
     return None
 
 
+_HTML_H1_OPEN = re.compile(r"<h1\b[^<>]*+>")
+_HTML_TAG = re.compile(r"<[^<>\n]*+>")
+
+
+def title_heading(body: str) -> str | None:
+    """A document's own title: its first level-1 heading outside code (``# Title``), else the
+    first ``<h1>`` of its HTML; never a subsection heading. None when it has neither."""
+    for line, in_fence in iter_lines_outside_fences(body):
+        if in_fence:
+            continue
+        heading = atx_heading(line, max_level=1)
+        if heading and plain_text(heading[1]):
+            return plain_text(heading[1])
+    return _html_h1(body[:200_000])
+
+
+def _html_h1(body: str) -> str | None:
+    """The text of the first ``<h1>`` element (tags inside dropped); one forward scan."""
+    lowered = body.lower()
+    start = _HTML_H1_OPEN.search(lowered)
+    if start is None:
+        return None
+    end = lowered.find("</h1", start.end())
+    if end < 0:
+        return None
+    text = plain_text(_HTML_TAG.sub(" ", body[start.end():end]))
+    return text or None
+
+
 def plain_text(markdown: str) -> str:
     """Links to their text, emphasis and code markers removed, whitespace folded."""
     text = replace_links(markdown, inline_links(markdown)) if "[" in markdown else markdown
@@ -438,7 +467,8 @@ def _without_markup(text: str) -> str:
 
 
 def prose_paragraphs(body: str) -> list[str]:
-    """Paragraphs of prose: no headings, code, tables, block quotes or HTML blocks."""
+    """Paragraphs of prose: no headings, code, tables, block quotes, HTML blocks or footnote
+    definitions; images and footnote marks left out."""
     paragraphs: list[str] = []
     current: list[str] = []
     for line, in_fence in iter_lines_outside_fences(body):
@@ -457,7 +487,27 @@ def prose_paragraphs(body: str) -> list[str]:
         current.append(stripped)
     if current:
         paragraphs.append(" ".join(current))
-    return [text for text in (plain_text(p) for p in paragraphs) if text]
+    return [text for text in (plain_text(_without_images(_FOOTNOTE_MARK.sub("", p))) for p in paragraphs
+                              if not _FOOTNOTE_DEFINITION.match(p)) if text]
+
+
+_FOOTNOTE_MARK = re.compile(r"\[\^[^\]\[\s]++\](?!:)")  # "team.[^1] It is": the mark is not text
+_FOOTNOTE_DEFINITION = re.compile(r"\[\^[^\]\[\s]++\]:")
+
+
+def _without_images(paragraph: str) -> str:
+    """A paragraph without its images (a badge's alt text is not prose)."""
+    if "![" not in paragraph:
+        return paragraph
+    images = [link for link in inline_links(paragraph) if link.image]
+    out: list[str] = []
+    position = 0
+    for image in images:
+        if image.start >= position:
+            out.append(paragraph[position:image.start])
+            position = image.end
+    out.append(paragraph[position:])
+    return "".join(out)
 
 
 # A period that ends one of these does not end the sentence ("a.k.a. Sam", "e.g. Flask", "Dr. Who",
