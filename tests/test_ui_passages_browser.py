@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from test_ui_browser import KaasServer, _wait_until, _watch_errors, browser  # noqa: F401 (browser: a fixture)
+from browser_support import KaasServer, wait_until, watch_errors
 
 pytestmark = pytest.mark.slow  # drives a real browser
 
@@ -26,7 +26,7 @@ def long_kb(make_kb):
 def _ask(page, question: str, number: int):
     page.fill("#question", question)
     page.keyboard.press("Enter")
-    _wait_until(page, f"document.querySelectorAll('.turn .answer-meta .mode-pill').length === {number}")
+    wait_until(page, f"document.querySelectorAll('.turn .answer-meta .mode-pill').length === {number}")
     return page.locator(".turn").nth(number - 1)
 
 
@@ -35,7 +35,7 @@ def test_a_citation_opens_the_page_at_its_passage_marked_and_shows_it_on_hover(b
         context = browser.new_context(viewport={"width": 1280, "height": 820})
         page = context.new_page()
         page.set_default_timeout(10_000)
-        errors = _watch_errors(page)
+        errors = watch_errors(page)
         page.goto(server.url + "/")
         page.wait_for_selector("body.ready")
 
