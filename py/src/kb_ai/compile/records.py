@@ -78,6 +78,7 @@ class SourceRecord:
     plan_prompt: str | None = None
     notes: list[str] = field(default_factory=list)
     boilerplate_removed: int = 0
+    unlinked: list[str] = field(default_factory=list)  # its links to nothing compiled (kept as text)
 
     def to_json(self) -> dict[str, Any]:
         # Hand-rolled rather than asdict(): this runs for every journal entry (asdict deep-copies).

@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +38,7 @@ from kb_ai.compile.writers import (
     guard_body,
 )
 from kb_ai.compile.records import COMPILED, DUPLICATE, ArticleRecord, PlanTarget, SourceRecord, text_hash
+from kb_ai.compile.source_links import SourceLinks, run_links
 from kb_ai.compile.state import CompileState
 from kb_ai.errors import ArticleFormatError, KaasError, LLMError, UnsafePathError
 from kb_ai.faults import fault_point
@@ -112,12 +113,14 @@ def compose_meta(existing: dict[str, Any], *, title: str, summary: Any, topic: s
 class ArticleWriter:
     """Runs the jobs of one compile: reads, asks the writer, validates, journals, writes."""
 
-    def __init__(self, wiki_dir: Path, state: CompileState, writer, today: str, dry_run: bool = False):
+    def __init__(self, wiki_dir: Path, state: CompileState, writer, today: str, dry_run: bool = False,
+                 links: SourceLinks | None = None):
         self.wiki_dir = wiki_dir
         self.state = state
         self.writer = writer
         self.today = today
         self.dry_run = dry_run
+        self.links = links
 
     def current(self, job: ArticleJob) -> tuple[CurrentArticle, str | None]:
         rel, file = safe_wiki_file(self.wiki_dir, job.path)
@@ -221,6 +224,7 @@ class ArticleWriter:
         model = getattr(self.writer, "mode", "") == "llm"
         for chunk in _chunks(sorted(job.contributions, key=lambda c: (c.source.date or "", c.path))):
             draft = await self.writer.write(article, chunk)
+            draft.body = self._settle_links(article, chunk, draft.body)
             guard_body(article, draft.body, model=model)
             summary, tags = _kept_by_hand(article, draft.summary, draft.tags)
             sources = _sources_after(article, job, chunk, merged)
@@ -241,6 +245,18 @@ class ArticleWriter:
         if wrote:
             outcome.action = "updated" if existed else "created"
         return outcome
+
+    def _settle_links(self, article: CurrentArticle, chunk: list[Contribution], body: str) -> str:
+        """Links of the new body that lead nowhere (a model's guess, a source path) pointed at
+        their target's article or made plain text (``SourceLinks.settle``); a line a person
+        wrote is never touched (the body is kept as the writer made it then)."""
+        if self.links is None:
+            return body
+        sources = [c.path for c in chunk] + _string_list(article.meta.get("sources"))
+        settled = self.links.settle(body, article.path, sources)
+        if settled != body and article.hand and article.hand.lost_in(settled):
+            return body
+        return settled
 
     def _detach(self, job: ArticleJob, article: CurrentArticle, old_text: str | None,
                 merged: dict[str, str]) -> ArticleOutcome:
@@ -339,8 +355,9 @@ async def write(run: CompileRun, engine: Engine, work: dict[str, SourceWork], de
     """Write every article the plans name (in parallel, one job per article), remove deleted
     sources and copies from the articles they fed; returns whether any article file changed."""
     with stage_timer(run.report, "write") as stage:
-        jobs = article_jobs(run, work, deleted, became_duplicate)
-        writer = ArticleWriter(run.kb.wiki_dir, run.state, engine.writer, run.today)
+        links = run_links(run, work, deleted)
+        jobs = article_jobs(run, work, deleted, became_duplicate, links)
+        writer = ArticleWriter(run.kb.wiki_dir, run.state, engine.writer, run.today, links=links)
         semaphore = asyncio.Semaphore(run.settings.concurrency)
         run.progress.start("write", len(jobs))
 
@@ -354,15 +371,17 @@ async def write(run: CompileRun, engine: Engine, work: dict[str, SourceWork], de
         stage.counts = {"articles": len(jobs), "created": 0, "updated": 0, "unchanged": 0, "held": 0, "failed": 0,
                         "detached": 0, "trail_lines": 0}
         written = _report_outcomes(run, outcomes, stage.counts)
-        _settle_sources(run, work, deleted, became_duplicate)
+        _settle_sources(run, work, deleted, became_duplicate, links.dead)
         run.progress.done()
         stage.add_usage(engine.write_meter)
     return written
 
 
 def article_jobs(run: CompileRun, work: dict[str, SourceWork], deleted: list[str],
-                 became_duplicate: dict[str, list[str]]) -> dict[str, ArticleJob]:
-    """Article path -> what to merge into it (and which sources to remove from it)."""
+                 became_duplicate: dict[str, list[str]], links: SourceLinks | None = None) -> dict[str, ArticleJob]:
+    """Article path -> what to merge into it (and which sources to remove from it). A source's
+    links to other sources are pointed at their articles, relative to the article it goes into
+    (``links``)."""
     state = run.state
     jobs: dict[str, ArticleJob] = {}
 
@@ -387,7 +406,10 @@ def article_jobs(run: CompileRun, work: dict[str, SourceWork], deleted: list[str
                 job_for(target).adopt[path] = item.source.checksum  # its text is there: a new name only
                 continue
             status = "revision" if item.revision_of else ("revised" if merged else "new")
-            job_for(target).contributions.append(Contribution(item.source, status))
+            source = item.source
+            if links is not None:
+                source = replace(source, text=links.repoint_source(source.path, source.text, target.path))
+            job_for(target).contributions.append(Contribution(source, status))
         planned = {t.path for t in item.plan}
         for article in item.previous:
             if article not in planned:
@@ -418,9 +440,10 @@ def _report_outcomes(run: CompileRun, outcomes: list[ArticleOutcome], counts: di
 
 
 def _settle_sources(run: CompileRun, work: dict[str, SourceWork], deleted: list[str],
-                    became_duplicate: dict[str, list[str]]) -> None:
+                    became_duplicate: dict[str, list[str]], dead: dict[str, set[str]] | None = None) -> None:
     """The manifest after the writes: sources whose every article now holds their current
-    version are compiled; deleted sources go; copies list the articles their original feeds."""
+    version are compiled (with the links of theirs that lead to nothing compiled, ``unlinked``:
+    ``kaas lint`` reports them); deleted sources go; copies list the articles their original feeds."""
     state = run.state
     for path, item in sorted(work.items()):
         if not item.plan:
@@ -434,6 +457,7 @@ def _settle_sources(run: CompileRun, work: dict[str, SourceWork], deleted: list[
             record.status = COMPILED
             record.articles = targets
             record.reason = None
+            record.unlinked = sorted((dead or {}).get(path, ()))
             state.record_source(record)
     for path in deleted:
         state.drop_source(path)

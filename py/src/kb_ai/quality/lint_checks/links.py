@@ -63,6 +63,22 @@ def check_links(ctx: LintContext) -> list[Finding]:
     return findings
 
 
+def check_unlinked(ctx: LintContext) -> list[Finding]:
+    """Links of a source to something that was not compiled (a missing file, a file outside raw/,
+    not a document): the compile kept their text, without the link (``compile.source_links``).
+    Worth knowing, nothing is broken."""
+    state = ctx.manifest
+    if state is None:
+        return []
+    findings: list[Finding] = []
+    for source, record in sorted(state.sources.items()):
+        for article in (a for a in record.articles if a in ctx.articles):
+            for target in record.unlinked:
+                findings.append(Finding("unlinked", INFO, article,
+                                        f"{source} links to {target}, which was not compiled: kept as plain text"))
+    return findings
+
+
 def _body_line(ctx: LintContext, path: str, link: Link) -> int:
     """Line number in the file (frontmatter included) of a link found in the body."""
     file = ctx.files[path]
