@@ -7,9 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-from kb_ai.cli import cli
 from kb_ai.config import Settings
 from kb_ai.navigate.citations import validate_citations
 from kb_ai.navigate.records import AskResult, ReadPage

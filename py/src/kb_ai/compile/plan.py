@@ -29,16 +29,28 @@ async def plan(run: CompileRun, engine: Engine, work: dict[str, SourceWork]) -> 
     """Give every source in ``work`` its plan (``SourceWork.plan``; None when planning failed,
     reported). A dry run with a model plans nothing: it estimates what planning would cost."""
     with stage_timer(run.report, "plan") as stage:
-        counts = {"planned": 0, "reused": 0, "revisions": 0, "failed": 0}
+        counts = {"planned": 0, "reused": 0, "revisions": 0, "renamed": 0, "failed": 0}
         stage.counts = counts
-        to_plan = [w for _, w in sorted(work.items()) if w.revision_of is None]
+        renamed = [w for _, w in sorted(work.items()) if w.revision_of is None and w.renamed_same and w.previous]
+        to_plan = [w for _, w in sorted(work.items()) if w.revision_of is None and w not in renamed]
         revisions = sorted((w for w in work.values() if w.revision_of is not None),
                            key=lambda w: (w.source.date or "9999", len(w.source.path), w.source.path))
-        if not to_plan and not revisions:
+        if not to_plan and not revisions and not renamed:
             return
         need, reused = _reusable(run, engine, to_plan, counts)
         catalog = plan_catalog(run, work, {t.path for w in to_plan if w.path in reused
                                            for t in (w.plan or []) if t.new})
+        for item in renamed:  # the same document under a new name: its articles, no planner asked
+            if all(p in catalog.items for p in item.previous):
+                item.plan = [PlanTarget.update_of(catalog.items[p], reason="renamed") for p in item.previous]
+                counts["renamed"] += 1
+                if not run.dry_run:
+                    record_planned(run, engine, item)
+            else:
+                to_plan.append(item)
+                need.append(item)
+        to_plan.sort(key=lambda w: w.path)
+        need.sort(key=lambda w: w.path)
         if run.dry_run and engine.mode == "llm":
             from kb_ai.compile.estimate import estimate  # noqa: PLC0415
 

@@ -65,6 +65,11 @@ class ArticleJob:
     # Sources to add to ``sources:`` whose text the article already has (a source renamed in
     # raw/, same checksum): source path -> checksum. No writer is asked.
     adopt: dict[str, str] = field(default_factory=dict)
+    gone: set[str] = field(default_factory=set)  # of ``detach``: the sources that left raw/
+    # A renamed source whose new text is a contribution: new path -> the checksum the article
+    # holds of it under its old name. Used when the merge is held (a hand edit, offline): the
+    # article then takes the new name with the text it has, and the new text waits.
+    renames: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -155,7 +160,7 @@ class ArticleWriter:
                               article.body, hand_edited, latest, rejected, hand), text
 
     def _commit(self, article: CurrentArticle, old_text: str | None, meta: dict[str, Any], body: str,
-                merged: dict[str, str], orphaned: bool) -> tuple[bool, str]:
+                merged: dict[str, str], orphaned: bool, former: dict[str, str] | None = None) -> tuple[bool, str]:
         """Check, keep, journal, then replace the file. Returns (file changed, text now on disk).
 
         Refused (``WriteRefused``) when the text would not read back as an article (the reader's
@@ -170,7 +175,10 @@ class ArticleWriter:
         if same:
             text = old_text  # keep the old date: nothing changed
         hand_lines = article.hand.keys() if article.hand else []
-        new_record = ArticleRecord(article.path, text_hash(text), merged, article.hand_edited, orphaned, hand_lines)
+        if former is None:
+            former = dict(record.former) if record is not None else {}
+        new_record = ArticleRecord(article.path, text_hash(text), merged, article.hand_edited, orphaned, hand_lines,
+                                   former)
         if same and record is not None and record.to_json() == new_record.to_json():
             return False, text
         _, file = safe_wiki_file(self.wiki_dir, article.path)
@@ -203,6 +211,7 @@ class ArticleWriter:
         except WriteRefused as exc:
             if exc.tell_model and getattr(self.writer, "mode", "") == "llm":
                 self.state.set_rejection(job.path, str(exc))
+            await self._names_only(job)
             return ArticleOutcome(job.path, "held", str(exc))
         except LLMError as exc:
             if exc.stops_compile:
@@ -231,7 +240,8 @@ class ArticleWriter:
             meta = compose_meta(article.meta, title=article.title, summary=summary, topic=article.topic,
                                 tags=tags, sources=sources, updated=self.today,
                                 access=job.target.access if article.body is None else None)
-            changed, old_text = self._commit(article, old_text, meta, draft.body, dict(merged), orphaned=not sources)
+            changed, old_text = self._commit(article, old_text, meta, draft.body, dict(merged), orphaned=not sources,
+                                             former=_former_after(record, job, merged))
             wrote = wrote or changed
             outcome.merged.extend(c.path for c in chunk)
             outcome.trails += draft.trails
@@ -245,6 +255,17 @@ class ArticleWriter:
         if wrote:
             outcome.action = "updated" if existed else "created"
         return outcome
+
+    async def _names_only(self, job: ArticleJob) -> None:
+        """A held merge still renames: the article's ``sources:`` follow a source renamed or
+        moved in raw/ and drop the ones that left it, its text unchanged."""
+        if not job.contributions or not (job.renames or job.gone):
+            return
+        names = ArticleJob(job.path, job.target, [], set(job.detach), dict(job.renames), set(job.gone))
+        try:
+            await self._run(names)
+        except (WriteRefused, KaasError):
+            pass
 
     def _settle_links(self, article: CurrentArticle, chunk: list[Contribution], body: str) -> str:
         """Links of the new body that lead nowhere (a model's guess, a source path) pointed at
@@ -276,10 +297,28 @@ class ArticleWriter:
         meta = dict(article.meta)
         meta["sources"] = sources
         orphaned = not sources
-        wrote, _ = self._commit(article, old_text, meta, article.body, merged, orphaned)
+        wrote, _ = self._commit(article, old_text, meta, article.body, merged, orphaned,
+                                former=_former_after(self.state.articles.get(article.path), job, merged))
         reason = "no source left: flagged, not deleted" if orphaned else ""
         return ArticleOutcome(article.path, "detached" if wrote else "unchanged", reason,
                               orphaned=orphaned)
+
+
+MAX_FORMER = 32  # sources remembered per article after they left raw/
+
+
+def _former_after(record: ArticleRecord | None, job: ArticleJob, merged: dict[str, str]) -> dict[str, str]:
+    """``ArticleRecord.former`` once ``job`` is done: the sources that left raw/ in this job
+    join it (with the checksum the article last merged), the ones merged again leave it."""
+    former = dict(record.former) if record is not None else {}
+    for path in sorted(job.gone):
+        checksum = record.merged.get(path) if record is not None else None
+        if checksum:
+            former.pop(path, None)
+            former[path] = checksum
+    for path in merged:
+        former.pop(path, None)
+    return dict(list(former.items())[-MAX_FORMER:])
 
 
 def _kept_by_hand(article: CurrentArticle, summary: Any, tags: Any) -> tuple[Any, Any]:
@@ -390,8 +429,11 @@ def article_jobs(run: CompileRun, work: dict[str, SourceWork], deleted: list[str
             jobs[target.path] = ArticleJob(target.path, target)
         return jobs[target.path]
 
-    def detach(path: str, article: str) -> None:
-        job_for(PlanTarget(article, "", "", article.split("/", 1)[0], new=False)).detach.add(path)
+    def detach(path: str, article: str, gone: bool = False) -> None:
+        job = job_for(PlanTarget(article, "", "", article.split("/", 1)[0], new=False))
+        job.detach.add(path)
+        if gone:
+            job.gone.add(path)
 
     for path, item in sorted(work.items()):
         if not item.plan:
@@ -401,11 +443,15 @@ def article_jobs(run: CompileRun, work: dict[str, SourceWork], deleted: list[str
             merged = record.merged.get(path) if record else None
             if merged == item.source.checksum and not run.full:
                 continue
-            if (item.renamed_from and record is not None and not run.full
-                    and record.merged.get(item.renamed_from) == item.source.checksum):
+            was = None  # the checksum the article holds of the document under its old name
+            if item.renamed_from and record is not None:
+                was = record.merged.get(item.renamed_from) or record.former.get(item.renamed_from)
+            if was == item.source.checksum and not run.full:
                 job_for(target).adopt[path] = item.source.checksum  # its text is there: a new name only
                 continue
-            status = "revision" if item.revision_of else ("revised" if merged else "new")
+            status = "revision" if item.revision_of else ("revised" if merged or was else "new")
+            if was:
+                job_for(target).renames[path] = was
             source = item.source
             if links is not None:
                 source = replace(source, text=links.repoint_source(source.path, source.text, target.path))
@@ -416,7 +462,7 @@ def article_jobs(run: CompileRun, work: dict[str, SourceWork], deleted: list[str
                 detach(path, article)
     for path in deleted:
         for article in state.sources[path].articles:
-            detach(path, article)
+            detach(path, article, gone=True)
     for path, articles in became_duplicate.items():
         for article in articles:
             detach(path, article)
