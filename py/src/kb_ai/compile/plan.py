@@ -114,7 +114,11 @@ def plan_catalog(run: CompileRun, work: dict[str, SourceWork], replayed: set[str
         except (FileNotFoundError, ArticleFormatError, UnsafePathError, OSError):
             continue
         items.append(entry_from_article(article))
-    return PlanCatalog(items)
+    catalog = PlanCatalog(items)
+    for path, record in sorted(run.state.sources.items()):
+        for article in record.articles:
+            catalog.add_source(article, path)
+    return catalog
 
 
 class _Planning:
@@ -147,8 +151,7 @@ class _Planning:
             return None
         result = self.engine.planner.resolve(proposal, work.source, self.catalog, work.previous)
         for target in result.targets:
-            if target.new:
-                self.catalog.add_target(target)
+            self.catalog.add_target(target, work.path)
         for detail in result.rejected:
             self.run.report.rejected.append({"source": work.path, "detail": detail})
         for note in result.notes:
@@ -167,8 +170,7 @@ class _Planning:
             for work in wave:
                 if work.path in reused:
                     for target in work.plan or []:
-                        if target.new:
-                            self.catalog.add_target(target)
+                        self.catalog.add_target(target, work.path)
                     continue
                 self.run.progress.advance(work.path)
                 targets = self.settle(work, proposals[work.path])

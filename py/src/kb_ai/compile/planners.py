@@ -29,6 +29,7 @@ from kb_ai.store.articles import RESERVED_NAMES, SUMMARY_LIMIT
 from kb_ai.store.catalog import CatalogEntry
 from kb_ai.store.markdown_text import clip, first_sentence
 from kb_ai.store.paths import normalize_wiki_path, slugify, topic_folder
+from kb_ai.store.words import title_key
 
 PLAN_PROMPT = "compile_plan"
 MAX_UPDATES = 4
@@ -111,10 +112,27 @@ class OfflinePlanner:
             return PlanResult([replace(PlanTarget.update_of(catalog.items[kept[0]]), summary=target.summary)])
         path, n = target.path, 2
         while path in catalog.items:
+            if same_subject(catalog, path, source):
+                return PlanResult([PlanTarget.update_of(catalog.items[path], reason=SAME_TITLE)],
+                                  notes=[f"same title as the other source(s) of {path} in its folder: one article"])
             path = f"{target.topic}/{source_slug(source)}-{n}.md"
             n += 1
         target.path = path
         return PlanResult([target])
+
+
+SAME_TITLE = "same title"  # a PlanTarget's reason: the source joins the article of its title
+
+
+def same_subject(catalog: PlanCatalog, path: str, source: Source) -> bool:
+    """THE offline identity rule for a source whose article path is taken: it is about the same
+    subject as article ``path`` (and joins it, a section each, or a supersession trail for a
+    later-dated revision) when the article has the same title (``title_key``: case, accents,
+    punctuation ignored) and is made from a source in the same raw/ folder. The same title in
+    another folder (``api/overview.md``, ``cli/overview.md``) is another subject."""
+    entry = catalog.items[path]
+    return (bool(title_key(source.title)) and title_key(entry.title) == title_key(source.title)
+            and PurePosixPath(source.path).parent.as_posix() in catalog.source_folders.get(path, ()))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -36,7 +36,9 @@ from kb_ai.compile.writers import (
     LinkRefused,
     WriteRefused,
     guard_body,
+    renamed_section,
 )
+from kb_ai.compile.planners import SAME_TITLE
 from kb_ai.compile.records import COMPILED, DUPLICATE, ArticleRecord, PlanTarget, SourceRecord, text_hash
 from kb_ai.compile.source_links import SourceLinks, run_links
 from kb_ai.compile.state import CompileState
@@ -70,6 +72,11 @@ class ArticleJob:
     # holds of it under its old name. Used when the merge is held (a hand edit, offline): the
     # article then takes the new name with the text it has, and the new text waits.
     renames: dict[str, str] = field(default_factory=dict)
+    renamed: dict[str, str] = field(default_factory=dict)  # new source path -> the path it had
+
+    def adopt_renamed(self) -> list[tuple[str, str]]:
+        """(new path, old path) of the sources this job only renames."""
+        return [(new, old) for new, old in sorted(self.renamed.items()) if new in self.adopt]
 
 
 @dataclass
@@ -234,6 +241,8 @@ class ArticleWriter:
         for chunk in _chunks(sorted(job.contributions, key=lambda c: (c.source.date or "", c.path))):
             draft = await self.writer.write(article, chunk)
             draft.body = self._settle_links(article, chunk, draft.body)
+            for new, old in job.adopt_renamed():  # a same-title section follows its source's new name
+                draft.body = renamed_section(draft.body, article.title, old, new)
             guard_body(article, draft.body, model=model)
             summary, tags = _kept_by_hand(article, draft.summary, draft.tags)
             sources = _sources_after(article, job, chunk, merged)
@@ -261,7 +270,8 @@ class ArticleWriter:
         moved in raw/ and drop the ones that left it, its text unchanged."""
         if not job.contributions or not (job.renames or job.gone):
             return
-        names = ArticleJob(job.path, job.target, [], set(job.detach), dict(job.renames), set(job.gone))
+        names = ArticleJob(job.path, job.target, [], set(job.detach), dict(job.renames), set(job.gone),
+                           renamed=dict(job.renamed))
         try:
             await self._run(names)
         except (WriteRefused, KaasError):
@@ -297,7 +307,10 @@ class ArticleWriter:
         meta = dict(article.meta)
         meta["sources"] = sources
         orphaned = not sources
-        wrote, _ = self._commit(article, old_text, meta, article.body, merged, orphaned,
+        body = article.body
+        for new, old in job.adopt_renamed():
+            body = renamed_section(body, article.title, old, new)
+        wrote, _ = self._commit(article, old_text, meta, body, merged, orphaned,
                                 former=_former_after(self.state.articles.get(article.path), job, merged))
         reason = "no source left: flagged, not deleted" if orphaned else ""
         return ArticleOutcome(article.path, "detached" if wrote else "unchanged", reason,
@@ -446,6 +459,8 @@ def article_jobs(run: CompileRun, work: dict[str, SourceWork], deleted: list[str
             was = None  # the checksum the article holds of the document under its old name
             if item.renamed_from and record is not None:
                 was = record.merged.get(item.renamed_from) or record.former.get(item.renamed_from)
+            if item.renamed_from:
+                job_for(target).renamed[path] = item.renamed_from
             if was == item.source.checksum and not run.full:
                 job_for(target).adopt[path] = item.source.checksum  # its text is there: a new name only
                 continue
@@ -455,7 +470,8 @@ def article_jobs(run: CompileRun, work: dict[str, SourceWork], deleted: list[str
             source = item.source
             if links is not None:
                 source = replace(source, text=links.repoint_source(source.path, source.text, target.path))
-            job_for(target).contributions.append(Contribution(source, status))
+            join = target.reason == SAME_TITLE and not merged and not was and not item.revision_of
+            job_for(target).contributions.append(Contribution(source, status, join, item.renamed_from))
         planned = {t.path for t in item.plan}
         for article in item.previous:
             if article not in planned:
