@@ -14,6 +14,7 @@ instead of a twin. The stage that runs them is ``plan.plan``.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import PurePosixPath
@@ -110,15 +111,18 @@ class OfflinePlanner:
         kept = [p for p in previous if p in catalog.items]
         if kept:
             return PlanResult([replace(PlanTarget.update_of(catalog.items[kept[0]]), summary=target.summary)])
-        path, n = target.path, 2
-        while path in catalog.items:
+        slug, folder = source_slug(source), slugify(PurePosixPath(source.path).parent.name, fallback="")
+        # Taken by another subject: the name of its own folder first ("docs/cli-overview.md"
+        # beside "docs/overview.md"), then a number.
+        own_folder = [f"{target.topic}/{folder}-{slug}.md"] if folder and folder != target.topic else []
+        for path in itertools.chain([target.path], own_folder, (f"{target.topic}/{slug}-{n}.md" for n in itertools.count(2))):
+            if path not in catalog.items:
+                target.path = path
+                return PlanResult([target])
             if same_subject(catalog, path, source):
                 return PlanResult([PlanTarget.update_of(catalog.items[path], reason=SAME_TITLE)],
                                   notes=[f"same title as the other source(s) of {path} in its folder: one article"])
-            path = f"{target.topic}/{source_slug(source)}-{n}.md"
-            n += 1
-        target.path = path
-        return PlanResult([target])
+        raise AssertionError("unreachable")
 
 
 SAME_TITLE = "same title"  # a PlanTarget's reason: the source joins the article of its title
