@@ -236,11 +236,17 @@ def test_a_renamed_and_revised_source_keeps_its_article(tmp_path):
     (root / "raw" / "ops" / "network-problems.md").write_text(
         old.read_text().replace("or a firewall", "or a firewall that inspects TLS"))
     old.unlink()
+    index = root / "raw" / "guide" / "index.md"  # changed in the same run, its link to the old name kept
+    index.write_text(index.read_text().replace("Start with", "Begin with"))
     report = compile_offline(root)
-    assert report.created == [] and report.orphaned == [] and report.updated == [page.relative_to(root / "wiki").as_posix()]
+    assert report.created == [] and report.orphaned == []
+    assert sorted(report.updated) == sorted([page.relative_to(root / "wiki").as_posix(), article_of(root, "raw/guide/index.md")])
     assert "firewall that inspects TLS" in page.read_text()
-    assert load_article(root / "wiki", report.updated[0]).sources == ["raw/ops/network-problems.md"]
+    assert load_article(root / "wiki", page.relative_to(root / "wiki").as_posix()).sources == ["raw/ops/network-problems.md"]
     assert articles(root) == before
+    assert links_of(root, article_of(root, "raw/guide/index.md"))["proxy settings"] == (
+        page.relative_to(root / "wiki").as_posix(), "proxies")  # the link to the old name follows
+    assert broken(root) == []
 
 
 def test_a_renamed_and_revised_source_with_a_hand_edited_article_is_held_but_renamed(tmp_path):

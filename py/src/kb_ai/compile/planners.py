@@ -126,6 +126,7 @@ class OfflinePlanner:
 
 
 SAME_TITLE = "same title"  # a PlanTarget's reason: the source joins the article of its title
+_MARKUP_TITLE = re.compile(r"\s*(?:[.:<{\[!#|>=~`*_-]|.*::)")  # markup read as a title
 
 
 def same_subject(catalog: PlanCatalog, path: str, source: Source) -> bool:
@@ -135,6 +136,8 @@ def same_subject(catalog: PlanCatalog, path: str, source: Source) -> bool:
     punctuation ignored) and is made from a source in the same raw/ folder. The same title in
     another folder (``api/overview.md``, ``cli/overview.md``) is another subject."""
     entry = catalog.items[path]
+    if _MARKUP_TITLE.match(source.title):
+        return False  # ".. currentmodule:: flask", ":orphan:": a reader's misreading, not a title to share
     return (bool(title_key(source.title)) and title_key(entry.title) == title_key(source.title)
             and PurePosixPath(source.path).parent.as_posix() in catalog.source_folders.get(path, ()))
 

@@ -118,15 +118,22 @@ class SourceLinks:
 
     # -- a source's text ----------------------------------------------------------------------
 
-    def repoint_source(self, source: str, text: str, article: str) -> str:
+    def repoint_source(self, source: str, text: str, article: str, was: str | None = None) -> str:
         """``text`` of ``source`` as it goes into ``article``: links to other sources point at
-        their articles; links to what was not compiled become their text (``dead``)."""
+        their articles; links to what was not compiled become their text (``dead``). ``was``:
+        the path the source had before it was moved; a link it did not update since is read
+        from there too."""
         changes: list[tuple[Link, str | None]] = []
         for link in find_links(text):
             if link.kind == "reference":
                 continue  # follows its definition
-            target = resolve_in_kb(source, link.target)
-            new = self._for_source_link(source, link, target, article)
+            new = self._for_source_link(source, link, resolve_in_kb(source, link.target), article)
+            if new == "" and was:
+                before = self._for_source_link(was, link, resolve_in_kb(was, link.target), article)
+                if before:
+                    self.dead.get(source, set()).discard(link.target)
+                    self.dead.get(was, set()).discard(link.target)
+                    new = before
             if new is not None:
                 changes.append((link, new or None))
         return apply_link_changes(text, changes, find_links(text))
@@ -262,6 +269,10 @@ def run_links(run: "CompileRun", work: dict[str, "SourceWork"], deleted: Iterabl
     for path, record in state.sources.items():
         if record.status == DUPLICATE and path not in gone and record.duplicate_of in articles:
             articles[path] = articles[record.duplicate_of]
+    for path, item in sorted(work.items()):  # the old name of a document renamed or moved now
+        if item.renamed_from and path in articles:
+            articles.setdefault(item.renamed_from, articles[path])
+    _former_names(articles, state)
     cache: dict[str, set[str] | None] = {}
 
     def headings(article: str) -> set[str] | None:
@@ -276,6 +287,17 @@ def run_links(run: "CompileRun", work: dict[str, "SourceWork"], deleted: Iterabl
         return bool(rel) and (rel in planned or (wiki / rel).is_file())
 
     return SourceLinks(articles, headings, exists, lambda kb_path: bool(kb_path) and (root / kb_path).is_file())
+
+
+def _former_names(articles: dict[str, str], state: "CompileState | None") -> None:
+    """Add the names sources had before they were renamed or moved (``ArticleRecord.former`` of
+    an article that still has sources): a link written to the old name leads to the article."""
+    if state is None:
+        return
+    for article, record in sorted(state.articles.items()):
+        if not record.orphaned and record.merged:
+            for path in record.former:
+                articles.setdefault(path, article)
 
 
 def _manifest_articles(state: "CompileState | None", source: str) -> list[str]:
@@ -307,6 +329,8 @@ def manifest_links(kb: "KnowledgeBase", state: "CompileState | None",
         on_disk = [a for a in record.articles if (wiki / a).is_file()]
         if on_disk and (root / path).is_file():
             articles[path] = on_disk[0]
+    _former_names(articles, state)
+    articles = {source: page for source, page in articles.items() if (wiki / page).is_file()}
     cache: dict[str, set[str] | None] = {}
 
     def headings(article: str) -> set[str] | None:

@@ -469,7 +469,8 @@ def article_jobs(run: CompileRun, work: dict[str, SourceWork], deleted: list[str
                 job_for(target).renames[path] = was
             source = item.source
             if links is not None:
-                source = replace(source, text=links.repoint_source(source.path, source.text, target.path))
+                source = replace(source, text=links.repoint_source(source.path, source.text, target.path,
+                                                                   item.renamed_from))
             join = target.reason == SAME_TITLE and not merged and not was and not item.revision_of
             job_for(target).contributions.append(Contribution(source, status, join, item.renamed_from))
         planned = {t.path for t in item.plan}
