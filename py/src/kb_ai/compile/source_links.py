@@ -149,6 +149,16 @@ class SourceLinks:
             return self._pointed(named, target.fragment, article) if named else None
         if kind in ("external", "anchor"):
             return None
+        if kind == "outside" and link.target.startswith("/") and not link.target.startswith("//"):
+            # "/deployment/index.md", Sphinx's "/patterns/caching": from the site's root, which
+            # is one of the folders the source is in
+            path = link.target.split("#", 1)[0].split("?", 1)[0]
+            folder = posixpath.dirname(source)
+            while folder.startswith("raw"):
+                named = self.source_of(posixpath.normpath(folder + path))
+                if named is not None:
+                    return self._pointed(named, target.fragment, article)
+                folder = posixpath.dirname(folder)
         if kind == "kb" and target.kb_path:
             named = self.source_of(target.kb_path)
             if named is not None:
