@@ -221,7 +221,7 @@ def apply_link_changes(text: str, changes: list[tuple[Link, str | None]], links:
     for start, end, new in sorted(retarget, reverse=True):
         text = text[:start] + new + text[end:]
     if unlink:
-        text = replace_links(text, find_links_at(text, unlink))
+        text = replace_links(text, _find_again(text, unlink))
     return text
 
 
@@ -238,7 +238,7 @@ def _target_span(text: str, link: Link) -> tuple[int, int]:
     return link.text_end + at, link.text_end + at + len(link.target)
 
 
-def find_links_at(text: str, wanted: list[Link]) -> list[Link]:
+def _find_again(text: str, wanted: list[Link]) -> list[Link]:
     """The links of ``text`` (found again after other links' targets changed length) that are
     the ``wanted`` ones: the same kind, text and target, in order."""
     keys = [(link.kind, link.text, link.target, link.label) for link in wanted]
@@ -249,11 +249,6 @@ def find_links_at(text: str, wanted: list[Link]) -> list[Link]:
             keys.remove(key)
             found.append(link)
     return found
-
-
-def heading_map(bodies: dict[str, str]) -> dict[str, set[str]]:
-    """Article path -> the heading anchors of the text it will hold."""
-    return {path: heading_anchors(body) for path, body in bodies.items()}
 
 
 def run_links(run: "CompileRun", work: dict[str, "SourceWork"], deleted: Iterable[str]) -> SourceLinks:
