@@ -90,30 +90,31 @@ def find_renames(run: CompileRun, new: list[SourceWork], deleted: list[str]) -> 
     fingerprints = state.fingerprints()
     new_titles = _count(title_key(w.source.title) for w in new)
     old_titles = _count(title_key(olds[p][1]) for p in olds if p in deleted)
+    by_checksum: dict[str, list[str]] = {}
+    for old, (checksum, _title, _articles) in olds.items():
+        if checksum:
+            by_checksum.setdefault(checksum, []).append(old)
+    revisable = [old for old in olds if old in deleted]
     for item in new:
         source = item.source
+        exact = by_checksum.get(source.checksum, [])
+        for old in exact:
+            pairs.append((3.0, source.path, old, "back in raw/" if old == source.path else "renamed"))
+        if exact:
+            continue
+        if source.path in olds:
+            pairs.append((1.5, source.path, source.path, "back in raw/, revised"))
         key = title_key(source.title)
-        fp = None
-        for old, (checksum, title, _articles) in olds.items():
-            if checksum == source.checksum:
-                pairs.append((3.0, source.path, old, "back in raw/" if old == source.path else "renamed"))
-                continue
-            if old == source.path:
-                pairs.append((1.5, source.path, old, "back in raw/, revised"))
-                continue
-            if old not in deleted:
-                continue
-            same_title = bool(key) and title_key(title) == key
+        fp = fingerprint(source.text) if revisable else None
+        for old in revisable:
+            same_title = bool(key) and title_key(olds[old][1]) == key
             other = fingerprints.get(old)
-            if fp is None:
-                fp = fingerprint(source.text)
             if other is not None and other.minhash and fp.minhash:
                 value = similarity(np.frombuffer(fp.minhash, dtype=np.uint32),
                                    np.frombuffer(other.minhash, dtype=np.uint32))
                 if value >= NEAR_THRESHOLD or (same_title and value >= REVISION_TITLE_THRESHOLD):
                     pairs.append((1.0 + value, source.path, old, f"renamed and revised ({value:.2f} similar)"))
-            elif same_title and (fp.minhash is None or other is None or not other.minhash) \
-                    and new_titles[key] == 1 and old_titles[key] == 1:
+            elif same_title and new_titles[key] == 1 and old_titles[key] == 1:
                 pairs.append((1.0, source.path, old, "renamed and revised (same title)"))
     found: dict[str, Rename] = {}
     taken: set[str] = set()

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Callable, Iterable
 from kb_ai.compile.records import DUPLICATE, SKIPPED
 from kb_ai.errors import ArticleFormatError, UnsafePathError
 from kb_ai.store.articles import load_article
-from kb_ai.store.links import LinkTarget, link_to, resolve_in_kb, resolve_link
+from kb_ai.store.links import link_to, resolve_in_kb, resolve_link
 from kb_ai.store.markdown_text import Link, find_links, heading_anchor, heading_anchors, replace_links
 from kb_ai.store.words import title_key
 
@@ -67,7 +67,7 @@ class SourceLinks:
     headings: Headings
     exists: Callable[[str], bool]
     kb_exists: Callable[[str], bool]
-    dead: dict[str, set[str]] = field(default_factory=dict)  # source -> link targets kept as text
+    dead: dict[str, set[str]] = field(default_factory=dict)  # source -> links kept as text (``dead_entry``)
     _by_stem: dict[str, list[str]] = field(default_factory=dict, init=False)
 
     def __post_init__(self) -> None:
@@ -120,53 +120,75 @@ class SourceLinks:
 
     def repoint_source(self, source: str, text: str, article: str, was: str | None = None) -> str:
         """``text`` of ``source`` as it goes into ``article``: links to other sources point at
-        their articles; links to what was not compiled become their text (``dead``). ``was``:
-        the path the source had before it was moved; a link it did not update since is read
-        from there too."""
+        their articles; links to what was not compiled become their text (``dead``, as
+        ``dead_entry``). ``was``: the path the source had before it was moved; a link it did not
+        update since is read from there too."""
         changes: list[tuple[Link, str | None]] = []
         for link in find_links(text):
             if link.kind == "reference":
                 continue  # follows its definition
-            new = self._for_source_link(source, link, resolve_in_kb(source, link.target), article)
-            if new == "" and was:
-                before = self._for_source_link(was, link, resolve_in_kb(was, link.target), article)
-                if before:
-                    self.dead.get(source, set()).discard(link.target)
-                    self.dead.get(was, set()).discard(link.target)
-                    new = before
-            if new is not None:
-                changes.append((link, new or None))
+            kind, named = self.target_of(source, link.target)
+            if named is None and was:
+                kind, named = self.target_of(was, link.target)
+            if named is not None:
+                changes.append((link, self._pointed(named[0], named[1], article)))
+            elif kind in ("external", "anchor", "notation"):
+                continue
+            elif link.image and kind == "kb" and self.kb_exists(resolve_in_kb(source, link.target).kb_path or ""):
+                # an image kept in the KB: shown from where it is
+                changes.append((link, link_to(article, f"../{resolve_in_kb(source, link.target).kb_path}")))
+            else:
+                self.dead.setdefault(source, set()).add(dead_entry(link.text, link.target))
+                changes.append((link, None))
         return apply_link_changes(text, changes, find_links(text))
 
-    def _for_source_link(self, source: str, link: Link, target: LinkTarget, article: str) -> str | None:
-        """What a link of ``source`` becomes in ``article``: a new target, "" (plain text), or
-        None (left as written: a URL, an in-page anchor, notation, a file of the KB)."""
-        kind = target.kind
-        if kind == "notation":
-            # "[Settings](settings)": a page name without extension when such a source exists
-            named = self.source_of(posixpath.normpath(posixpath.join(posixpath.dirname(source),
-                                                                     link.target.split("#", 1)[0])))
-            return self._pointed(named, target.fragment, article) if named else None
-        if kind in ("external", "anchor"):
-            return None
-        if kind == "outside" and link.target.startswith("/") and not link.target.startswith("//"):
+    def target_of(self, source: str, written: str) -> tuple[str, tuple[str, str] | None]:
+        """(the kind of link ``written`` in ``source`` is, ``store.links.LinkTarget.kind``; the
+        compiled source it names and the fragment, or None)."""
+        target = resolve_in_kb(source, written)
+        kind, path = target.kind, written.split("#", 1)[0].split("?", 1)[0]
+        named = None
+        if kind == "notation":  # "[Settings](settings)": a page name without its extension
+            named = self.source_of(posixpath.normpath(posixpath.join(posixpath.dirname(source), path)))
+        elif kind == "outside" and path.startswith("/") and not path.startswith("//"):
             # "/deployment/index.md", Sphinx's "/patterns/caching": from the site's root, which
             # is one of the folders the source is in
-            path = link.target.split("#", 1)[0].split("?", 1)[0]
             folder = posixpath.dirname(source)
-            while folder.startswith("raw"):
+            while named is None and folder.startswith("raw"):
                 named = self.source_of(posixpath.normpath(folder + path))
-                if named is not None:
-                    return self._pointed(named, target.fragment, article)
                 folder = posixpath.dirname(folder)
-        if kind == "kb" and target.kb_path:
+        elif kind == "kb" and target.kb_path:
             named = self.source_of(target.kb_path)
-            if named is not None:
-                return self._pointed(named, target.fragment, article)
-        if link.image and kind == "kb" and target.kb_path and self.kb_exists(target.kb_path):
-            return link_to(article, f"../{target.kb_path}")  # an image kept in the KB: shown from its place
-        self.dead.setdefault(source, set()).add(link.target)
-        return ""
+        return kind, ((named, target.fragment) if named is not None else None)
+
+    # -- links that led nowhere when their source was compiled --------------------------------
+
+    def revivable(self, sources: dict[str, list[str]]) -> dict[str, list[tuple[str, str, str, str]]]:
+        """Of ``sources`` (source path -> its ``unlinked`` entries), the entries whose target is
+        compiled now: source -> [(entry, link text, the source it names, fragment)]."""
+        found: dict[str, list[tuple[str, str, str, str]]] = {}
+        for source, entries in sorted(sources.items()):
+            for entry in entries:
+                text, written = parse_dead_entry(entry)
+                _kind, named = self.target_of(source, written)
+                if named is not None and text:
+                    found.setdefault(source, []).append((entry, text, named[0], named[1]))
+        return found
+
+    def relinked(self, body: str, article: str, text: str, source: str, fragment: str) -> str | None:
+        """``body`` with the one plain occurrence of ``text`` (a link kept as text when its
+        target was not compiled) made a link to the article of ``source`` again; None when the
+        text is not there exactly once as a whole phrase outside links."""
+        if len(text) < 3 or body.count(text) != 1:
+            return None
+        at = body.index(text)
+        end = at + len(text)
+        if (at and (body[at - 1].isalnum() or body[at - 1] in "[`")) or \
+                (end < len(body) and (body[end].isalnum() or body[end] in "]`")):
+            return None
+        if any(link.start <= at < link.end for link in find_links(body)):
+            return None
+        return f"{body[:at]}[{text}]({self._pointed(source, fragment, article)}){body[end:]}"
 
     # -- a written body -----------------------------------------------------------------------
 
@@ -200,6 +222,19 @@ class SourceLinks:
             if named is not None and self.exists(self.articles[named]):
                 return self._pointed(named, fragment, article)
         return None
+
+
+def dead_entry(text: str, target: str) -> str:
+    """How a link kept as text is recorded (``SourceRecord.unlinked``): ``[text](target)``."""
+    return f"[{' '.join(text.split()).replace(']', ')').replace('[', '(')}]({target})"
+
+
+def parse_dead_entry(entry: str) -> tuple[str, str]:
+    """(link text, target) of a ``dead_entry`` (an entry of an older manifest: target only)."""
+    if entry.startswith("[") and entry.endswith(")") and "](" in entry:
+        text, _, target = entry[1:-1].rpartition("](")
+        return text, target
+    return "", entry
 
 
 def apply_link_changes(text: str, changes: list[tuple[Link, str | None]], links: list[Link]) -> str:

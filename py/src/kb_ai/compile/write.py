@@ -73,6 +73,9 @@ class ArticleJob:
     # article then takes the new name with the text it has, and the new text waits.
     renames: dict[str, str] = field(default_factory=dict)
     renamed: dict[str, str] = field(default_factory=dict)  # new source path -> the path it had
+    # Links kept as text when their target was not compiled, whose target is now:
+    # (source, its ``unlinked`` entry, link text, the source the link names, fragment).
+    relinks: list[tuple[str, str, str, str, str]] = field(default_factory=list)
 
     def adopt_renamed(self) -> list[tuple[str, str]]:
         """(new path, old path) of the sources this job only renames."""
@@ -133,6 +136,7 @@ class ArticleWriter:
         self.today = today
         self.dry_run = dry_run
         self.links = links
+        self.relinked: set[tuple[str, str]] = set()  # (source, unlinked entry) made links again
 
     def current(self, job: ArticleJob) -> tuple[CurrentArticle, str | None]:
         rel, file = safe_wiki_file(self.wiki_dir, job.path)
@@ -243,6 +247,7 @@ class ArticleWriter:
             draft.body = self._settle_links(article, chunk, draft.body)
             for new, old in job.adopt_renamed():  # a same-title section follows its source's new name
                 draft.body = renamed_section(draft.body, article.title, old, new)
+            draft.body = self._relink(job, article, draft.body)
             guard_body(article, draft.body, model=model)
             summary, tags = _kept_by_hand(article, draft.summary, draft.tags)
             sources = _sources_after(article, job, chunk, merged)
@@ -259,7 +264,7 @@ class ArticleWriter:
             latest = max([article.latest_date or "", *dates]) or None
             article = CurrentArticle(article.path, article.title, article.topic, summary, meta,
                                      draft.body, article.hand_edited, latest, None, article.hand)
-        if (job.detach or job.adopt) and not job.contributions:
+        if (job.detach or job.adopt or job.relinks) and not job.contributions:
             return self._detach(job, article, old_text, merged)
         if wrote:
             outcome.action = "updated" if existed else "created"
@@ -276,6 +281,18 @@ class ArticleWriter:
             await self._run(names)
         except (WriteRefused, KaasError):
             pass
+
+    def _relink(self, job: ArticleJob, article: CurrentArticle, body: str) -> str:
+        """``body`` with the links of ``job.relinks`` made again where their text is (once, as a
+        whole phrase), never in a line a person wrote."""
+        if self.links is None:
+            return body
+        for source, entry, text, target, fragment in job.relinks:
+            new = self.links.relinked(body, article.path, text, target, fragment)
+            if new is not None and not (article.hand and article.hand.lost_in(new)):
+                body = new
+                self.relinked.add((source, entry))
+        return body
 
     def _settle_links(self, article: CurrentArticle, chunk: list[Contribution], body: str) -> str:
         """Links of the new body that lead nowhere (a model's guess, a source path) pointed at
@@ -310,11 +327,12 @@ class ArticleWriter:
         body = article.body
         for new, old in job.adopt_renamed():
             body = renamed_section(body, article.title, old, new)
+        body = self._relink(job, article, body)
         wrote, _ = self._commit(article, old_text, meta, body, merged, orphaned,
                                 former=_former_after(self.state.articles.get(article.path), job, merged))
         reason = "no source left: flagged, not deleted" if orphaned else ""
-        return ArticleOutcome(article.path, "detached" if wrote else "unchanged", reason,
-                              orphaned=orphaned)
+        action = "unchanged" if not wrote else "detached" if job.detach or job.adopt else "updated"
+        return ArticleOutcome(article.path, action, reason, orphaned=orphaned)
 
 
 MAX_FORMER = 32  # sources remembered per article after they left raw/
@@ -409,6 +427,7 @@ async def write(run: CompileRun, engine: Engine, work: dict[str, SourceWork], de
     with stage_timer(run.report, "write") as stage:
         links = run_links(run, work, deleted)
         jobs = article_jobs(run, work, deleted, became_duplicate, links)
+        _relink_jobs(run, links, jobs, work, deleted)
         writer = ArticleWriter(run.kb.wiki_dir, run.state, engine.writer, run.today, links=links)
         semaphore = asyncio.Semaphore(run.settings.concurrency)
         run.progress.start("write", len(jobs))
@@ -423,7 +442,7 @@ async def write(run: CompileRun, engine: Engine, work: dict[str, SourceWork], de
         stage.counts = {"articles": len(jobs), "created": 0, "updated": 0, "unchanged": 0, "held": 0, "failed": 0,
                         "detached": 0, "trail_lines": 0}
         written = _report_outcomes(run, outcomes, stage.counts)
-        _settle_sources(run, work, deleted, became_duplicate, links.dead)
+        _settle_sources(run, work, deleted, became_duplicate, links.dead, writer.relinked)
         run.progress.done()
         stage.add_usage(engine.write_meter)
     return written
@@ -486,6 +505,22 @@ def article_jobs(run: CompileRun, work: dict[str, SourceWork], deleted: list[str
     return jobs
 
 
+def _relink_jobs(run: CompileRun, links: SourceLinks, jobs: dict[str, ArticleJob], work: dict[str, SourceWork],
+                 deleted: list[str]) -> None:
+    """Links an unchanged source kept as text because their target was not compiled (a file
+    added later, a source whose plan failed), whose target is compiled now: made links again
+    in the articles of that source (a deterministic edit, no writer asked)."""
+    state = run.state
+    gone = set(deleted)
+    waiting = {p: r.unlinked for p, r in state.sources.items()
+               if r.unlinked and r.status == COMPILED and p not in work and p not in gone}
+    for source, found in links.revivable(waiting).items():
+        for article in state.sources[source].articles:
+            job = jobs.get(article) or jobs.setdefault(
+                article, ArticleJob(article, PlanTarget(article, "", "", article.split("/", 1)[0], new=False)))
+            job.relinks.extend((source, entry, text, named, fragment) for entry, text, named, fragment in found)
+
+
 def _report_outcomes(run: CompileRun, outcomes: list[ArticleOutcome], counts: dict[str, int]) -> bool:
     report = run.report
     written = False
@@ -503,7 +538,8 @@ def _report_outcomes(run: CompileRun, outcomes: list[ArticleOutcome], counts: di
 
 
 def _settle_sources(run: CompileRun, work: dict[str, SourceWork], deleted: list[str],
-                    became_duplicate: dict[str, list[str]], dead: dict[str, set[str]] | None = None) -> None:
+                    became_duplicate: dict[str, list[str]], dead: dict[str, set[str]] | None = None,
+                    relinked: set[tuple[str, str]] = frozenset()) -> None:
     """The manifest after the writes: sources whose every article now holds their current
     version are compiled (with the links of theirs that lead to nothing compiled, ``unlinked``:
     ``kaas lint`` reports them); deleted sources go; copies list the articles their original feeds."""
@@ -521,6 +557,12 @@ def _settle_sources(run: CompileRun, work: dict[str, SourceWork], deleted: list[
             record.articles = targets
             record.reason = None
             record.unlinked = sorted((dead or {}).get(path, ()))
+            state.record_source(record)
+    for source in sorted({s for s, _ in relinked}):
+        record = state.sources.get(source)
+        if record is not None and source not in work:
+            record = SourceRecord.from_json(record.to_json())
+            record.unlinked = [e for e in record.unlinked if (source, e) not in relinked]
             state.record_source(record)
     for path in deleted:
         state.drop_source(path)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from kb_ai.compile.source_links import parse_dead_entry
 from kb_ai.quality.lint_context import ERROR, INFO, KIND_ANSWER, WARNING, Finding, LintContext, dead_links
 from kb_ai.store.catalog import Catalog, entry_from_article, render_master_index
 from kb_ai.store.markdown_text import Link
@@ -73,9 +74,11 @@ def check_unlinked(ctx: LintContext) -> list[Finding]:
     findings: list[Finding] = []
     for source, record in sorted(state.sources.items()):
         for article in (a for a in record.articles if a in ctx.articles):
-            for target in record.unlinked:
+            for entry in record.unlinked:
+                text, target = parse_dead_entry(entry)
+                shown = f" ({text!r})" if text else ""
                 findings.append(Finding("unlinked", INFO, article,
-                                        f"{source} links to {target}, which was not compiled: kept as plain text"))
+                                        f"{source} links to {target}{shown}, which was not compiled: kept as plain text"))
     return findings
 
 
