@@ -32,7 +32,14 @@ from kb_ai.compile.records import DUPLICATE, SKIPPED
 from kb_ai.errors import ArticleFormatError, UnsafePathError
 from kb_ai.store.articles import load_article
 from kb_ai.store.links import link_to, resolve_in_kb, resolve_link
-from kb_ai.store.markdown_text import Link, find_links, heading_anchor, heading_anchors, replace_links
+from kb_ai.store.markdown_text import (
+    Link,
+    find_links,
+    heading_anchor,
+    heading_anchors,
+    iter_lines_outside_fences,
+    replace_links,
+)
 from kb_ai.store.words import title_key
 
 if TYPE_CHECKING:
@@ -188,6 +195,9 @@ class SourceLinks:
             return None
         if any(link.start <= at < link.end for link in find_links(body)):
             return None
+        line = body.count("\n", 0, at)
+        if any(in_fence for n, (_line, in_fence) in enumerate(iter_lines_outside_fences(body)) if n == line):
+            return None  # in code
         return f"{body[:at]}[{text}]({self._pointed(source, fragment, article)}){body[end:]}"
 
     # -- a written body -----------------------------------------------------------------------
