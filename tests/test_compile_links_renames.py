@@ -442,3 +442,15 @@ def test_a_link_kept_as_text_becomes_a_link_again_when_its_target_is_compiled(tm
     assert len(infos) == 3 and not any("compatibility" in m for m in infos)
     again = compile_offline(root)
     assert again.updated == [] and again.created == []
+
+
+def test_a_shared_article_is_stable_under_a_full_compile_and_without_compile_state(tmp_path):
+    write_files(tmp_path / "raw", OLYMPICS)
+    compile_offline(tmp_path)
+    file = tmp_path / "wiki" / "olympics" / "2018-winter-olympics.md"
+    text = file.read_text()
+    full = run_compile(Settings(kb=tmp_path), progress=False, full=True)
+    assert full.updated == [] and full.held == [] and file.read_text() == text
+    shutil.rmtree(tmp_path / ".kaas")  # the state lost: the article is found again, not rewritten
+    report = compile_offline(tmp_path)
+    assert report.created == [] and report.held == [] and file.read_text() == text

@@ -184,8 +184,10 @@ class OfflineWriter:
                 warnings.append(f"{source.path} ({source.date}) is older than what the article states "
                                 f"({latest}); listed as a source, text not applied")
                 continue
-            elif others and (contribution.join or contribution.status == "revised") and \
+            elif others and contribution.status != "revision" and \
                     not (contribution.join and source.date and latest and source.date > latest):
+                # an article of several sources: this source's own part (its section, or the
+                # lead for the source that made it); a new one of the same title adds a section
                 body, added, changed = _into_section(body, article.title, source, others, self.today,
                                                      contribution.was)
                 trails += added
