@@ -448,6 +448,8 @@ def test_a_shared_article_is_stable_under_a_full_compile_and_without_compile_sta
     write_files(tmp_path / "raw", OLYMPICS)
     compile_offline(tmp_path)
     file = tmp_path / "wiki" / "olympics" / "2018-winter-olympics.md"
+    assert load_article(tmp_path / "wiki", "olympics/2018-winter-olympics.md").sources == sorted(
+        f"raw/{p}" for p in OLYMPICS)
     text = file.read_text()
     full = run_compile(Settings(kb=tmp_path), progress=False, full=True)
     assert full.updated == [] and full.held == [] and file.read_text() == text
