@@ -247,7 +247,7 @@ class ArticleWriter:
             draft.body = self._settle_links(article, chunk, draft.body)
             for new, old in job.adopt_renamed():  # a same-title section follows its source's new name
                 draft.body = renamed_section(draft.body, article.title, old, new)
-            draft.body = self._relink(job, article, draft.body)
+            draft.body, relinked = self._relink(job, article, draft.body)
             guard_body(article, draft.body, model=model)
             summary, tags = _kept_by_hand(article, draft.summary, draft.tags)
             sources = _sources_after(article, job, chunk, merged)
@@ -256,6 +256,7 @@ class ArticleWriter:
                                 access=job.target.access if article.body is None else None)
             changed, old_text = self._commit(article, old_text, meta, draft.body, dict(merged), orphaned=not sources,
                                              former=_former_after(record, job, merged))
+            self.relinked.update(relinked)
             wrote = wrote or changed
             outcome.merged.extend(c.path for c in chunk)
             outcome.trails += draft.trails
@@ -282,17 +283,18 @@ class ArticleWriter:
         except (WriteRefused, KaasError):
             pass
 
-    def _relink(self, job: ArticleJob, article: CurrentArticle, body: str) -> str:
+    def _relink(self, job: ArticleJob, article: CurrentArticle, body: str) -> tuple[str, list[tuple[str, str]]]:
         """``body`` with the links of ``job.relinks`` made again where their text is (once, as a
-        whole phrase), never in a line a person wrote."""
+        whole phrase), never in a line a person wrote; and the (source, entry) made again."""
+        done: list[tuple[str, str]] = []
         if self.links is None:
-            return body
+            return body, done
         for source, entry, text, target, fragment in job.relinks:
             new = self.links.relinked(body, article.path, text, target, fragment)
             if new is not None and not (article.hand and article.hand.lost_in(new)):
                 body = new
-                self.relinked.add((source, entry))
-        return body
+                done.append((source, entry))
+        return body, done
 
     def _settle_links(self, article: CurrentArticle, chunk: list[Contribution], body: str) -> str:
         """Links of the new body that lead nowhere (a model's guess, a source path) pointed at
@@ -327,9 +329,10 @@ class ArticleWriter:
         body = article.body
         for new, old in job.adopt_renamed():
             body = renamed_section(body, article.title, old, new)
-        body = self._relink(job, article, body)
+        body, relinked = self._relink(job, article, body)
         wrote, _ = self._commit(article, old_text, meta, body, merged, orphaned,
                                 former=_former_after(self.state.articles.get(article.path), job, merged))
+        self.relinked.update(relinked)
         reason = "no source left: flagged, not deleted" if orphaned else ""
         action = "unchanged" if not wrote else "detached" if job.detach or job.adopt else "updated"
         return ArticleOutcome(article.path, action, reason, orphaned=orphaned)
