@@ -291,6 +291,22 @@ class LexicalIndex:
         return found, missing
 
 
+INDEX_FOLDER = "lexical-index"  # under .kaas/: the full catalog's saved index
+
+
+def index_folder(state_dir: Path) -> Path:
+    return state_dir / INDEX_FOLDER
+
+
+def save_keyword_index(kb) -> None:
+    """Load the catalog (which saves its snapshot) and build and save its keyword index, so the
+    first question after ``kaas index`` or a compile finds both ready (``kb``: a KnowledgeBase).
+    A failure to save is a warning: the first question then builds the index itself."""
+    catalog = kb.catalog()
+    if catalog.entries:
+        LexicalIndex.load_or_build(kb.wiki_dir, catalog, index_folder(kb.state_dir))
+
+
 def rank_texts(query_terms: set[str] | list[str], texts_terms: list[list[str]]) -> np.ndarray:
     """BM25 scores (bm25s) of each of ``texts_terms`` (tokenized texts) for ``query_terms``: an
     index built for one ranking and dropped."""

@@ -125,7 +125,7 @@ def create_app(settings: Settings, *, service: AskService | None = None, web_dir
 
     ``service`` replaces the navigator the settings call for (tests, benchmarks);
     ``allowed_hosts`` None answers any Host header; ``watch_interval`` seconds enables re-indexing
-    on hand edits; ``warm_up`` imports the model client at start-up, not at the first question;
+    on hand edits; ``warm_up`` prepares the model's transport at start-up, not at the first question;
     ``extra_routes`` are mounted too; ``mcp`` serves the MCP tools over streamable HTTP at ``/mcp``;
     ``announce_url`` is written to ``.kaas/server.json`` while the app runs, so that ``kaas ask``
     can send its questions here instead of loading everything itself."""
@@ -150,7 +150,7 @@ def create_app(settings: Settings, *, service: AskService | None = None, web_dir
         if state.watcher is not None:
             tasks.append(asyncio.create_task(state.watcher.run(), name="kaas-wiki-watcher"))
         if warm_up and not settings.offline:
-            threading.Thread(target=_import_model_client, name="kaas-warm-up", daemon=True).start()
+            threading.Thread(target=_prepare_transport, args=(service,), name="kaas-warm-up", daemon=True).start()
         if announce_url:
             _announce(service.kb.state_dir, announce_url, settings.model, state.proof_secret or "")
         try:
@@ -215,11 +215,15 @@ def _withdraw(state_dir: Path) -> None:
         pass
 
 
-def _import_model_client() -> None:
+def _prepare_transport(service: AskService) -> None:
+    """What the model's transport sets up once, done now rather than in the first question: for
+    litellm its import (seconds, ~150 MB); for an OpenAI-compatible server over httpx almost
+    nothing — litellm is not imported at all."""
+    gateway = getattr(service.navigator, "gateway", None)
+    if gateway is None:
+        return
     try:
-        from kb_ai.llm.transports.litellm import warm_up
-
-        warm_up()
+        gateway.transport.prepare()
     except Exception:  # noqa: BLE001 (warm-up is an optimisation; the first question reports errors)
         log.debug("model client warm-up failed", exc_info=True)
 
