@@ -356,7 +356,7 @@ def test_a_source_replaced_by_a_fifo_after_the_scan_is_skipped_with_its_reason(t
 
 # -- ask offline: the saved lexical index ---------------------------------------------------------
 
-LEXICAL_FILES = ["kaas-fingerprint", "kaas-paths.json", "kaas-vocab.json", "kaas-extra.json",
+LEXICAL_FILES = ["kaas-fingerprint", "kaas-paths.txt", "kaas-vocab.txt", "kaas-extra.json",
                  "indptr.npy", "docs.npy", "tfs.npy", "lengths.npy", "live.npy", "keys.npy", "df.npy"]
 
 
@@ -372,10 +372,10 @@ def test_ask_rebuilds_a_lexical_index_with_a_file_that_is_not_a_file(templates, 
 
 
 @pytest.mark.parametrize("name, content", [
-    ("kaas-paths.json", '{"a": 1}'),
-    ("kaas-paths.json", '["ops/nope.md"]'),
-    ("kaas-vocab.json", '{"deploy": 99999, "releases": 99999}'),
-    ("kaas-vocab.json", '["deploy", "deploy"]'),
+    ("kaas-paths.txt", '{"a": 1}'),
+    ("kaas-paths.txt", 'ops/nope.md'),
+    ("kaas-vocab.txt", 'deploy\x00deploy'),
+    ("kaas-vocab.txt", 'deploy'),
     ("kaas-extra.json", '[[0, 99999, 1]]'),
     ("kaas-extra.json", '{"k1": "x"}'),
 ])
@@ -545,7 +545,7 @@ SERVE = textwrap.dedent('''
 
 @pytest.mark.parametrize("target, kind", [
     ("lexical-index/docs.npy", "fifo"),
-    ("lexical-index/kaas-vocab.json", "zero"),
+    ("lexical-index/kaas-vocab.txt", "zero"),
     ("lexical-index/kaas-fingerprint", "fifo"),
     ("compile.lock", "fifo"),
     ("compile.lock", "folder"),

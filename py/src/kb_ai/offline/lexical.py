@@ -168,7 +168,8 @@ class LexicalIndex:
         total = float(self._lengths[self._live].sum()) if self._n else 0.0
         average = (total / self._n) if self._n else 1.0
         self._norm = K1 * (1 - B + B * self._lengths / (average or 1.0))
-        self._position = {p: i for i, p in enumerate(self.paths) if p is not None}
+        self._position = dict(zip(self.paths, range(len(self.paths))))
+        self._position.pop(None, None)
 
     # -- building -------------------------------------------------------------------------------
 
@@ -206,7 +207,7 @@ class LexicalIndex:
             return cls.build(wiki_dir, catalog)
         fingerprint = catalog_fingerprint(wiki_dir, catalog)
         loaded, current = cls._load(cache_dir, fingerprint)
-        if loaded is not None and current:
+        if loaded is not None and current and loaded._lists(catalog):
             return loaded
         index = loaded.updated(wiki_dir, catalog) if loaded is not None else None
         if index is None:
@@ -238,6 +239,11 @@ class LexicalIndex:
             index._put_in(entry, key, _entry_terms(entry, _read_body(wiki_dir, entry)))
         index._refresh_stats()
         return index
+
+    def _lists(self, catalog: Catalog) -> bool:
+        """Whether this index's pages are exactly the catalog's (a saved index whose fingerprint
+        matches but whose pages do not was damaged: it is updated to the catalog instead)."""
+        return len(self._position) == len(catalog.entries) and all(p in self._position for p in catalog.by_path)
 
     def _copy(self) -> "LexicalIndex":
         """A copy that can be changed while this one keeps serving (the arrays of the last full
@@ -291,9 +297,10 @@ class LexicalIndex:
                 with open(tmp / f"{name}.npy", "wb") as handle:
                     np.save(handle, array, allow_pickle=False)
             extra = [[term, doc, tf] for term, postings in sorted(self._extra.items()) for doc, tf in postings]
-            (tmp / "kaas-paths.json").write_text(json.dumps(self.paths), encoding="utf-8")
-            (tmp / "kaas-vocab.json").write_text(json.dumps(sorted(self._vocab, key=self._vocab.__getitem__)),
-                                                 encoding="utf-8")
+            # NUL-separated (no path or term holds a NUL; "" for a page taken out): read back with
+            # one split, where JSON would cost a parse and a check of every string.
+            (tmp / "kaas-paths.txt").write_bytes(_joined(p or "" for p in self.paths))
+            (tmp / "kaas-vocab.txt").write_bytes(_joined(sorted(self._vocab, key=self._vocab.__getitem__)))
             (tmp / "kaas-extra.json").write_text(json.dumps(extra), encoding="utf-8")
             atomic_write_text(tmp / "kaas-fingerprint", fingerprint)
             if cache_dir.is_symlink() or cache_dir.exists():
@@ -318,8 +325,8 @@ class LexicalIndex:
             stored = read_state_bytes(cache_dir / "kaas-fingerprint", 1000)
             if stored is None:
                 return None, False
-            paths = read_state_json(cache_dir / "kaas-paths.json", MAX_INDEX_FILE_BYTES)
-            words = read_state_json(cache_dir / "kaas-vocab.json", MAX_INDEX_FILE_BYTES)
+            paths = [p or None for p in _split(read_state_bytes(cache_dir / "kaas-paths.txt", MAX_INDEX_FILE_BYTES))]
+            words = _split(read_state_bytes(cache_dir / "kaas-vocab.txt", MAX_INDEX_FILE_BYTES))
             extra = read_state_json(cache_dir / "kaas-extra.json", MAX_INDEX_FILE_BYTES)
             arrays = {}
             for name in ARRAYS:
@@ -417,16 +424,26 @@ class LexicalIndex:
         return bool(self._mask[docs].any())
 
 
+def _joined(texts) -> bytes:
+    return "\0".join(texts).encode("utf-8", "surrogatepass")
+
+
+def _split(data: bytes | None) -> list[str]:
+    if data is None:
+        raise DamagedFileError("a file of it is missing")
+    try:
+        text = data.decode("utf-8", "surrogatepass")
+    except UnicodeDecodeError as exc:
+        raise DamagedFileError(f"not UTF-8 ({exc.reason})") from None
+    return text.split("\0") if text else []
+
+
 def _check_saved(paths, words, extra, arrays) -> tuple[dict[str, int], dict[int, list[tuple[int, int]]]]:
     """Raise DamagedFileError unless the saved files are an index ``LexicalIndex._save`` could
     have written: scoring it can then never fail (no term or page past the arrays)."""
-    if not isinstance(paths, list) or not all(p is None or isinstance(p, str) for p in paths):
-        raise DamagedFileError("kaas-paths.json does not list pages")
-    if not isinstance(words, list) or not all(isinstance(w, str) for w in words):
-        raise DamagedFileError("kaas-vocab.json does not list terms")
-    vocab = {w: i for i, w in enumerate(words)}
+    vocab = dict(zip(words, range(len(words))))
     if len(vocab) != len(words):
-        raise DamagedFileError("kaas-vocab.json lists a term twice")
+        raise DamagedFileError("kaas-vocab.txt lists a term twice")
     n, terms = len(paths), len(words)
     indptr, docs, tfs = arrays["indptr"], arrays["docs"], arrays["tfs"]
     lengths, live, keys, df = arrays["lengths"], arrays["live"], arrays["keys"], arrays["df"]
@@ -439,7 +456,7 @@ def _check_saved(paths, words, extra, arrays) -> tuple[dict[str, int], dict[int,
           and bool(np.all(np.diff(indptr) >= 0))
           and (len(docs) == 0 or (int(docs.min()) >= 0 and int(docs.max()) < n and int(tfs.min()) > 0))
           and bool(np.all(np.isfinite(lengths))) and bool(np.all(lengths >= 0))
-          and all((p is None) == (not live[i]) for i, p in enumerate(paths)))
+          and np.array_equal(live, np.fromiter((p is not None for p in paths), dtype=bool, count=n)))
     if not ok:
         raise DamagedFileError("its arrays do not fit together")
     postings: dict[int, list[tuple[int, int]]] = {}

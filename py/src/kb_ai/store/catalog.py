@@ -465,15 +465,14 @@ class CatalogStore:
         index_id = (stamp[1], stamp[0], stamp[2])
         if known is not None and not save:
             catalog = Catalog(kept, warnings, kept_stamps, identity=known.identity)
-            catalog.__dict__.update(line_chars=known.line_chars, by_title=known.by_title, by_stem=known.by_stem)
+            catalog.__dict__["line_chars"] = known.line_chars
             return catalog
         rows = [(e.path, e.title, e.summary, e.topic, e.access, e.depends) for e in entries]
         catalog = Catalog(kept, warnings, kept_stamps, identity=snapshot.identity_of(index_id, rows, stamps))
         if self.state_dir is not None and save:
             snapshot.save_snapshot(self.state_dir, snapshot.Snapshot(
                 index_id=index_id, entries=rows, stamps=stamps, warnings=parse_warnings,
-                folders=folders, identity=catalog.identity, line_chars=catalog.line_chars,
-                by_title=catalog.by_title, by_stem=catalog.by_stem))
+                folders=folders, identity=catalog.identity, line_chars=catalog.line_chars))
         return catalog
 
     def _from_snapshot(self, stamp: tuple[int, int, int]) -> Catalog | None:
@@ -486,8 +485,9 @@ class CatalogStore:
         if saved is None:
             return None
         try:
-            entries = [CatalogEntry(*row) for row in saved.entries]
-        except TypeError:
+            entries = snapshot.entries_of(saved.entries, CatalogEntry)
+        except ValueError as exc:
+            log.warning("catalog snapshot in %s is damaged (%s); rebuilt", self.state_dir, exc)
             return None
         changed = snapshot.changed_folders(self.wiki_dir, saved.folders)
         if not changed and all(s is not None and s != (-1, -1) for s in saved.stamps):

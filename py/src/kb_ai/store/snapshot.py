@@ -4,8 +4,10 @@
 What it holds: the catalog's entries as ``CatalogStore`` resolved them (every line of
 master-index.md, a hand-edited article re-read), each listed file's (size, mtime) or None when it
 was missing, the parse warnings, the mtime of every folder holding a listed file, the catalog's
-identity (a digest of all that, which the keyword index uses as its fingerprint) and the
-name maps and sizes computed from it (``line_chars``, ``by_title``, ``by_stem``).
+identity (a digest of all that, which the keyword index uses as its fingerprint) and the size
+of its lines (``line_chars``: what showing the whole catalog to a model costs). The name maps
+(``by_title``, ``by_stem``) are not kept: only a model's reply needs them, and loading them would
+cost every cold question more than building them costs the few that do.
 
 Keyed by master-index.md's identity (size, mtime_ns, inode) and by this module's format and
 kaas's version: a snapshot of another index or another version is ignored and rewritten. It is
@@ -73,14 +75,11 @@ class Snapshot:
     folders: dict[str, int | None]  # folder under wiki/ ("" for wiki/ itself) -> mtime_ns; None: always re-check
     identity: str
     line_chars: int
-    by_title: dict[str, str]
-    by_stem: dict[str, list[str]]
 
     def payload(self) -> dict:
         return {"format": SNAPSHOT_FORMAT, "version": __version__, "index_id": list(self.index_id),
                 "entries": self.entries, "stamps": self.stamps, "warnings": self.warnings,
-                "folders": self.folders, "identity": self.identity, "line_chars": self.line_chars,
-                "by_title": self.by_title, "by_stem": self.by_stem}
+                "folders": self.folders, "identity": self.identity, "line_chars": self.line_chars}
 
 
 def folder_of(path: str) -> str:
@@ -148,7 +147,7 @@ def load_snapshot(state_dir: Path, index_id: IndexId) -> Snapshot | None:
             return None  # the snapshot of another master-index.md
         snapshot = Snapshot(index_id=index_id, entries=raw["entries"], stamps=raw["stamps"],
                             warnings=raw["warnings"], folders=raw["folders"], identity=raw["identity"],
-                            line_chars=raw["line_chars"], by_title=raw["by_title"], by_stem=raw["by_stem"])
+                            line_chars=raw["line_chars"])
         _check(snapshot)
     except Exception as exc:  # noqa: BLE001 - a damaged file of our own: anything can fail; rebuild
         log.warning("catalog snapshot %s is damaged (%s); rebuilt", path, " ".join(str(exc).split())[:200])
@@ -157,22 +156,38 @@ def load_snapshot(state_dir: Path, index_id: IndexId) -> Snapshot | None:
 
 
 def _check(s: Snapshot) -> None:
-    """Raise ValueError unless every field has the shape ``save_snapshot`` writes."""
-    def strs(value) -> bool:
-        return isinstance(value, tuple) and all(isinstance(v, str) for v in value)
-
+    """Raise ValueError unless the fields have the shapes ``save_snapshot`` writes (each entry's
+    fields are checked as the catalog is made from them: ``entries_of``)."""
     ok = (isinstance(s.entries, list) and isinstance(s.stamps, list) and len(s.entries) == len(s.stamps)
-          and all(isinstance(e, tuple) and len(e) == 6 and all(isinstance(v, str) for v in e[:4])
-                  and (e[4] is None or strs(e[4])) and strs(e[5]) for e in s.entries)
-          and all(t is None or (isinstance(t, tuple) and len(t) == 2 and all(type(v) is int for v in t))
+          and all(t is None or (type(t) is tuple and len(t) == 2 and type(t[0]) is int and type(t[1]) is int)
                   for t in s.stamps)
           and isinstance(s.warnings, list) and all(isinstance(w, str) for w in s.warnings)
           and isinstance(s.folders, dict)
           and all(isinstance(k, str) and (v is None or type(v) is int) for k, v in s.folders.items())
-          and isinstance(s.identity, str) and type(s.line_chars) is int
-          and isinstance(s.by_title, dict) and isinstance(s.by_stem, dict))
+          and isinstance(s.identity, str) and type(s.line_chars) is int)
     if not ok:
         raise ValueError("its fields do not have the shapes kaas writes")
+
+
+def _strings(value) -> bool:
+    return type(value) is tuple and all(type(v) is str for v in value)
+
+
+def entries_of(rows: list, make):
+    """``make(*row)`` for each saved row, each field checked to be what the catalog holds (four
+    strings, an access rule of strings or None, a tuple of paths); ValueError when one is not."""
+    out = []
+    append = out.append
+    for row in rows:
+        if type(row) is not tuple or len(row) != 6:
+            raise ValueError("an entry is not six fields")
+        path, title, summary, topic, access, depends = row
+        if not (type(path) is str and type(title) is str and type(summary) is str and type(topic) is str
+                and (access is None or _strings(access)) and (not depends or _strings(depends))
+                and type(depends) is tuple):
+            raise ValueError("an entry's fields are not text")
+        append(make(path, title, summary, topic, access, depends))
+    return out
 
 
 def save_snapshot(state_dir: Path, snapshot: Snapshot) -> None:
