@@ -40,6 +40,7 @@ from kb_ai.server.assets import default_web_dir
 from kb_ai.server.answers import save_answer_endpoint
 from kb_ai.server.chat import chat_endpoint
 from kb_ai.server.guard import LOOPBACK_HOSTS, RequestGuard
+from kb_ai.server.limits import UserLimits
 from kb_ai.store.users import UserDirectory
 from kb_ai.server.pages import index_endpoint, page_endpoint, template_env, wiki_page_endpoint
 from kb_ai.server.watch import WikiWatcher
@@ -129,7 +130,8 @@ def create_app(settings: Settings, *, service: AskService | None = None, web_dir
     ``extra_routes`` are mounted too; ``mcp`` serves the MCP tools over streamable HTTP at ``/mcp``;
     ``announce_url`` is written to ``.kaas/server.json`` while the app runs, so that ``kaas ask``
     can send its questions here instead of loading everything itself."""
-    service = service or build_service(settings)
+    # A server's model calls in flight, all users together: sized for serving (server/limits.py).
+    service = service or build_service(settings.with_overrides(concurrency=settings.serve_concurrency))
     mcp_endpoint = None
     if mcp:
         from kb_ai.server.mcp import MCPHttpEndpoint
@@ -186,6 +188,8 @@ def create_app(settings: Settings, *, service: AskService | None = None, web_dir
     app.state.kaas = state
     users = UserDirectory(settings.kb, settings.api_token)
     users.check()
+    # Inside the guard (added first: the last added runs first), so the reader is known.
+    app.add_middleware(UserLimits, user_concurrency=settings.user_concurrency, user_rate=settings.user_rate)
     app.add_middleware(RequestGuard, users=users,
                        allowed_hosts=None if allowed_hosts is None else list(allowed_hosts))
     return app
