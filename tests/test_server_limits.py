@@ -6,7 +6,6 @@ the admin go on. All of it configurable (kaas.toml, KAAS_* variables)."""
 from __future__ import annotations
 
 import asyncio
-import threading
 
 import httpx
 import pytest
@@ -116,3 +115,19 @@ def test_a_server_sizes_its_model_calls_for_serving(sample_kb):
     settings = llm_settings(sample_kb).with_overrides(serve_concurrency=48, concurrency=2)
     app = create_app(settings)
     assert app.state.kaas.service.navigator.gateway.config.concurrency == 48
+
+
+def test_streamed_answers_leave_slots_for_the_calls_that_start_a_question(sample_kb):
+    settings = llm_settings(sample_kb).with_overrides(serve_concurrency=48, serve_streams=8)
+    gateway = create_app(settings).state.kaas.service.navigator.gateway
+    assert (gateway.config.concurrency, gateway.config.stream_concurrency) == (48, 8)
+
+    async def held() -> tuple[bool, bool]:
+        streams = gateway.stream_slot()
+        for _ in range(8):
+            await streams.acquire()
+        # every stream slot taken: a ninth stream waits, a short call (selection) does not
+        return streams.locked(), gateway.slot().locked()
+
+    assert asyncio.run(held()) == (True, False)
+    assert llm_settings(sample_kb).concurrency == 4  # a compile or a CLI process: no stream limit of its own

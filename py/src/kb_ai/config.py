@@ -41,6 +41,8 @@ class Settings:
     # Serving (server/limits.py): model calls in flight for one `kaas serve`, all users together;
     # per user (a token of kaas.toml's [users]): answers in flight, and questions a minute (0: no limit).
     serve_concurrency: int = 256
+    serve_streams: int = 32  # of those, streamed answers: the rest stay free for the calls that start a question
+    stream_concurrency: int | None = None  # set from serve_streams by the server (llm/config.py)
     user_concurrency: int = 8
     user_rate: int = 60
     cache: bool = True
@@ -67,7 +69,7 @@ class Settings:
 
 
 _INT_FIELDS = {"max_retries", "breaker_failures", "concurrency", "select_budget", "read_budget", "max_pages",
-               "serve_concurrency", "user_concurrency", "user_rate"}
+               "serve_concurrency", "serve_streams", "stream_concurrency", "user_concurrency", "user_rate"}
 _ZERO_ALLOWED = {"max_retries", "breaker_failures", "user_concurrency", "user_rate"}
 _FLOAT_FIELDS = {"timeout", "call_deadline", "breaker_cooldown"}
 _BOOL_FIELDS = {"cache", "debug", "direct_http"}

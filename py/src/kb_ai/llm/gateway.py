@@ -120,6 +120,9 @@ class LLMGateway:
         self._semaphores: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
             weakref.WeakKeyDictionary()
         )
+        self._stream_semaphores: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
+            weakref.WeakKeyDictionary()
+        )
         self.books = Books(config, cost=lambda p, c: self.transport.cost(p, c), clock=clock)
         self._shapes = structured.ShapeMemory(
             Path(config.cache_dir).parent / structured.CAPABILITIES_FILE if config.cache_dir else None)
@@ -317,6 +320,19 @@ class LLMGateway:
         if semaphore is None:
             semaphore = asyncio.Semaphore(max(1, int(self.config.concurrency)))
             self._semaphores[loop] = semaphore
+        return semaphore
+
+    def stream_slot(self) -> contextlib.AbstractAsyncContextManager:
+        """Taken by a streamed reply before its ``slot``, when ``stream_concurrency`` is set (a
+        server): long answers cannot take every slot, so the short calls that start a new
+        question (selection) do not queue behind the answers streaming ahead of them."""
+        if not self.config.stream_concurrency:
+            return contextlib.nullcontext()
+        loop = asyncio.get_running_loop()
+        semaphore = self._stream_semaphores.get(loop)
+        if semaphore is None:
+            semaphore = asyncio.Semaphore(max(1, int(self.config.stream_concurrency)))
+            self._stream_semaphores[loop] = semaphore
         return semaphore
 
     async def send(self, messages: list[Message], *, temperature: float, call: Call, stream: bool,

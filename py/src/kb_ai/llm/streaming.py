@@ -85,7 +85,7 @@ async def stream_reply(gateway: LLMGateway, messages: list[Message], *, purpose:
             started = gateway.clock()
             received = _Received(call.limits)
             delay: float | None = None
-            async with gateway.slot():
+            async with gateway.stream_slot(), gateway.slot():
                 deadline_at = call.start()  # the first wait for a slot is not the call's time
                 try:
                     texts = _attempt(gateway, received, messages, temperature, call, deadline_at, purpose)

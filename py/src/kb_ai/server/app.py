@@ -131,7 +131,8 @@ def create_app(settings: Settings, *, service: AskService | None = None, web_dir
     ``announce_url`` is written to ``.kaas/server.json`` while the app runs, so that ``kaas ask``
     can send its questions here instead of loading everything itself."""
     # A server's model calls in flight, all users together: sized for serving (server/limits.py).
-    service = service or build_service(settings.with_overrides(concurrency=settings.serve_concurrency))
+    service = service or build_service(settings.with_overrides(
+        concurrency=settings.serve_concurrency, stream_concurrency=min(settings.serve_streams, settings.serve_concurrency)))
     mcp_endpoint = None
     if mcp:
         from kb_ai.server.mcp import MCPHttpEndpoint
