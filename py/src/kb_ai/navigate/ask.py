@@ -31,7 +31,6 @@ from kb_ai.navigate.navigator import LexicalIndexCache, Navigator
 from kb_ai.navigate.read import read_pages
 from kb_ai.navigate.records import AskEvent, AskRequest, Selection
 from kb_ai.navigate.records import ask as ask  # the one fold of events into a result (re-exported)
-from kb_ai.navigate.topic_select import TopicIndexCache
 from kb_ai.offline.lexical import index_folder
 from kb_ai.store.access import Reader
 from kb_ai.store.kb import KnowledgeBase
@@ -82,6 +81,7 @@ def build_service(settings: Settings) -> AskService:
     from kb_ai.llm.gateway import build_gateway
     from kb_ai.llm.prompts import PromptLibrary
     from kb_ai.navigate.llm_navigator import LLMNavigator
+    from kb_ai.navigate.topic_select import TopicIndexCache
 
     gateway = build_gateway(settings, kb)
     navigator = LLMNavigator(gateway, PromptLibrary(settings.prompts_dir), lexical, settings.select_budget,

@@ -452,6 +452,13 @@ class CatalogStore:
                 known: "snapshot.Snapshot | None" = None) -> Catalog:
         """The catalog of the resolved ``entries`` (a listed file that is missing is left out,
         with a warning), saved as the snapshot when ``save``."""
+        index_id = (stamp[1], stamp[0], stamp[2])
+        if known is not None and not save and all(st is not None and st != (-1, -1) for st in stamps):
+            # every listed file there (the usual case): the entries as they are, no per-entry work
+            catalog = Catalog(entries, list(warnings), dict(zip([e.path for e in entries], stamps)),
+                              identity=known.identity)
+            catalog.__dict__["line_chars"] = known.line_chars
+            return catalog
         kept: list[CatalogEntry] = []
         kept_stamps: dict[str, tuple[int, int]] = {}
         parse_warnings, warnings = warnings, list(warnings)
@@ -462,11 +469,8 @@ class CatalogStore:
                 continue
             kept.append(entry)
             kept_stamps[entry.path] = st
-        index_id = (stamp[1], stamp[0], stamp[2])
         if known is not None and not save:
-            catalog = Catalog(kept, warnings, kept_stamps, identity=known.identity)
-            catalog.__dict__["line_chars"] = known.line_chars
-            return catalog
+            return Catalog(kept, warnings, kept_stamps, identity=known.identity)
         rows = [(e.path, e.title, e.summary, e.topic, e.access, e.depends) for e in entries]
         catalog = Catalog(kept, warnings, kept_stamps, identity=snapshot.identity_of(index_id, rows, stamps))
         if self.state_dir is not None and save:
