@@ -188,11 +188,11 @@ class LexicalIndex:
             lengths[position] = len(terms)
             keys[position] = _page_key(entry, stamp)
             term_ids.append(np.fromiter((vocab.setdefault(t, len(vocab)) for t in counts), dtype=np.int64, count=len(counts)))
-            freqs.append(np.fromiter(counts.values(), dtype=np.int32, count=len(counts)))
+            freqs.append(np.fromiter((min(c, 65535) for c in counts.values()), dtype=np.uint16, count=len(counts)))
             doc_ids.append(np.full(len(counts), position, dtype=np.int32))
         terms = np.concatenate(term_ids) if term_ids else np.zeros(0, np.int64)
         docs = np.concatenate(doc_ids) if doc_ids else np.zeros(0, np.int32)
-        tfs = np.concatenate(freqs) if freqs else np.zeros(0, np.int32)
+        tfs = np.concatenate(freqs) if freqs else np.zeros(0, np.uint16)  # a count past 65,535 ranks as 65,535
         order = np.argsort(terms, kind="stable")  # by term, positions ascending within a term
         indptr = np.zeros(len(vocab) + 1, dtype=np.int64)
         np.cumsum(np.bincount(terms, minlength=len(vocab)), out=indptr[1:])
