@@ -96,6 +96,8 @@ async def _compile(settings: Settings, kb: KnowledgeBase, engine: Engine, report
         _remove_temp_files(kb)
     state = CompileState.load(kb.state_dir, kb.wiki_dir, read_only=dry_run)
     run = CompileRun(settings, kb, state, report, Progress(progress), today, full=full, dry_run=dry_run)
+    if engine.gateway is not None and hasattr(engine.gateway, "in_flight"):
+        run.progress.in_flight = lambda: engine.gateway.in_flight
     if state.resumed_units:
         report.notes.append(f"resumed an interrupted compile: {state.resumed_units} finished units of work kept")
     if engine.mode == "llm" and not dry_run and hasattr(engine.gateway, "preflight"):

@@ -120,6 +120,7 @@ class LLMGateway:
         self._semaphores: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
             weakref.WeakKeyDictionary()
         )
+        self.in_flight = 0  # requests the model is working on now (``flying``)
         self._stream_semaphores: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
             weakref.WeakKeyDictionary()
         )
@@ -322,6 +323,15 @@ class LLMGateway:
             self._semaphores[loop] = semaphore
         return semaphore
 
+    @contextlib.contextmanager
+    def flying(self):
+        """Counts a request the model is working on (``in_flight``: the compile's progress line)."""
+        self.in_flight += 1
+        try:
+            yield
+        finally:
+            self.in_flight -= 1
+
     def stream_slot(self) -> contextlib.AbstractAsyncContextManager:
         """Taken by a streamed reply before its ``slot``, when ``stream_concurrency`` is set (a
         server): long answers cannot take every slot, so the short calls that start a new
@@ -352,7 +362,8 @@ class LLMGateway:
                 async with asyncio.timeout_at(deadline_at) as limit:
                     if stream:
                         return await self.transport.stream(request)
-                    return await self.transport.complete(request)
+                    with self.flying():
+                        return await self.transport.complete(request)
             except (ReplyTooLarge, LLMError):
                 raise
             except Exception as exc:  # noqa: BLE001 (mapped below; cancellation passes through)

@@ -89,9 +89,10 @@ async def stream_reply(gateway: LLMGateway, messages: list[Message], *, purpose:
                 deadline_at = call.start()  # the first wait for a slot is not the call's time
                 try:
                     texts = _attempt(gateway, received, messages, temperature, call, deadline_at, purpose)
-                    async with contextlib.aclosing(texts):
-                        async for text in texts:
-                            yield text
+                    with gateway.flying():
+                        async with contextlib.aclosing(texts):
+                            async for text in texts:
+                                yield text
                 except (GeneratorExit, asyncio.CancelledError):
                     # The consumer stopped early (client went away): the tokens were still spent.
                     if received.pieces:
