@@ -52,6 +52,7 @@ from kb_ai.store.catalog import Catalog, CatalogEntry
 from kb_ai.files import (
     DamagedFileError,
     atomic_write_text,
+    check_regular_file,
     read_state_bytes,
     read_state_json,
     remove_state_entry,
@@ -243,7 +244,7 @@ class LexicalIndex:
     def _lists(self, catalog: Catalog) -> bool:
         """Whether this index's pages are exactly the catalog's (a saved index whose fingerprint
         matches but whose pages do not was damaged: it is updated to the catalog instead)."""
-        return len(self._position) == len(catalog.entries) and all(p in self._position for p in catalog.by_path)
+        return len(self._position) == len(catalog.entries) and self._position.keys() == catalog.by_path.keys()
 
     def _copy(self) -> "LexicalIndex":
         """A copy that can be changed while this one keeps serving (the arrays of the last full
@@ -328,15 +329,7 @@ class LexicalIndex:
             paths = [p or None for p in _split(read_state_bytes(cache_dir / "kaas-paths.txt", MAX_INDEX_FILE_BYTES))]
             words = _split(read_state_bytes(cache_dir / "kaas-vocab.txt", MAX_INDEX_FILE_BYTES))
             extra = read_state_json(cache_dir / "kaas-extra.json", MAX_INDEX_FILE_BYTES)
-            arrays = {}
-            for name in ARRAYS:
-                data = read_state_bytes(cache_dir / f"{name}.npy", MAX_INDEX_FILE_BYTES)
-                if data is None:
-                    raise DamagedFileError(f"{name}.npy is missing")
-                try:
-                    arrays[name] = np.load(io.BytesIO(data), allow_pickle=False)
-                except Exception as exc:  # noqa: BLE001 - numpy meets a damaged file
-                    raise DamagedFileError(f"{name}.npy: {type(exc).__name__}: {exc}") from None
+            arrays = {name: _load_array(cache_dir / f"{name}.npy") for name in ARRAYS}
             vocab, extra_postings = _check_saved(paths, words, extra, arrays)
         except (DamagedFileError, OSError) as exc:
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
@@ -422,6 +415,31 @@ class LexicalIndex:
         docs, _tfs = self._postings(term)
         docs = docs[self._live[docs]]
         return bool(self._mask[docs].any())
+
+
+MAPPED = ("docs", "tfs")  # the postings: mapped read-only (the pages a query touches are read)
+
+
+def _load_array(path: Path) -> np.ndarray:
+    """A saved array: plain numbers only (``allow_pickle=False``). The postings are memory-mapped
+    once the file is checked to be a regular file of bounded size; the rest is read bounded."""
+    try:
+        if path.stem in MAPPED:
+            try:
+                check_regular_file(path, MAX_INDEX_FILE_BYTES)
+            except FileNotFoundError:
+                raise DamagedFileError(f"{path.name} is missing") from None
+            except OSError as exc:
+                raise DamagedFileError(f"{path.name}: {exc.strerror or exc}") from None
+            return np.load(path, mmap_mode="r", allow_pickle=False)
+        data = read_state_bytes(path, MAX_INDEX_FILE_BYTES)
+        if data is None:
+            raise DamagedFileError(f"{path.name} is missing")
+        return np.load(io.BytesIO(data), allow_pickle=False)
+    except DamagedFileError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - numpy meets a damaged file
+        raise DamagedFileError(f"{path.name}: {type(exc).__name__}: {exc}") from None
 
 
 def _joined(texts) -> bytes:
