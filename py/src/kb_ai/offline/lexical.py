@@ -326,6 +326,8 @@ class LexicalIndex:
             stored = read_state_bytes(cache_dir / "kaas-fingerprint", 1000)
             if stored is None:
                 return None, False
+            if stored != fingerprint.encode() and not os.path.lexists(cache_dir / "kaas-paths.txt"):
+                return None, False  # an index of an earlier format (bm25s's files): rebuilt quietly
             paths = [p or None for p in _split(read_state_bytes(cache_dir / "kaas-paths.txt", MAX_INDEX_FILE_BYTES))]
             words = _split(read_state_bytes(cache_dir / "kaas-vocab.txt", MAX_INDEX_FILE_BYTES))
             extra = read_state_json(cache_dir / "kaas-extra.json", MAX_INDEX_FILE_BYTES)
