@@ -42,7 +42,7 @@ from kb_ai.navigate.offline_navigator import OfflineNavigator
 from kb_ai.navigate.read import read_pages
 from kb_ai.navigate.records import AskEvent, AskRequest, Selection
 from kb_ai.navigate.records import ask as ask  # the one fold of events into a result (re-exported)
-from kb_ai.navigate.topic_select import TopicIndexCache
+from kb_ai.offline.lexical import index_folder
 from kb_ai.store.access import Reader
 from kb_ai.store.kb import KnowledgeBase
 from kb_ai.store.pages import load_page
@@ -104,7 +104,7 @@ class AskService:
 def build_service(settings: Settings) -> AskService:
     """The navigator the settings call for: a model when one is configured, else offline."""
     kb = KnowledgeBase(settings.kb)
-    lexical = LexicalIndexCache(kb.wiki_dir, kb.state_dir / "lexical-index")
+    lexical = LexicalIndexCache(kb.wiki_dir, index_folder(kb.state_dir))
     if settings.offline:
         from kb_ai.navigate.offline_navigator import OfflineNavigator
 
@@ -112,6 +112,7 @@ def build_service(settings: Settings) -> AskService:
     from kb_ai.llm.gateway import build_gateway
     from kb_ai.llm.prompts import PromptLibrary
     from kb_ai.navigate.llm_navigator import LLMNavigator
+    from kb_ai.navigate.topic_select import TopicIndexCache
 
     gateway = build_gateway(settings, kb)
     navigator = LLMNavigator(gateway, PromptLibrary(settings.prompts_dir), lexical, settings.select_budget,
