@@ -45,7 +45,11 @@ class Settings:
     # Over the budget: "shortlist" (keyword shortlist, one call) or "topics" (topics, then pages).
     navigation: str = "shortlist"
     read_budget: int = 12_000
-    max_pages: int = 5
+    max_pages: int = 5  # pages read per question, all rounds together
+    # Multi-hop (navigate/rounds.py): rounds of reading per question (1: no second look), and the
+    # model calls one question may spend choosing pages in all rounds (rewrite included).
+    max_rounds: int = 2
+    max_calls: int = 4
     debug: bool = False
 
     @property
@@ -61,7 +65,8 @@ class Settings:
         return replace(self, **{k: v for k, v in changes.items() if v is not None})
 
 
-_INT_FIELDS = {"max_retries", "breaker_failures", "concurrency", "select_budget", "read_budget", "max_pages"}
+_INT_FIELDS = {"max_retries", "breaker_failures", "concurrency", "select_budget", "read_budget", "max_pages",
+               "max_rounds", "max_calls"}
 _ZERO_ALLOWED = {"max_retries", "breaker_failures"}
 _FLOAT_FIELDS = {"timeout", "call_deadline", "breaker_cooldown"}
 _BOOL_FIELDS = {"cache", "debug", "direct_http"}
