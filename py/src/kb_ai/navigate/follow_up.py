@@ -1,5 +1,6 @@
 """A further round of page selection with a model: it has read some pages and may ask for the
-pages they lead to (prompt ``select_more.md``).
+pages they lead to (prompt ``select_more.md``). The call is made only when the pages read lead
+somewhere: they name (by title) or link to a catalog page not read yet.
 
 The model sees the question, an excerpt of each page read with the catalog pages it names
 (``navigate.bridge``), and the catalog minus the pages read. When the catalog is over the
@@ -83,6 +84,13 @@ async def select_more_llm(question: str, catalog: Catalog, pages: list[ReadPage]
                  for p in pages if p.is_evidence]
         return entries, shortlisted, shown
 
+    leads = await anyio.to_thread.run_sync(
+        lambda: bridge_candidates(pages, catalog, BridgeOptions(seeds=len(pages))))
+    if not leads:
+        # The pages read name and link to no other page of the catalog: nothing to follow, and a
+        # call that shows the model the whole catalog again is not made (single-hop questions
+        # cost what they cost before multi-hop reading).
+        return Selection(paths=[], method="llm", why="the pages read lead to no other page")
     entries, shortlisted, shown = await anyio.to_thread.run_sync(prepare)
     if not entries:
         return Selection(paths=[], method="llm", why="no page of the catalog is left to read")

@@ -62,7 +62,8 @@ async def further_rounds(service, request, query: str, catalog, pages: list[Read
         return
     max_pages = request.max_pages or settings.max_pages
     for number in range(2, settings.max_rounds + 1):
-        slots = max_pages - len(pages)
+        # Each round after this one keeps a page of its own (offline round 1 leaves them too).
+        slots = min(max_pages - len(pages), max(1, max_pages - len(pages) - (settings.max_rounds - number)))
         remaining = settings.read_budget - sum(estimate_tokens(p.text) for p in pages)
         if not latest or slots <= 0 or remaining < MIN_USEFUL_TOKENS:
             return
