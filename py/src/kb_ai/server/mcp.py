@@ -53,6 +53,13 @@ class PageRef(BaseModel):
     title: str
 
 
+class ReadingRound(BaseModel):
+    round: int
+    why: str = Field(description="why these pages were read")
+    added: list[str] = Field(description="paths of the pages this round read")
+    usage: dict[str, int] = Field(default_factory=dict, description="model calls and tokens this round cost")
+
+
 class AskOutput(BaseModel):
     answer: str
     citations: list[PageRef]
@@ -62,6 +69,8 @@ class AskOutput(BaseModel):
     notices: list[str] = Field(default_factory=list, description="fallbacks, trimmed pages, dropped citations")
     invalid_citations: list[str] = Field(default_factory=list)
     saved_path: str | None = Field(default=None, description="where ask_and_save filed the answer (None for ask, or when it could not be saved)")
+    rounds: list[ReadingRound] = Field(default_factory=list, description="the rounds of reading: round 2 and later read "
+                                       "the pages the pages read led to (multi-hop)")
 
 
 # A page's record as MCP publishes it: the fields of ``CatalogEntry.record()`` (the SDK needs
@@ -101,6 +110,9 @@ def _text_form(result: AskResult) -> str:
     lines = [result.answer.rstrip()]
     if result.citations:
         lines += ["", "Sources:"] + [f"- {c['title']} ({c['path']})" for c in result.citations]
+    if len(result.rounds) > 1:
+        lines += ["", "Read in rounds:"] + [f"- round {r['round']}: {r['why']} ({', '.join(r['added'])})"
+                                            for r in result.rounds]
     if result.suggestions:
         lines += ["", "Follow-up questions:"] + [f"- {q}" for q in result.suggestions]
     if result.notices:
@@ -251,6 +263,8 @@ def _ask_output(result: AskResult) -> CallToolResult:
         pages=[{"path": p["path"], "title": p["title"]} for p in result.pages],
         suggestions=result.suggestions, mode=result.mode, notices=result.notices,
         invalid_citations=result.invalid_citations, saved_path=result.saved_path,
+        rounds=[{"round": r["round"], "why": r["why"], "added": r["added"],
+                 "usage": {k: v for k, v in r["usage"].items() if isinstance(v, int)}} for r in result.rounds],
     )
     return CallToolResult(content=[TextContent(type="text", text=_text_form(result))],
                           structured_content=structured.model_dump(mode="json"))
