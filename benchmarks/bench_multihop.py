@@ -189,6 +189,32 @@ def run(settings: Settings, questions_file: Path, limit: int | None, model: bool
     return {"summary": summary, "results": report.results}
 
 
+def shortlist_check(root: Path, questions: list[dict], budget: int) -> tuple[float, float, int]:
+    """The lines a model is shown when the catalog is over ``budget``: for each hop after the
+    first, is the next page of the chain among them — in the shortlist built from the question
+    alone (round 1), and in the one built from the question and the chain's pages read so far (the
+    further round's, ``follow_up_shortlist``)? Returns (share from the question, share after reading, hops)."""
+    from kb_ai.navigate.follow_up import follow_up_shortlist
+    from kb_ai.navigate.navigator import LexicalIndexCache
+    from kb_ai.navigate.read import read_pages
+    from kb_ai.navigate.select import shortlist
+
+    kb = KnowledgeBase(root)
+    catalog = kb.require_catalog()
+    lexical = LexicalIndexCache(kb.wiki_dir, None).get(catalog)
+    from_question = after_reading = hops = 0
+    for q in questions:
+        chain = [catalog.by_title[t.casefold()] for t in q["gold_pages"]]
+        first = {e.path for e in shortlist(catalog, q["question"], budget, lexical)[0]}
+        for k in range(1, len(chain)):
+            pages, _ = read_pages(kb, chain[:k], 12_000, q["question"], catalog=catalog)
+            shown = {e.path for e in follow_up_shortlist(catalog, q["question"], pages, budget, lexical)[0]}
+            from_question += chain[k] in first
+            after_reading += chain[k] in shown
+            hops += 1
+    return from_question / hops, after_reading / hops, hops
+
+
 def row(label: str, out: dict, hops: list[int] | None = None) -> str:
     s = out["summary"]
     cells = [label, f"{s['all_gold_read'] * 100:.1f}%", f"{s['selection_recall'] * 100:.1f}%", f"{s['pages_read_mean']:.2f}"]
@@ -225,6 +251,11 @@ def main() -> None:
                                     max_retries=0) if model else Settings(**base)
                 out = run(settings, qfile, args.limit, model)
                 print(row(f"{'stub model' if model else 'offline'}, {rounds} round{'s' if rounds > 1 else ''}", out, hops))
+        print("\n| select budget | next page of the chain in the shortlist from the question | ... from the question and the pages read | hops |")
+        print("| ---: | ---: | ---: | ---: |")
+        for budget in (300, 600, 1_200):
+            before, after, count = shortlist_check(Path(tmp), questions[: args.limit], budget)
+            print(f"| {budget:,} tokens | {before * 100:.1f}% | {after * 100:.1f}% | {count} |")
     if args.hotpotqa_kb:
         qfile = args.hotpotqa_kb / "questions.jsonl"
         print(f"\n## HotpotQA with the stub model ({args.limit or 500} questions)\n")
