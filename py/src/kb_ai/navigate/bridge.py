@@ -36,6 +36,9 @@ MAX_TITLE_WORDS = 8  # longer titles are not looked for as mentions
 _WORD = re.compile(r"\w+", re.UNICODE)
 _PARENTHETICAL = re.compile(r"\s*\([^()]*\)\s*$")
 MIN_KEY_CHARS = 3
+# Characters of a page looked through for mentions: ~1 ms per 1,000 here, so a huge page costs
+# a bounded ~20 ms; a page's bridges are usually early in it (a lead names its subject's links).
+MAX_SCAN_CHARS = 20_000
 
 
 class TitleMentions:
@@ -61,10 +64,11 @@ class TitleMentions:
         return catalog.derived.get(("title-mentions",), lambda: cls(catalog))
 
     def find(self, text: str) -> list[str]:
-        """Paths of the pages whose title ``text`` mentions, in order of first mention; at each
-        position the longest title wins (``New York City`` over ``New York``)."""
+        """Paths of the pages whose title ``text`` (its first ``MAX_SCAN_CHARS``) mentions, in
+        order of first mention; at each position the longest title wins (``New York City`` over
+        ``New York``)."""
         found: dict[str, None] = {}
-        tokens = [(m.group(0), m.group(0).casefold()) for m in _WORD.finditer(text)]
+        tokens = [(m.group(0), m.group(0).casefold()) for m in _WORD.finditer(text[:MAX_SCAN_CHARS])]
         i = 0
         while i < len(tokens):
             first = tokens[i][0]
