@@ -36,11 +36,9 @@ from kb_ai.store.markdown_text import clip, first_sentence
 from kb_ai.store.paths import slugify
 
 REPO = Path(__file__).resolve().parents[1]
-# The data sits next to the repository (../shared); from a worktree one level deeper
-# (/work/wt/<branch>) it is two levels up. KAAS_HOTPOTQA names the folder outright.
-DATA = next((d for d in (Path(os.environ.get("KAAS_HOTPOTQA", "")) if os.environ.get("KAAS_HOTPOTQA") else None,
-                         REPO.parent / "shared" / "eval-data" / "hotpotqa-dev500",
-                         REPO.parent.parent / "shared" / "eval-data" / "hotpotqa-dev500") if d and d.is_dir()),
+# ../shared/eval-data from the main checkout; from a worktree (/work/wt/<name>) it is two levels up.
+DATA = next((up / "shared" / "eval-data" / "hotpotqa-dev500" for up in REPO.parents
+             if (up / "shared" / "eval-data" / "hotpotqa-dev500").is_dir()),
             REPO.parent / "shared" / "eval-data" / "hotpotqa-dev500")
 TOPIC_BUCKETS = 64
 SHORTLIST_BUDGETS = (6_000, 32_000)

@@ -10,6 +10,7 @@ import pytest
 from kb_ai import faults
 from kb_ai.store.kb import KnowledgeBase
 
+from browser_support import CHROMIUM, CHROMIUM_ARGS, browser_missing
 from helpers import REAL_LLM_BASE, build_kb
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -54,3 +55,32 @@ def make_kb(tmp_path):
 def sample_kb(make_kb) -> KnowledgeBase:
     """A small indexed wiki in tmp: four pages in two topics (helpers.SAMPLE_PAGES)."""
     return make_kb()
+
+
+# -- the real browser (tests/browser_support.py) ----------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def browser():
+    missing = browser_missing()
+    if missing:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"browser test cannot run under CI: {missing}")
+        pytest.skip(missing)
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def ui_kb(make_kb) -> KnowledgeBase:
+    return make_kb(
+        ("retrieval/catalog.md", "The catalog", "master-index.md: one line per article, by topic.",
+         "# The catalog\n\nThe catalog lists every article with its title and summary. "
+         "The navigator reads the catalog to choose pages.\n\n## Format\n\nOne line per article.\n\n"
+         "## Regeneration\n\nRun kaas index after editing articles; see [Citations](citations.md).\n\n"
+         "<script>window.__pwned = true</script><img src=x onerror=\"window.__pwned = true\">"),
+        tags=["demo"])

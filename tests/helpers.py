@@ -105,6 +105,7 @@ def llm_settings(kb: Path | KnowledgeBase, **overrides: Any) -> Settings:
 # Every fault point the kill trials use (kb_ai/faults.py). test_faults.py fails when one of them is
 # no longer called in py/src (a rename would otherwise silently turn a trial into a clean run).
 FAULT_POINTS = frozenset({
+    "compile.ingest.after_scan",    # raw/ is scanned, no file read yet
     "compile.plan.after_record",    # a source's plan is journaled
     "compile.write.before_file",    # an article's record is journaled, its file not replaced yet
     "compile.write.after_file",     # the file is replaced, its source not marked compiled yet
@@ -171,3 +172,8 @@ class McpStdio:
         except subprocess.TimeoutExpired:
             self.process.kill()
         return self.process.stderr.read().decode()
+
+
+def page_refs(citations: list[dict]) -> list[dict]:
+    """Citations as page references (``path``, ``title``), without where in the page they point."""
+    return [{"path": c["path"], "title": c["title"]} for c in citations]

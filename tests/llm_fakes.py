@@ -231,3 +231,10 @@ class FakeOpenAI:
             os.environ.pop("DISABLE_AIOHTTP_TRANSPORT", None)
         else:
             os.environ["DISABLE_AIOHTTP_TRANSPORT"] = self._saved_env
+
+
+# The first words of each prompt (prompts/*.md), to route a fake reply to the call that asked.
+SELECT = "You are the navigator of a wiki"
+ANSWER = "You answer questions using only the wiki pages"
+REWRITE = "You rewrite the last question"
+SUGGEST = "You suggest three follow-up questions"

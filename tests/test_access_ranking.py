@@ -77,7 +77,7 @@ async def test_what_bob_gets_back_does_not_depend_on_words_in_pages_he_cannot_re
         assert got_loud == got_quiet, got_loud[0]
     by_question = {item[0]: item for item in loud}
     assert by_question[PROBE][1][0][0] == "ops/configuration.md"  # the planted word is found where bob put it
-    assert "No page of the wiki mentions: zorbulent." in by_question["zorbulent proxy"][4]
+    assert "No page of the wiki mentions: zorbulent." in by_question["zorbulent proxy"][7]
     # The owner ranks over everything: the hidden pages do count there.
     owner = build_service(Settings(kb=twins[0].root))
     assert any(h.path.startswith("hr/") for h in owner.navigator.lexical.get(owner.kb.catalog()).search(PROBE, 20))
@@ -91,7 +91,8 @@ async def test_the_page_set_does_not_change_when_hidden_pages_hold_the_probe_wor
     for kb in twins:
         result = await ask(build_service(Settings(kb=kb.root)), AskRequest(question=f"{PROBE} server",
                                                                            reader=BOB_READER))
-        sets.append([p["path"] for p in result.pages])
+        # Read, or (no page holds both words: the wiki does not cover it) named as related.
+        sets.append([p["path"] for p in result.pages + result.related])
     assert sets[0] == sets[1]
     assert "ops/configuration.md" in sets[0] and "ops/deployment.md" in sets[0]
 

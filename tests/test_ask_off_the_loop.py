@@ -111,11 +111,11 @@ def _slow_search(monkeypatch):
 def _slow_extract(monkeypatch):
     import kb_ai.offline.extractive as extractive
 
-    slow = _slow_once(extractive.best_sentences)
-    monkeypatch.setattr(extractive, "best_sentences", slow)
+    slow = _slow_once(extractive.best_units)
+    monkeypatch.setattr(extractive, "best_units", slow)
     import kb_ai.navigate.offline_navigator as offline_navigator
 
-    monkeypatch.setattr(offline_navigator, "best_sentences", slow)
+    monkeypatch.setattr(offline_navigator, "best_units", slow)
 
 
 def _while_running(request, client: httpx.Client, url: str) -> float:

@@ -28,10 +28,11 @@ def test_exact_and_near_duplicates_and_revisions():
     index = DedupIndex()
     base = fingerprint(TEXT)
     index.add("raw/a.md", base, "Pricing")
-    assert index.match(fingerprint(TEXT.upper() + "\n\n")) == ("raw/a.md", 1.0, False)  # case/space ignored
+    exact = index.match(fingerprint(TEXT.lower() + "\n\n"))  # case/space ignored
+    assert (exact.path, exact.similarity, exact.by_title) == ("raw/a.md", 1.0, False)
     near = fingerprint(TEXT.replace("fourteen day", "thirty day"))
-    path, similarity, by_title = index.match(near)
-    assert path == "raw/a.md" and 0.8 <= similarity < 1.0 and not by_title
+    match = index.match(near)
+    assert match.path == "raw/a.md" and 0.8 <= match.similarity < 1.0 and not match.by_title
     assert classify(index.match(near), None, None).kind == "near"
     assert classify(index.match(near), "2026-04-01", "2026-01-01").kind == "revision"
     unrelated = fingerprint("Completely different text about gardening, tomatoes, soil and watering schedules " * 3)
@@ -48,7 +49,7 @@ def test_same_title_with_dates_is_a_revision_at_lower_similarity():
     verdict = classify(match, "2026-04-01", "2026-01-01")
     assert verdict is not None and verdict.kind in ("revision",)
     # Without two different dates a same-title match that is not near enough is no duplicate at all.
-    if match[2]:
+    if match.by_title:
         assert classify(match, None, None) is None
 
 
@@ -172,7 +173,7 @@ def test_trail_lines_for_paths_with_spaces_and_crlf_sources(tmp_path):
 
 
 def test_a_topic_named_wiki_gets_a_folder_that_can_be_addressed():
-    from kb_ai.compile.ingest import topic_hint
+    from kb_ai.compile.topic_rule import folder_topic as topic_hint
     from kb_ai.store.paths import normalize_wiki_path
 
     folder = topic_hint("raw/Wiki/notes.md")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,7 @@ from kb_ai.store.articles import render_article, split_frontmatter
 
 from compile_checks import manifest
 from fixtures.compile.fake_model import WRITE_MARKER, compile_responder
-from helpers import llm_settings
+from helpers import fault_spec, llm_settings
 from llm_fakes import FakeOpenAI, all_text, chat_json
 
 PRICING = "# Pricing plans\n\nThe basic plan costs $10 a month. The team plan costs $40 a month.\n"
@@ -201,18 +202,7 @@ def test_section_edits_that_cannot_be_applied_are_reported_and_retried(tmp_path,
 
 # -- B10: killed between journaling an article and replacing its file, then a hand edit --------------
 
-_DIE_BEFORE_REPLACING = """
-import os, sys
-real = os.replace
-def dying(src, dst, *args, **kwargs):
-    if str(dst).endswith("pricing-plans.md"):
-        os._exit(137)  # where a SIGKILL in that window lands
-    return real(src, dst, *args, **kwargs)
-os.replace = dying
-from kb_ai.compile.pipeline import run_compile
-from kb_ai.config import Settings
-run_compile(Settings(kb=sys.argv[1]), progress=False)
-"""
+_COMPILE = "import sys; from kb_ai.cli import main; sys.argv = ['kaas', '--kb', sys.argv[1], 'compile']; main()"
 
 
 def test_a_hand_edit_after_a_kill_before_the_file_was_replaced_does_not_drop_the_new_version(tmp_path):
@@ -223,9 +213,12 @@ def test_a_hand_edit_after_a_kill_before_the_file_was_replaced_does_not_drop_the
     compile_offline(root)
     file = article(root, "pricing-plans.md")
     raw(root, "pricing.md").write_text(PRICING.replace("$10", "$12"))
-    killed = subprocess.run([sys.executable, "-c", _DIE_BEFORE_REPLACING, str(root)], capture_output=True,
-                            text=True, timeout=60, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
-    assert killed.returncode == 137, killed.stderr
+    # Killed (SIGKILL, at the named fault point) after the article's record is journaled and
+    # before its file is replaced: the only article this change rewrites is pricing-plans.md.
+    killed = subprocess.run([sys.executable, "-c", _COMPILE, str(root)], capture_output=True, text=True,
+                            timeout=60, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path),
+                                             "KAAS_FAULT": fault_spec("compile.write.before_file")})
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
     assert "$12" not in file.read_text()
     file.write_text(file.read_text() + "\nDana: prices are reviewed every quarter.\n")  # the person edits
     report = compile_offline(root)

@@ -14,7 +14,6 @@ folders (chmod) are used too where that means something: not as root.
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import json
 import os
@@ -26,67 +25,17 @@ from starlette.testclient import TestClient
 
 from kb_ai.cli import cli
 from kb_ai.config import Settings
-from kb_ai.store.articles import iter_article_paths, load_article, parse_article
-from kb_ai.store.catalog import parse_master_index
+from kb_ai.store.articles import parse_article
 from kb_ai.files import TEMP_PREFIX
 from kb_ai.store.kb import KnowledgeBase
 
+from compile_checks import assert_consistent, temp_files
+from disk_fault import DiskFault
 from helpers import write_page
 
 IS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
 ROOT_SKIP = "running as root: chmod cannot make a folder read-only for root (EACCES is covered by injection)"
 MESSAGES = {errno.ENOSPC: "No space left on device", errno.EACCES: "Permission denied"}
-
-
-class DiskFault:
-    """Make ``os.replace`` (and optionally ``os.fsync``) fail with ``err`` for files under
-    ``root`` whose path matches ``which`` (a substring of the path; None: every file)."""
-
-    def __init__(self, monkeypatch, root: Path, err: int, *, which: str | None = None, at: str = "replace"):
-        self.root, self.err, self.which, self.at = str(Path(root).resolve()), err, which, at
-        self.hits = 0
-        self._monkeypatch = monkeypatch
-        self._real_replace, self._real_fsync = os.replace, os.fsync
-
-    def _matches(self, path: str) -> bool:
-        path = os.path.abspath(path)
-        if not path.startswith(self.root + os.sep):
-            return False
-        return self.which is None or self.which in path
-
-    def _raise(self, path: str):
-        self.hits += 1
-        raise OSError(self.err, os.strerror(self.err), path)
-
-    def _replace(self, src, dst, *args, **kwargs):
-        # The article writer renames inside a folder descriptor (store.files.write_below): the
-        # names are relative to src_dir_fd / dst_dir_fd.
-        where = lambda name, fd: (os.path.join(os.readlink(f"/proc/self/fd/{fd}"), str(name))  # noqa: E731
-                                  if fd is not None and not os.path.isabs(str(name)) else str(name))
-        if self.at == "replace" and self._matches(where(dst, kwargs.get("dst_dir_fd"))):
-            self._raise(where(src, kwargs.get("src_dir_fd")))
-        return self._real_replace(src, dst, *args, **kwargs)
-
-    def _fsync(self, fd):
-        try:
-            path = os.readlink(f"/proc/self/fd/{fd}")
-        except OSError:
-            path = ""
-        # A temp file's name says nothing of its target, only its folder does.
-        folder = None if self.which is None else (self.which if self.which.endswith("/") else self.which.rsplit("/", 1)[0] + "/")
-        under = os.path.abspath(path).startswith(self.root + os.sep) if path else False
-        if self.at == "fsync" and under and (folder is None or folder in path):
-            self._raise(path)
-        return self._real_fsync(fd)
-
-    def __enter__(self) -> "DiskFault":
-        self._monkeypatch.setattr(os, "replace", self._replace)
-        self._monkeypatch.setattr(os, "fsync", self._fsync)
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._monkeypatch.setattr(os, "replace", self._real_replace)
-        self._monkeypatch.setattr(os, "fsync", self._real_fsync)
 
 
 def run_cli(*args: str):
@@ -101,22 +50,6 @@ def assert_one_line_error(result, *fragments: str) -> None:
     assert len(errors) == 1, result.stderr
     for fragment in fragments:
         assert fragment in errors[0], errors[0]
-
-
-def no_temp_files(root: Path) -> None:
-    leftovers = [p.relative_to(root).as_posix() for p in root.rglob(f"{TEMP_PREFIX}*")]
-    assert not leftovers, leftovers
-
-
-def assert_wiki_consistent(wiki: Path) -> None:
-    """Every catalog line resolves to an article that parses; every article is listed."""
-    catalog = parse_master_index((wiki / "master-index.md").read_text(encoding="utf-8"))
-    listed = {e.path for e in catalog.entries}
-    for path in listed:
-        assert (wiki / path).is_file(), f"catalog line {path} does not resolve"
-        assert load_article(wiki, path).title
-    assert set(iter_article_paths(wiki)) == listed
-    no_temp_files(wiki)
 
 
 def snapshot(wiki: Path) -> dict[str, str]:
@@ -155,7 +88,7 @@ def test_compile_fault_is_one_line_and_the_next_compile_recovers(compiled_kb, mo
         result = run_cli("--kb", str(root), "compile", "--offline")
     assert fault.hits, "the fault was never hit: the test tests nothing"
     assert_one_line_error(result, MESSAGES[err])
-    no_temp_files(root)
+    assert not temp_files(root)
     after = snapshot(wiki)
     for path, text in before.items():  # every file is its old text or a complete new one
         if path.endswith(".md") and path != "master-index.md" and after.get(path) != text:
@@ -166,7 +99,7 @@ def test_compile_fault_is_one_line_and_the_next_compile_recovers(compiled_kb, mo
 
     again = run_cli("--kb", str(root), "compile", "--offline")
     assert again.exit_code == 0, again.output
-    assert_wiki_consistent(wiki)
+    assert_consistent(wiki.parent)
     assert "ships in June now" in (wiki / "eng" / "alpha.md").read_text()  # the change did land
     assert (wiki / "eng" / "gamma.md").is_file()
     assert "eng/gamma.md" in (wiki / "master-index.md").read_text()
@@ -184,9 +117,9 @@ def test_compile_into_a_read_only_topic_folder(compiled_kb):
     assert result.exit_code != 0 or "Permission denied" in result.output
     assert "Traceback" not in result.output
     assert (wiki / "eng" / "alpha.md").read_text() == before
-    no_temp_files(root)
+    assert not temp_files(root)
     assert run_cli("--kb", str(root), "compile", "--offline").exit_code == 0
-    assert_wiki_consistent(wiki)
+    assert_consistent(wiki.parent)
 
 
 # -- kaas index -----------------------------------------------------------------------------------
@@ -202,11 +135,11 @@ def test_index_fault_keeps_the_old_catalog_and_the_next_index_recovers(sample_kb
     assert fault.hits
     assert_one_line_error(result, MESSAGES[err], "master-index.md")
     assert (wiki / "master-index.md").read_text() == before
-    no_temp_files(sample_kb.root)
+    assert not temp_files(sample_kb.root)
 
     again = run_cli("--kb", str(sample_kb.root), "index")
     assert again.exit_code == 0, again.output
-    assert_wiki_consistent(wiki)
+    assert_consistent(wiki.parent)
     assert "ops/backups.md" in (wiki / "master-index.md").read_text()
 
 
@@ -223,7 +156,7 @@ def test_index_in_a_read_only_wiki(sample_kb):
     assert_one_line_error(result, "Permission denied")
     assert (wiki / "master-index.md").read_text() == before
     assert run_cli("--kb", str(sample_kb.root), "index").exit_code == 0
-    assert_wiki_consistent(wiki)
+    assert_consistent(wiki.parent)
 
 
 # -- saving an answer -----------------------------------------------------------------------------
@@ -244,12 +177,12 @@ def test_cli_save_fault_is_an_error_and_leaves_no_half_saved_answer(sample_kb, m
     data = json.loads(result.stdout)  # the answer itself is still printed
     assert data["answer"] and data.get("saved_path") is None
     assert snapshot(wiki) == before  # no answer page without its catalog line, no temp file
-    no_temp_files(sample_kb.root)
+    assert not temp_files(sample_kb.root)
 
     again = run_cli("--kb", str(sample_kb.root), "ask", QUESTION, "--save", "--json")
     assert again.exit_code == 0, again.output
     assert json.loads(again.stdout)["saved_path"] == ANSWER_PATH
-    assert_wiki_consistent(wiki)
+    assert_consistent(wiki.parent)
 
 
 @pytest.fixture
@@ -277,7 +210,7 @@ def test_http_save_answer_fault_is_a_json_error(client, sample_kb, monkeypatch, 
     assert error["code"] == "storage_error" and MESSAGES[err] in error["message"] and "not saved" in error["message"]
     assert snapshot(wiki) == before
     assert client.post("/api/answers", json=payload).status_code == 201
-    assert_wiki_consistent(wiki)
+    assert_consistent(wiki.parent)
 
 
 # -- HTTP page edit -------------------------------------------------------------------------------
@@ -307,7 +240,7 @@ def test_page_edit_fault_is_a_json_error_and_the_old_text_stays(client, sample_k
     saved = client.put("/api/pages/ops/deployment.md", json={"markdown": EDITED, "version": version})
     assert saved.status_code == 200, saved.text
     assert (wiki / "ops" / "deployment.md").read_text() == EDITED
-    assert_wiki_consistent(wiki)
+    assert_consistent(wiki.parent)
     assert "edited" in (wiki / "master-index.md").read_text()
 
 
@@ -321,9 +254,9 @@ def test_page_edit_saved_but_catalog_fault_says_so(client, sample_kb, monkeypatc
     assert "was saved" in message and "kaas index" in message and MESSAGES[errno.ENOSPC] in message
     assert (wiki / "ops" / "deployment.md").read_text() == EDITED  # what the message says
     assert (wiki / "master-index.md").read_text() == before_index
-    no_temp_files(sample_kb.root)
+    assert not temp_files(sample_kb.root)
     assert run_cli("--kb", str(sample_kb.root), "index").exit_code == 0
-    assert_wiki_consistent(wiki)
+    assert_consistent(wiki.parent)
 
 
 @pytest.mark.skipif(IS_ROOT, reason=ROOT_SKIP)
@@ -337,7 +270,7 @@ def test_page_edit_in_a_read_only_folder(client, sample_kb):
         os.chmod(wiki / "ops", 0o755)
     assert response.status_code >= 400 and "Permission denied" in response.json()["error"]["message"]
     assert (wiki / "ops" / "deployment.md").read_text() == before
-    no_temp_files(wiki)
+    assert not temp_files(wiki)
 
 
 def test_fault_injection_is_scoped_to_the_kb(tmp_path, monkeypatch):

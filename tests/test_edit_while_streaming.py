@@ -27,6 +27,8 @@ from server_fakes import FakeLLMServer, ServerThread, parse_sse
 
 SLOW = 1.5   # seconds each slowed rebuild step takes (a big wiki on a slow disk)
 GAP = 0.7    # the longest pause allowed between two tokens of the open stream (one every 0.1 s)
+pytestmark = pytest.mark.slow  # each trial streams a paced answer for seconds
+
 NEW_PAGE = ("ops/backups.md", "Backups", "How the wiki is backed up.", "# Backups\n\nSnapshots run nightly.")
 
 
@@ -176,3 +178,66 @@ def test_a_slow_disk_under_the_reply_cache_does_not_stall_other_streams(sample_k
 
     assert len(spans) >= 2, "the second question neither read nor wrote the reply cache"
     _assert_kept_pace(times, events, spans, "reply cache work")
+
+
+def test_a_slow_model_check_before_a_question_does_not_stall_other_streams(sample_kb, monkeypatch):
+    """The check before any model call (``preflight``: for a litellm model, its first run imports
+    litellm, seconds of work) runs in a worker thread, not on the loop that streams the others."""
+    from kb_ai.llm.gateway import LLMGateway
+
+    spans: list[tuple[float, float]] = []
+    armed = threading.Event()
+    real = LLMGateway.preflight
+
+    def preflight(gateway):
+        if armed.is_set():
+            started = time.monotonic()
+            time.sleep(SLOW)
+            spans.append((started, time.monotonic()))
+        return real(gateway)
+
+    monkeypatch.setattr(LLMGateway, "preflight", preflight)
+    with FakeLLMServer(token_delay=0.1) as llm:
+        settings = Settings(kb=sample_kb.root, model="openai/fake", api_base=llm.api_base, api_key="k",
+                            max_retries=0, timeout=30.0, cache=False)
+        with ServerThread(create_app(settings, mcp=False)) as server, \
+                httpx.Client(base_url=server.url, timeout=60) as client, \
+                httpx.Client(base_url=server.url, timeout=60) as other:
+            open_stream, times, events = _open_stream(client)
+            armed.set()
+            answer = other.post("/api/chat", json={"question": "How are citations validated?"})
+            assert "event: done" in answer.text, answer.text
+            open_stream.join(timeout=30)
+
+    assert spans, "the second question did not check the model"
+    _assert_kept_pace(times, events, spans, "model check")
+
+
+def test_a_reader_who_sees_part_of_the_wiki_finds_his_index_built_after_a_hand_edit(tmp_path, monkeypatch):
+    """Each kind of reader who may not read everything has an index of his own view; the watcher
+    builds it again after a re-index too (not only the full catalog's), for the kinds that asked."""
+    from access_twins import BOB, USERS_TOML
+    from helpers import build_kb
+
+    kb = build_kb(tmp_path, ("hr/pay.md", "Payroll", "Payroll notes.", "# Payroll\n\nLedger entries.",
+                             {"topic": "hr", "access": ["payroll"]}), toml=USERS_TOML)
+    slow = SlowRebuilds(monkeypatch)  # never armed: counts builds only
+    app = create_app(Settings(kb=kb.root), mcp=False, watch_interval=0.1)
+    headers = {"Authorization": f"Bearer {BOB}"}
+    with ServerThread(app) as server, httpx.Client(base_url=server.url, timeout=60, headers=headers) as bob:
+        first = bob.post("/api/chat", json={"question": "How are citations validated?"})
+        assert "event: done" in first.text, first.text
+        watcher = app.state.kaas.watcher
+        seen = watcher.reindexed
+        write_page(kb.wiki_dir, *NEW_PAGE)
+        deadline = time.monotonic() + 20
+        while watcher.reindexed == seen and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert watcher.reindexed > seen, "the watcher did not re-index the hand edit"
+        # (the count goes up once the caches are warmed, after the re-index)
+
+        builds = slow.builds
+        answer = bob.post("/api/chat", json={"question": "How is the wiki backed up?"})
+        events = dict(parse_sse(answer.text))
+    assert [p["path"] for p in events["pages"]["pages"]][:1] == ["ops/backups.md"], events["pages"]
+    assert slow.builds == builds, "bob's first question after the edit built his view's keyword index itself"

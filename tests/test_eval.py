@@ -18,10 +18,7 @@ from kb_ai.quality.scoring import contains_answer, exact_match, f1_score, normal
 from kb_ai.store.catalog import Catalog, CatalogEntry
 
 from helpers import llm_settings
-from llm_fakes import MODEL, FakeOpenAI
-
-SELECT = "You are the navigator of a wiki"
-ANSWER = "You answer questions using only the wiki pages"
+from llm_fakes import ANSWER, MODEL, SELECT, FakeOpenAI
 
 
 def write_questions(path, rows):
@@ -178,7 +175,7 @@ def test_unknown_keys_are_named_in_a_warning_not_silently_ignored(sample_kb, tmp
     result = CliRunner().invoke(cli, ["--kb", str(sample_kb.root), "eval", str(file), "--json-out", str(out), "--offline"])
     assert result.exit_code == 0, result.output
     expected = ("q.jsonl: unknown key 'gold' ignored (lines 1, 2) — did you mean 'gold_pages'?; expected keys: "
-                "question, gold_pages, gold_titles, answer, answer_aliases, answerable, id")
+                "question, gold_pages, gold_titles, answer, answer_aliases, facts, answerable, id")
     assert f"kaas: warning: {expected}" in result.stderr
     assert f"warning: {expected}" in result.stdout  # in the table, next to the recall it explains
     assert "unknown key 'context_titles' ignored (line 2) — did you mean 'gold_titles'?" in result.stderr

@@ -16,7 +16,6 @@ import re
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -30,7 +29,8 @@ from kb_ai.files import TEMP_PREFIX, atomic_write_text
 
 from compile_checks import temp_files
 from helpers import write_page
-from test_disk_faults import DiskFault, assert_wiki_consistent
+from compile_checks import assert_consistent
+from disk_fault import DiskFault
 
 NO_SPACE = os.strerror(errno.ENOSPC)
 EDITED = ("---\ntitle: Deployment\nsummary: Running the server behind a proxy, edited.\ntopic: ops\n---\n"
@@ -106,7 +106,7 @@ def test_a_full_disk_while_taking_the_lock_does_not_leak_it(client, sample_kb, m
     (sample_kb.root / "raw" / "alpha.md").write_text("# Alpha\n\nAlpha is the first project and ships in May.\n")
     compiled = CliRunner().invoke(cli, ["--kb", str(sample_kb.root), "compile", "--offline"])
     assert compiled.exit_code == 0, compiled.output
-    assert_wiki_consistent(sample_kb.wiki_dir)
+    assert_consistent(sample_kb.root)
 
 
 def test_compile_on_a_full_disk_at_the_lock_is_one_line_and_the_next_runs(sample_kb, monkeypatch):

@@ -28,13 +28,14 @@ import pytest
 
 from kb_ai.server import render
 from kb_ai.compile import dedup, ingest, offline, readers, topic_summaries, writers
+from kb_ai.compile.formats import markdown_dialects, pdf_text, rst
 from kb_ai.errors import KaasError
 from kb_ai.llm import plausible, prompts, structured, tokens
 from kb_ai.navigate import citations, read, save
 from kb_ai.navigate.records import ReadPage
-from kb_ai.offline import extractive, text
+from kb_ai.offline import extractive, passages, text
 from kb_ai.quality import eval as quality_eval, scoring
-from kb_ai.store import articles, catalog, links, markdown_text as md, words
+from kb_ai.store import anchors, articles, catalog, links, markdown_text as md, words
 
 SMALL = 1_500
 FACTOR = 8
@@ -51,6 +52,9 @@ UNITS = [
     "|", ">", "> ", "```\n", "```", "~~~\n", "    x\n", "- x\n    y\n", "\n", "\n ", " \n", " ", "\t",
     "[a]: ", "[a]: b\n", "[a][b]", "[a][", '[a](b "', "[a](b ", '"', "'", ":", "http://", "a.md", "/", "a.",
     "[Superseded ", "<!-- access:", "date ", "{", "[[", "{\"a\":", "\u2028", "é", "lorem ipsum dolor sit. ",
+    # Markdown dialects and reST (compile/formats)
+    "!!! note\n    x\n", "??? ", '=== "a"\n    ', "::: a.b\n", "> [!NOTE]\n", "<style>", "<h1>", ".. a::\n   ",
+    ".. _a:\n", ":a:`b`", ":doc:`a <", "a\n---\n", "Page 1 of 2\n", "avail-\n", ":::a\n", ":::\n", "--8<-- \"a\"\n",
 ]
 
 
@@ -100,8 +104,11 @@ FUNCTIONS = {
     "words": lambda t: (words.words(t), words.label_words(t), text.tokenize(t), tokens.estimate_tokens(t)),
     # answering: reading, extractive answers, citations, saved answers
     "trim_to_budget": lambda t: read._trim_to_budget(t, "a x lorem", 50),
-    "best_sentences": lambda t: extractive.best_sentences("alpha lorem a x", _page(t)),
+    "best_units": lambda t: extractive.best_units("alpha lorem a x", _page(t)),
     "citations": lambda t: citations.validate_citations(t, [ReadPage("b.md", "B", "")]),
+    "cited_passages": lambda t: citations.validate_citations(t + " [B](b.md).", [ReadPage("b.md", "B", t)]),
+    "locate_passage": lambda t: passages.locate_all(t, ["lorem ipsum a x", t[:300]]),
+    "heading_anchors": lambda t: anchors.heading_anchors(t),
     "relative_links": lambda t: save._relative_links(t, {"b.md"}),
     "render_link_lookups": lambda t: (render._bracket_scan_cost(t), render._known_pages(t, "t/a.md", lambda p: True)),
     # compile: ingest, dedup, the offline writer, model output checks
@@ -110,6 +117,12 @@ FUNCTIONS = {
     "text_source": lambda t: readers.parse_document("raw/a.txt", t.encode("utf-8")),
     "html_source": lambda t: readers.parse_document("raw/a.html", t.encode("utf-8")),
     "html_fallback": lambda t: readers._html_text(t),
+    "rst_source": lambda t: readers.parse_document("raw/a.rst", t.encode("utf-8")),
+    "markdown_dialects": lambda t: markdown_dialects.plain_markdown(t),
+    "pdf_pages": lambda t: pdf_text.clean_pages([t, t, t]),
+    "title_heading": lambda t: md.title_heading(t),
+    "title_from_filename": lambda t: readers.title_from_filename("raw/testclientsetup.md", t),
+    "rst_labels": lambda t: rst.scan_labels("raw/a.rst", t),
     "date_from_text": lambda t: readers.date_from_text(t),
     "cut_text": lambda t: ingest.cut_text(t, len(t) // 2),
     "fingerprint": lambda t: (dedup.fingerprint(t), dedup.blocks(t)),

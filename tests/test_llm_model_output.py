@@ -32,14 +32,12 @@ from kb_ai.store.articles import iter_article_paths
 
 from fixtures.compile.fake_model import PLAN_MARKER, TOPIC_MARKER, WRITE_MARKER
 from helpers import llm_settings
-from llm_fakes import API_BASE, MODEL, FakeOpenAI, all_text, chat_json
+from llm_fakes import ANSWER, API_BASE, MODEL, SELECT, FakeOpenAI, all_text, chat_json
 from server_fakes import PacedNavigator, ServerThread, parse_sse
 
 MESSAGES = [{"role": "user", "content": "Say hi."}]
 SCHEMA = {"type": "object", "properties": {"paths": {"type": "array", "items": {"type": "string"}},
                                            "note": {"type": "string"}}, "required": ["paths"]}
-SELECT = "You are the navigator of a wiki"
-ANSWER = "You answer questions using only the wiki pages"
 STOP = '{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}'
 
 

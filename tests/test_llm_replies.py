@@ -17,13 +17,9 @@ from kb_ai.navigate.ask import ask, build_service
 from kb_ai.navigate.records import AskRequest, Turn
 from kb_ai.quality.lint import run_lint
 
-from helpers import llm_settings, write_page
-from llm_fakes import API_BASE, MODEL, FakeOpenAI, all_text, chat_json, chat_sse
+from helpers import llm_settings, write_page, page_refs
+from llm_fakes import ANSWER, API_BASE, MODEL, REWRITE, SELECT, SUGGEST, FakeOpenAI, all_text, chat_json, chat_sse
 
-SELECT = "You are the navigator of a wiki"
-ANSWER = "You answer questions using only the wiki pages"
-REWRITE = "You rewrite the last question"
-SUGGEST = "You suggest three follow-up questions"
 MESSAGES = [{"role": "user", "content": "hi"}]
 SCHEMA = {"type": "object", "properties": {"paths": {"type": "array", "items": {"type": "string"}}},
           "required": ["paths"]}
@@ -113,7 +109,7 @@ async def test_an_answer_cut_off_at_its_limit_is_kept_with_a_notice(sample_kb):
         result = await ask(build_service(llm_settings(sample_kb.root)), AskRequest(question="How are citations validated?"))
     assert result.error is None, result.error
     assert result.answer == "Only pages read count [Citations](retrieval/citations.md) and then"
-    assert result.citations == [{"path": "retrieval/citations.md", "title": "Citations"}]
+    assert page_refs(result.citations) == [{"path": "retrieval/citations.md", "title": "Citations"}]
     cut = [n for n in result.notices if n.startswith("The answer was cut off")]
     assert cut and "limit of 1500 tokens" in cut[0], result.notices
 

@@ -13,7 +13,7 @@ from mcp.client.stdio import StdioServerParameters
 from kb_ai.config import load_settings
 from kb_ai.server.mcp import build_mcp_server
 
-from helpers import llm_settings
+from helpers import llm_settings, page_refs
 from llm_fakes import FakeOpenAI
 
 KAAS = str(Path(sys.executable).with_name("kaas"))
@@ -24,8 +24,8 @@ async def test_tools_are_listed_with_schemas(sample_kb):
         tools = {t.name: t for t in (await client.list_tools()).tools}
     assert set(tools) == {"ask", "ask_and_save", "read_page", "list_pages"}
     assert tools["ask"].input_schema["required"] == ["question"]
-    assert set(tools["ask"].input_schema["properties"]) == {"question", "paths", "rewrite", "suggest"}
-    assert set(tools["ask_and_save"].input_schema["properties"]) == {"question", "paths", "rewrite", "suggest"}
+    assert set(tools["ask"].input_schema["properties"]) == {"question", "paths", "rewrite", "suggest", "model_only"}
+    assert set(tools["ask_and_save"].input_schema["properties"]) == {"question", "paths", "rewrite", "suggest", "model_only"}
     assert {"answer", "citations", "pages", "suggestions"} <= set(tools["ask"].output_schema["properties"])
     assert tools["read_page"].annotations.read_only_hint is True
 
@@ -36,11 +36,11 @@ async def test_ask_offline_returns_structured_cited_answer_and_readable_text(sam
     assert not result.is_error
     data = result.structured_content
     assert data["mode"] == "offline"
-    assert {"path": "retrieval/citations.md", "title": "Citations"} in data["citations"]
-    assert all(c in data["pages"] for c in data["citations"])
+    assert {"path": "retrieval/citations.md", "title": "Citations"} in page_refs(data["citations"])
+    assert all(c in data["pages"] for c in page_refs(data["citations"]))
     assert isinstance(data["suggestions"], list)
     text = result.content[0].text
-    assert "Sources:\n- Citations (retrieval/citations.md)" in text
+    assert "Sources:\n- Citations (retrieval/citations.md" in text
 
 
 async def test_ask_with_paths_reads_those_pages(sample_kb):
@@ -59,7 +59,7 @@ async def test_ask_with_a_mocked_llm(sample_kb):
     assert not result.is_error, result.content
     assert result.structured_content["mode"] == "llm"
     assert result.structured_content["answer"] == "Set KAAS_MODEL [Configuration](ops/configuration.md)."
-    assert result.structured_content["citations"] == [{"path": "ops/configuration.md", "title": "Configuration"}]
+    assert page_refs(result.structured_content["citations"]) == [{"path": "ops/configuration.md", "title": "Configuration"}]
 
 
 async def test_bad_arguments_are_tool_errors_the_model_can_act_on(sample_kb):
@@ -133,7 +133,7 @@ async def test_streamable_http_at_mcp_inside_the_chat_server(sample_kb):
                 page = await client.call_tool("read_page", {"path": "retrieval/citations.md"})
         assert {t.name for t in tools.tools} == {"ask", "ask_and_save", "read_page", "list_pages"}
         assert not result.is_error
-        assert result.structured_content["citations"][0] == {"path": "retrieval/citations.md", "title": "Citations"}
+        assert page_refs(result.structured_content["citations"])[0] == {"path": "retrieval/citations.md", "title": "Citations"}
         assert page.structured_content["title"] == "Citations"
         # The same bearer-token rule as the API: no token, no MCP.
         async with httpx2.AsyncClient(timeout=10) as http:

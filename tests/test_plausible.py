@@ -8,8 +8,7 @@ from kb_ai.navigate.ask import ask, build_service
 from kb_ai.navigate.records import AskRequest
 
 from helpers import llm_settings
-from llm_fakes import FakeOpenAI
-from test_navigate_llm import ANSWER, SELECT, SUGGEST
+from llm_fakes import ANSWER, SELECT, SUGGEST, FakeOpenAI
 
 INSTRUCTIONS = ("You suggest three follow-up questions a reader might ask next, after reading an answer from a wiki. "
                 "Return the JSON object with exactly three questions.")

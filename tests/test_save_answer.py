@@ -16,7 +16,7 @@ from kb_ai.navigate.records import AskRequest
 from kb_ai.navigate.save import save_answer
 from kb_ai.server.mcp import build_mcp_server
 
-from helpers import llm_settings
+from helpers import llm_settings, page_refs
 from llm_fakes import FakeOpenAI
 
 
@@ -50,7 +50,7 @@ async def test_saved_answer_leads_to_evidence_but_is_never_cited_offline(sample_
     paths = [p["path"] for p in result.pages]
     assert "answers/how-are-citations-validated.md" in paths and "retrieval/citations.md" in paths
     assert all(not c["path"].startswith("answers/") for c in result.citations)
-    assert result.citations == [{"path": "retrieval/citations.md", "title": "Citations"}]
+    assert page_refs(result.citations) == [{"path": "retrieval/citations.md", "title": "Citations"}]
 
 
 async def test_a_model_citing_a_saved_answer_gets_that_citation_rejected(sample_kb):
@@ -65,7 +65,7 @@ async def test_a_model_citing_a_saved_answer_gets_that_citation_rejected(sample_
     text = "\n".join(m["content"] for m in answer_prompt["messages"])
     assert 'kind="saved-answer"' in text and "never cite it" in text
     assert '<page path="retrieval/citations.md"' in text  # the saved answer led to its evidence
-    assert result.citations == [{"path": "retrieval/citations.md", "title": "Citations"}]
+    assert page_refs(result.citations) == [{"path": "retrieval/citations.md", "title": "Citations"}]
     assert result.invalid_citations == ["answers/how-are-citations-validated.md"]
 
 

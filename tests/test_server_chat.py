@@ -15,12 +15,10 @@ from kb_ai.navigate.navigator import LexicalIndexCache
 from kb_ai.server import create_app
 from kb_ai.store.kb import KnowledgeBase
 
-from helpers import llm_settings
-from llm_fakes import FakeOpenAI
+from helpers import llm_settings, page_refs
+from llm_fakes import ANSWER, SELECT, FakeOpenAI
 from server_fakes import FakeLLMServer, PacedNavigator, ServerThread, parse_sse
 
-SELECT = "You are the navigator of a wiki"
-ANSWER = "You answer questions using only the wiki pages"
 ORDER = ["rewrite", "pages", "token", "citations", "suggestions", "usage", "done"]
 
 
@@ -60,7 +58,7 @@ def test_offline_answer_streams_every_event_in_order(sample_kb):
     assert {"pages", "token", "citations", "suggestions", "usage"} <= set(names)
     data = dict(events)
     assert data["pages"]["pages"][0]["path"] == "retrieval/citations.md"
-    assert {"path": "retrieval/citations.md", "title": "Citations"} in data["citations"]["citations"]
+    assert {"path": "retrieval/citations.md", "title": "Citations"} in page_refs(data["citations"]["citations"])
     assert data["usage"]["mode"] == "offline" and data["usage"]["llm_calls"] == 0
     answer = "".join(d["text"] for n, d in events if n == "token")
     assert "Offline mode" in answer and "(retrieval/citations.md)" in answer
@@ -147,8 +145,8 @@ def test_llm_answer_through_the_real_gateway(sample_kb):
     assert_in_order(names)
     assert names.count("token") == 4 and names[-1] == "done"
     data = dict(events)
-    assert data["citations"] == {"citations": [{"path": "retrieval/citations.md", "title": "Citations"}],
-                                 "invalid": ["ops/deployment.md"]}
+    assert page_refs(data["citations"]["citations"]) == [{"path": "retrieval/citations.md", "title": "Citations"}]
+    assert data["citations"]["invalid"] == ["ops/deployment.md"]
     assert data["usage"]["mode"] == "llm" and data["usage"]["llm_calls"] == 2
     assert any("not valid citations" in d["message"] for n, d in events if n == "notice")
 

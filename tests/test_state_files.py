@@ -324,24 +324,21 @@ def test_a_kept_texts_folder_that_is_a_link_is_never_followed(templates, tmp_pat
 SWAP_AFTER_SCAN = textwrap.dedent('''
     import os, sys
     from pathlib import Path
-    import kb_ai.compile.ingest as ingest
+    from kb_ai import faults
     from kb_ai.cli import main
     root, kind = Path(os.environ["KB"]), os.environ["KIND"]
-    real_walk = ingest.walk_raw
 
-    def walk_raw(kb_root):
-        found = real_walk(kb_root)
+    def swap():
         target = root / "raw/ops/deploy.md"  # seen as a regular file; replaced before it is read
         target.unlink()
         if kind == "fifo":
             os.mkfifo(target)
         else:
             target.symlink_to("/dev/zero")  # inside raw/ now: only what is opened can tell
-        return found
 
-    ingest.walk_raw = walk_raw
     sys.argv = ["kaas", "--kb", str(root), "compile"]
-    main()
+    with faults.at("compile.ingest.after_scan", swap):
+        main()
 ''')
 
 

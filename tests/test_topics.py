@@ -15,12 +15,10 @@ from kb_ai.store.kb import KnowledgeBase
 from kb_ai.store.topics import SUBTOPIC_MIN, build_topic_index, membership_key, save_model_summaries
 
 from helpers import llm_settings, write_page
-from llm_fakes import API_BASE, MODEL, FakeOpenAI, all_text
+from llm_fakes import ANSWER, API_BASE, MODEL, SELECT, FakeOpenAI, all_text
 from wikigen import generate_wiki
 
 TOPICS = "You are the navigator of a large wiki"
-SELECT = "You are the navigator of a wiki"
-ANSWER = "You answer questions using only the wiki pages"
 
 
 def _entry(path: str, title: str, summary: str, topic: str) -> CatalogEntry:

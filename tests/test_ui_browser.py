@@ -10,127 +10,16 @@ Set KAAS_UI_SCREENSHOTS=DIR to save screenshots of the UI there.
 
 from __future__ import annotations
 
-import os
-import shutil
-import socket
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import frontmatter
 import httpx
 import pytest
 
-from kb_ai.store.kb import KnowledgeBase
-
+from browser_support import KaasServer, shot, wait_until, watch_errors
 from server_fakes import FakeLLMServer
 
 pytestmark = pytest.mark.slow  # drives a real browser
-
-CHROMIUM = os.environ.get("KAAS_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", "--no-first-run", "--disable-dev-shm-usage"]
-SCREENSHOTS = os.environ.get("KAAS_UI_SCREENSHOTS")
-
-
-def _browser_missing() -> str | None:
-    try:
-        import playwright.sync_api  # noqa: F401
-    except ImportError:
-        return "playwright is not installed (pip install playwright; never `playwright install`)"
-    if not Path(CHROMIUM).is_file():
-        return f"Chromium not found at {CHROMIUM} (apt-get install -y chromium)"
-    return None
-
-
-@pytest.fixture(scope="module")
-def browser():
-    missing = _browser_missing()
-    if missing:
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(f"browser test cannot run under CI: {missing}")
-        pytest.skip(missing)
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield chromium
-        chromium.close()
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-class KaasServer:
-    """``python -m kb_ai.server`` in a subprocess, the way ``kaas serve`` runs."""
-
-    def __init__(self, kb: Path, env: dict[str, str] | None = None):
-        self.port = _free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        clean = {k: v for k, v in os.environ.items() if not k.startswith("KAAS_")}
-        self.log = kb / "server.log"
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "kb_ai.server", "--kb", str(kb), "--port", str(self.port)],
-            env={**clean, "LITELLM_LOCAL_MODEL_COST_MAP": "True", **(env or {})},
-            stdout=self.log.open("w"), stderr=subprocess.STDOUT,
-        )
-
-    def __enter__(self) -> "KaasServer":
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError("kaas server exited:\n" + self.log.read_text())
-            try:
-                if httpx.get(self.url + "/healthz", timeout=1).status_code == 200:
-                    return self
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.1)
-        raise RuntimeError("kaas server did not start:\n" + self.log.read_text())
-
-    def __exit__(self, *exc) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-
-
-@pytest.fixture
-def ui_kb(make_kb) -> KnowledgeBase:
-    return make_kb(
-        ("retrieval/catalog.md", "The catalog", "master-index.md: one line per article, by topic.",
-         "# The catalog\n\nThe catalog lists every article with its title and summary. "
-         "The navigator reads the catalog to choose pages.\n\n## Format\n\nOne line per article.\n\n"
-         "## Regeneration\n\nRun kaas index after editing articles; see [Citations](citations.md).\n\n"
-         "<script>window.__pwned = true</script><img src=x onerror=\"window.__pwned = true\">"),
-        tags=["demo"])
-
-
-def _watch_errors(page) -> list[str]:
-    errors: list[str] = []
-    page.on("pageerror", lambda exc: errors.append(f"pageerror: {exc}"))
-    page.on("console", lambda msg: errors.append(f"console: {msg.text}") if msg.type == "error" else None)
-    return errors
-
-
-def _wait_until(page, expression: str, timeout: float = 10.0) -> None:
-    """Poll a JS expression (page.wait_for_function would need eval, which the UI's CSP forbids)."""
-    deadline = time.monotonic() + timeout
-    while not page.evaluate(expression):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for: {expression}")
-        page.wait_for_timeout(50)
-
-
-def _shot(page, name: str) -> None:
-    if SCREENSHOTS:
-        Path(SCREENSHOTS).mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(Path(SCREENSHOTS) / f"{name}.png"))
 
 
 def test_offline_chat_citation_panel_and_hand_edit(browser, ui_kb):
@@ -138,7 +27,7 @@ def test_offline_chat_citation_panel_and_hand_edit(browser, ui_kb):
         context = browser.new_context(viewport={"width": 1280, "height": 820})
         page = context.new_page()
         page.set_default_timeout(10_000)
-        errors = _watch_errors(page)
+        errors = watch_errors(page)
         page.goto(server.url + "/")
         page.wait_for_selector("body.ready")
         assert page.inner_text("#mode-badge") == "Offline mode"
@@ -162,7 +51,7 @@ def test_offline_chat_citation_panel_and_hand_edit(browser, ui_kb):
         assert page.is_visible("#panel")
         assert page.inner_text("#panel-title") == cited_title
         assert len(page.inner_text("#panel-body")) > 40
-        _shot(page, "chat-panel")
+        shot(page, "chat-panel")
         page.keyboard.press("Escape")
         assert page.is_hidden("#panel")
 
@@ -180,16 +69,16 @@ def test_offline_chat_citation_panel_and_hand_edit(browser, ui_kb):
 
         # a suggested follow-up is a second turn of the same conversation
         turn.locator(".suggestions .chip").first.click()
-        _wait_until(page, "document.querySelectorAll('.turn .answer-meta .mode-pill').length === 2")
+        wait_until(page, "document.querySelectorAll('.turn .answer-meta .mode-pill').length === 2")
 
         # the wiki browser: tree by topic, article with a table of contents, links between articles
         page.click("[data-view-link=wiki]")
-        page.click("#wiki-tree a:has-text('The catalog')")
+        page.click("#wiki-tree a:text-is('The catalog')")  # (the saved answer, now listed too, has "the catalog" in its title)
         page.wait_for_selector(".wiki-article .article-body h1")
         assert page.locator(".toc-side li").count() == 2
         assert page.evaluate("window.__pwned") is None  # the article's script never ran
         page.click(".article-body a.wiki-link:has-text('Citations')")
-        _wait_until(page, "location.hash === '#/wiki/retrieval/citations.md'")
+        wait_until(page, "location.hash === '#/wiki/retrieval/citations.md'")
         page.wait_for_selector(".wiki-article h1:has-text('Citations')")
 
         # edit by hand, save with the keyboard, see the change everywhere
@@ -200,7 +89,7 @@ def test_offline_chat_citation_panel_and_hand_edit(browser, ui_kb):
         editor.fill(text.replace("title: Citations", "title: Citing pages").replace(
             "# Citations", "# Citing pages\n\nEdited in the browser."))
         editor.press("Control+s")
-        _wait_until(page, "location.hash === '#/wiki/retrieval/citations.md'")
+        wait_until(page, "location.hash === '#/wiki/retrieval/citations.md'")
         page.wait_for_selector(".article-body:has-text('Edited in the browser.')")
         assert page.locator("#wiki-tree a:has-text('Citing pages')").count() == 1
         assert "title: Citing pages" in (ui_kb.wiki_dir / "retrieval/citations.md").read_text()
@@ -223,7 +112,7 @@ def test_offline_chat_citation_panel_and_hand_edit(browser, ui_kb):
         page.wait_for_selector("#panel-body .prose")
         assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth + 1")
         assert page.evaluate("document.getElementById('panel').getBoundingClientRect().width") >= 389
-        _shot(page, "phone-panel")
+        shot(page, "phone-panel")
         assert [e for e in errors if "422" not in e] == []  # the refused save above is the only error
 
         # the answer renderer turns model output into text and safe links only, never markup
@@ -256,7 +145,7 @@ def test_model_answer_streams_in_and_stop_stops_the_model(browser, ui_kb):
         context = browser.new_context(viewport={"width": 1280, "height": 820}, color_scheme="dark")
         page = context.new_page()
         page.set_default_timeout(30_000)
-        errors = _watch_errors(page)
+        errors = watch_errors(page)
         page.goto(server.url + "/")
         page.wait_for_selector("body.ready")
         assert page.inner_text("#mode-badge") == "openai/fake-model"
@@ -276,12 +165,12 @@ def test_model_answer_streams_in_and_stop_stops_the_model(browser, ui_kb):
         page.locator(".turn .answer-body a.citation").first.click()
         page.wait_for_selector("#panel-body .prose")
         page.keyboard.press("Escape")
-        _shot(page, "model-answer-dark")
+        shot(page, "model-answer-dark")
 
         # stop an answer half-way: the browser closes the stream, the server closes the model's
         page.fill("#question", "And how is the catalog built?")
         page.keyboard.press("Enter")
-        _wait_until(page, "document.querySelectorAll('.turn')[1]?.querySelector('.answer-body')?.innerText.length > 20")
+        wait_until(page, "document.querySelectorAll('.turn')[1]?.querySelector('.answer-body')?.innerText.length > 20")
         page.click("#send")  # the Ask button is Stop while answering
         page.wait_for_selector(".turn >> nth=1 >> .notice:has-text('Stopped')")
         deadline = time.monotonic() + 5

@@ -17,7 +17,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from test_ui_browser import KaasServer, _watch_errors, browser, ui_kb  # noqa: F401 (fixtures)
+from browser_support import KaasServer, watch_errors
 
 pytestmark = pytest.mark.slow  # drives a real browser
 
@@ -101,7 +101,7 @@ def test_the_token_entered_in_the_ui_never_reaches_another_port(browser, ui_kb):
         context = browser.new_context()
         page = context.new_page()
         page.set_default_timeout(10_000)
-        errors = _watch_errors(page)
+        errors = watch_errors(page)
         _enter_token(page, kaas.url)
         page.fill("#question", "deployment behind a proxy")
         page.keyboard.press("Enter")

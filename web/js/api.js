@@ -23,6 +23,15 @@ export class ApiError extends Error {
 }
 
 let askForToken = async () => null; // set by the app: shows the token dialog
+const MAX_TOKEN_PROMPTS = 5; // per request: a person who keeps typing wrong tokens gets an error in the end
+export const NO_PROMPT = MAX_TOKEN_PROMPTS; // as `prompts`: a background request never opens the dialog
+
+/** After a 401: ask for a token (saying the one sent was refused, when one was sent). The new
+ *  token, or null when the person cancelled. */
+function tokenAfter401(response) {
+  const refused = Boolean(getToken());
+  return askForToken({ refused });
+}
 
 export function onTokenNeeded(handler) { askForToken = handler; }
 
@@ -50,13 +59,13 @@ async function errorFrom(response) {
   return new ApiError(response.status, code, message);
 }
 
-async function request(method, url, body, retried = false) {
+async function request(method, url, body, prompts = 0) {
   const init = { method, headers: headers(body === undefined ? {} : { "Content-Type": "application/json" }) };
   if (body !== undefined) init.body = JSON.stringify(body);
   const response = await fetch(url, init);
-  if (response.status === 401 && !retried) {
-    const token = await askForToken();
-    if (token) return request(method, url, body, true);
+  if (response.status === 401 && prompts < MAX_TOKEN_PROMPTS) {
+    const token = await tokenAfter401(response);
+    if (token) return request(method, url, body, prompts + 1);
   }
   if (!response.ok) throw await errorFrom(response);
   return response.json();
@@ -72,22 +81,50 @@ export const api = {
   // saved copy can be read only by those who may read all of them.
   saveAnswer: (question, answer, citations, pages, mode) =>
     request("POST", "/api/answers", { question, answer, citations, pages, mode }),
+  feedback: (record) => request("POST", "/api/feedback", record),
+  sourcesInfo: () => request("GET", "/api/sources"),
+  addUrls: (urls) => request("POST", "/api/sources/urls", { urls }),
+  upload: (file, folder = "") => upload(file, folder),
 };
+
+/** One file as the request body (not a form: a cross-site form cannot send this content type). */
+async function upload(file, folder, prompts = 0) {
+  const params = new URLSearchParams({ name: file.name });
+  if (folder) params.set("folder", folder);
+  const response = await fetch("/api/sources/upload?" + params, {
+    method: "POST", headers: headers({ "Content-Type": "application/octet-stream" }), body: file,
+  });
+  if (response.status === 401 && prompts < MAX_TOKEN_PROMPTS) {
+    const token = await tokenAfter401(response);
+    if (token) return upload(file, folder, prompts + 1);
+  }
+  if (!response.ok) throw await errorFrom(response);
+  return response.json();
+}
 
 /**
  * POST /api/chat and call onEvent(name, data) for every Server-Sent Event, in order.
  * Aborting `signal` closes the connection, which stops the answer on the server.
  */
-export async function streamChat(body, onEvent, signal, retried = false) {
-  const response = await fetch("/api/chat", {
-    method: "POST",
-    headers: headers({ "Content-Type": "application/json", Accept: "text/event-stream" }),
-    body: JSON.stringify(body),
-    signal,
-  });
-  if (response.status === 401 && !retried) {
-    const token = await askForToken();
-    if (token) return streamChat(body, onEvent, signal, true);
+export function streamChat(body, onEvent, signal) {
+  return streamEvents("POST", "/api/chat", body, onEvent, signal);
+}
+
+/**
+ * Any of the server's event streams (chat, compile, wiki changes) with the token as a header
+ * (EventSource cannot send one): `body` is sent as JSON unless undefined. A response that is not
+ * an event stream and not OK throws an ApiError (a 409 "compile running", a 403, ...).
+ */
+export async function streamEvents(method, url, body, onEvent, signal, prompts = 0) {
+  const init = { method, headers: headers({ Accept: "text/event-stream" }), signal };
+  if (body !== undefined) {
+    init.headers["Content-Type"] = "application/json";
+    init.body = JSON.stringify(body);
+  }
+  const response = await fetch(url, init);
+  if (response.status === 401 && prompts < MAX_TOKEN_PROMPTS) {
+    const token = await tokenAfter401(response);
+    if (token) return streamEvents(method, url, body, onEvent, signal, prompts + 1);
   }
   // A request the server cannot read is answered 400 with an event stream holding the error
   // event: read it like any stream, so the message reaches the chat.

@@ -2,7 +2,10 @@
 // suggested follow-ups, and what each answer cost.
 
 import { api, streamChat } from "./api.js";
+import { addCodeCopyButtons, answerTools } from "./answer-tools.js";
+import { ChatList } from "./chat-list.js";
 import { $, clear, formatDuration, formatNumber, h } from "./dom.js";
+import { ChatStore } from "./history.js";
 import { normalizeWikiPath, renderMarkdown } from "./markdown.js";
 
 const HISTORY_TURNS = 10;
@@ -22,6 +25,16 @@ export class Chat {
     // from those pages too, and saving it must say so (only their readers may read the copy).
     this.historyPages = [];
     this.controller = null;
+    // Chats kept in this browser (history.js): the open chat's id (null until its first answer)
+    // and the views of its turns, in order.
+    this.store = new ChatStore();
+    this.chatId = null;
+    this.turns = [];
+    this.chatList = new ChatList({
+      store: this.store,
+      onOpen: (id) => this.openChat(id),
+      onDeleted: (id) => { if (id === this.chatId) this.reset(); },
+    });
 
     this.form.addEventListener("submit", (event) => {
       event.preventDefault();
@@ -51,14 +64,83 @@ export class Chat {
   focus() { this.input.focus(); }
 
   reset() {
-    this.stop();
-    this.history = [];
-    this.historyPages = [];
-    for (const node of [...this.list.children]) if (node !== this.empty) node.remove();
-    this.empty.hidden = false;
+    this.clearView();
+    this.chatId = null;
+    this.store.currentId = null;
+    this.chatList.render(null);
     this.input.value = "";
     this.autosize();
     this.focus();
+  }
+
+  clearView() {
+    this.stop();
+    this.history = [];
+    this.historyPages = [];
+    this.turns = [];
+    for (const node of [...this.list.children]) if (node !== this.empty) node.remove();
+    this.empty.hidden = false;
+  }
+
+  /** The chat this browser had open (after a reload), or none. */
+  restore() {
+    const id = this.store.currentId;
+    if (id && this.store.get(id)) this.openChat(id);
+    else this.chatList.render(null);
+  }
+
+  /** Show a kept chat: its turns as they ended, and its answers as the history of the next question. */
+  openChat(id) {
+    const chat = this.store.get(id);
+    if (!chat) return;
+    this.clearView();
+    this.chatId = id;
+    this.store.currentId = id;
+    for (const record of chat.turns) {
+      const turn = new AnswerView(this.app, record.question, record.earlierPages || []);
+      turn.restore(record);
+      this.list.append(turn.node);
+      this.empty.hidden = true;
+      this.remember(turn);
+    }
+    this.offerTools();
+    this.chatList.render(id);
+  }
+
+  /** A finished turn joins the conversation: its view, and (when it answered) the history. */
+  remember(turn) {
+    this.turns.push(turn);
+    if (turn.answer && !turn.failed) {
+      this.history.push({ role: "user", content: turn.question }, { role: "assistant", content: turn.answer });
+      this.historyPages.push([], turn.madeFrom());
+      turn.inHistory = true;
+    }
+  }
+
+  /** Tools on every finished answer; Regenerate only on the last one. */
+  offerTools() {
+    this.turns.forEach((turn, index) => turn.showTools(this, index, index === this.turns.length - 1));
+  }
+
+  /** Ask the last question again, in place of its answer. */
+  regenerate(turn) {
+    if (this.controller || this.turns[this.turns.length - 1] !== turn) return;
+    this.turns.pop();
+    if (turn.inHistory) {
+      this.history.splice(-2, 2);
+      this.historyPages.splice(-2, 2);
+    }
+    turn.node.remove();
+    this.ask(turn.question, { replace: true });
+  }
+
+  async vote(turn, index, kind) {
+    await api.feedback({
+      vote: kind, question: turn.question, answer: turn.answer.slice(0, 20000), mode: turn.mode,
+      pages: turn.pagesRead, citations: turn.citations.map((c) => c.path),
+    });
+    turn.vote = kind;
+    if (this.chatId) this.store.updateTurn(this.chatId, index, { vote: kind });
   }
 
   stop() {
@@ -83,7 +165,7 @@ export class Chat {
     }
   }
 
-  async ask(raw) {
+  async ask(raw, { replace = false } = {}) {
     const question = raw.trim();
     if (!question || this.controller) return;
     this.empty.hidden = true;
@@ -114,10 +196,12 @@ export class Chat {
       this.setBusy(false);
       this.input.focus();
     }
-    if (turn.answer && !turn.failed) {
-      this.history.push({ role: "user", content: question }, { role: "assistant", content: turn.answer });
-      this.historyPages.push([], turn.madeFrom());
-    }
+    this.remember(turn);
+    const record = turn.record();
+    this.chatId = replace && this.chatId ? this.store.replaceLast(this.chatId, record) : this.store.addTurn(this.chatId, record);
+    this.store.currentId = this.chatId;
+    this.chatList.render(this.chatId);
+    this.offerTools();
   }
 }
 
@@ -130,6 +214,7 @@ class AnswerView {
     this.pagesRead = [];
     this.rounds = []; // the pages events of rounds 2 and later (multi-hop reading): round, why, added
     this.citations = [];
+    this.offline = null; // {reason, message} when the model failed and the answer is the offline extract
     this.mode = "llm";
     this.started = performance.now();
     this.answer = "";
@@ -137,6 +222,13 @@ class AnswerView {
     this.invalid = new Set(); // catalog paths the answer linked to without having read them
     this.citationNumbers = new Map();
     this.frame = 0;
+    this.pagesData = []; // the pages event's entries ({path, title, truncated}), kept with the chat
+    this.method = null;
+    this.usage = null;
+    this.errorMessage = null;
+    this.vote = null;
+    this.inHistory = false;
+    this.tools = null;
 
     this.status = h("p.status", { role: "status" }, h("span.spinner", { "aria-hidden": "true" }), "Choosing pages…");
     this.rewriteLine = h("p.rewrite-line", { hidden: true });
@@ -161,6 +253,8 @@ class AnswerView {
         this.rewriteLine.replaceChildren("Searched for: ", h("q", {}, data.query));
         break;
       case "pages": // one per round of reading; each carries every page read so far
+        this.pagesData = data.pages || [];
+        this.method = data.method || null;
         this.pagesRead = (data.pages || []).map((p) => p.path);
         if ((data.round || 1) > 1) this.rounds.push(data);
         else this.rounds = [];
@@ -174,14 +268,16 @@ class AnswerView {
         break;
       case "citations":
         this.invalid = new Set((data.invalid || []).map(normalizeWikiPath).filter(Boolean));
-        this.renderNow();
         this.citations = data.citations || [];
+        this.renderNow();
         this.showSources(this.citations);
         break;
+      case "offline": this.offline = data; break;
       case "suggestions": this.showSuggestions(data.questions || []); break;
-      case "usage": this.showUsage(data); break;
+      case "usage": this.usage = { ...data, ms: Math.round(performance.now() - this.started) }; this.showUsage(data); break;
       case "error":
         this.failed = true;
+        this.errorMessage = data.message;
         this.status.hidden = true;
         (this.answer ? this.laterNotices : this.notices).append(h("p.error", { role: "alert" }, h("strong", {}, "Could not answer: "), data.message,
           data.code ? h("code.code-tag", {}, data.code) : null));
@@ -215,6 +311,7 @@ class AnswerView {
     if (this.frame) { cancelAnimationFrame(this.frame); this.frame = 0; }
     const numbers = this.citationNumbers;
     const invalid = this.invalid;
+    const seen = new Map(); // path -> links to it so far: the k-th link cites the passage listing k
     const fragment = renderMarkdown(this.answer, {
       headingShift: 1,
       onCitation: (anchor, path) => {
@@ -225,9 +322,33 @@ class AnswerView {
         }
         if (!numbers.has(path)) numbers.set(path, numbers.size + 1);
         anchor.append(h("sup.cite-num", { "aria-hidden": "true" }, String(numbers.get(path))));
+        const k = seen.get(path) || 0;
+        seen.set(path, k + 1);
+        this.linkPassage(anchor, path, this.passageOf(path, k));
       },
     });
     this.body.replaceChildren(fragment);
+  }
+
+  /** The passage of `path` that its k-th link in the answer cites (the page's first, else none). */
+  passageOf(path, k) {
+    const citation = this.citations.find((c) => c.path === path);
+    const passages = (citation && Array.isArray(citation.passages)) ? citation.passages : [];
+    return passages.find((p) => Array.isArray(p.links) && p.links.includes(k)) || passages[0] || null;
+  }
+
+  /** A citation link that opens its page at `passage`, and shows the passage on hover. The quote
+   * is page text from the server: it goes in as text (a title attribute), never as markup. */
+  linkPassage(anchor, path, passage) {
+    if (!passage || typeof passage.quote !== "string") return;
+    anchor.title = (passage.heading ? passage.heading + ": " : "") + "“" + passage.quote + "”";
+    anchor.classList.add("has-passage");
+    if (passage.anchor) anchor.href = "/wiki/" + path + "#" + passage.anchor;
+    anchor.addEventListener("click", (event) => {
+      if (event.button !== 0 || event.metaKey || event.ctrlKey || event.shiftKey || event.altKey) return;
+      event.preventDefault();
+      this.app.panel.open(path, passage);
+    });
   }
 
   showSources(citations) {
@@ -235,9 +356,13 @@ class AnswerView {
     this.sources.hidden = false;
     this.sources.replaceChildren(
       h("h3", {}, "Sources"),
-      h("ol", {}, citations.map((c) => h("li", { value: this.citationNumbers.get(c.path) || undefined },
-        h("a.page-link", { href: "/wiki/" + c.path, dataset: { path: c.path } }, c.title),
-        h("span.path", {}, c.path)))),
+      h("ol", {}, citations.map((c) => {
+        const passage = this.passageOf(c.path, 0);
+        const link = h("a.page-link", { href: "/wiki/" + c.path, dataset: { path: c.path } }, c.title);
+        this.linkPassage(link, c.path, passage);
+        return h("li", { value: this.citationNumbers.get(c.path) || undefined }, link, h("span.path", {}, c.path),
+          passage && typeof passage.quote === "string" ? h("q.cited-quote", {}, passage.quote) : null);
+      })),
     );
   }
 
@@ -253,7 +378,10 @@ class AnswerView {
   showUsage(usage) {
     this.mode = usage.mode || this.mode;
     const parts = [];
-    if (usage.mode === "offline") parts.push(h("span.mode-pill.offline", {}, "Offline answer"));
+    if (usage.mode === "offline") {
+      parts.push(h("span.mode-pill.offline", { title: this.offline ? this.offline.message : undefined },
+        this.offline ? "Offline answer · model unavailable" : "Offline answer"));
+    }
     else {
       parts.push(h("span.mode-pill", {}, "Model answer"));
       parts.push(`${usage.llm_calls} call${usage.llm_calls === 1 ? "" : "s"}`);
@@ -263,7 +391,7 @@ class AnswerView {
       if (usage.cost_usd) parts.push(`$${usage.cost_usd.toFixed(4)}`);
       if (usage.cache_hits) parts.push(`${usage.cache_hits} cached`);
     }
-    parts.push(formatDuration(performance.now() - this.started));
+    parts.push(formatDuration(usage.ms ?? performance.now() - this.started));
     this.footer.replaceChildren(...parts.flatMap((p, i) => (i ? [h("span.sep", { "aria-hidden": "true" }, "·"), p] : [p])));
   }
 
@@ -272,6 +400,7 @@ class AnswerView {
     this.body.setAttribute("aria-busy", "false");
     this.renderNow();
     if (!this.answer && !this.failed) this.body.append(h("p.muted", {}, "No answer was returned."));
+    addCodeCopyButtons(this.body);
     if (this.answer && !this.failed && this.citations.length) this.offerSave();
   }
 
@@ -293,6 +422,50 @@ class AnswerView {
       }
     });
     this.footer.append(h("span.sep", { "aria-hidden": "true" }, "·"), button);
+  }
+
+  /** What a kept chat stores of this turn (history.js). */
+  record() {
+    return {
+      question: this.question, answer: this.answer, citations: this.citations, pages: this.pagesData,
+      method: this.method, mode: this.mode, earlierPages: this.earlierPages, failed: this.failed,
+      error: this.errorMessage, usage: this.usage, vote: this.vote,
+    };
+  }
+
+  /** Show a kept turn as it ended, without asking again. */
+  restore(record) {
+    this.answer = typeof record.answer === "string" ? record.answer : "";
+    this.citations = Array.isArray(record.citations) ? record.citations : [];
+    this.pagesData = Array.isArray(record.pages) ? record.pages : [];
+    this.pagesRead = this.pagesData.map((p) => p.path);
+    this.method = record.method || null;
+    this.mode = record.mode || "llm";
+    this.vote = record.vote || null;
+    if (this.pagesData.length) this.showPages(this.pagesData, this.method);
+    if (record.error) this.event("error", { message: record.error });
+    this.failed = Boolean(record.failed);
+    this.showSources(this.citations);
+    if (record.usage) { this.usage = record.usage; this.showUsage(record.usage); }
+    this.finish();
+  }
+
+  showTools(chat, index, last) {
+    if (!this.answer || this.failed) {
+      if (last && this.failed) { // a failed question can be asked again
+        this.tools?.remove();
+        this.tools = h("div.answer-tools", {}, h("button.tool-button.regenerate", { type: "button", onclick: () => chat.regenerate(this) }, "Try again"));
+        this.node.querySelector(".answer").append(this.tools);
+      }
+      return;
+    }
+    const tools = answerTools(() => this.answer, {
+      regenerate: last ? () => chat.regenerate(this) : null,
+      vote: (kind) => chat.vote(this, index, kind),
+    }, this.vote);
+    if (this.tools) this.tools.replaceWith(tools);
+    else this.node.querySelector(".answer").append(tools);
+    this.tools = tools;
   }
 
   /** Every page this answer was made from: read for it, or behind the history it was asked with. */

@@ -1,12 +1,14 @@
 // KaaS in the browser: routing between the chat and the wiki, the side panel, the token
 // dialog and keyboard shortcuts. No build step; ES modules served as they are.
 //
-// Routes (in the URL fragment): #/chat, #/wiki, #/wiki/<path>, #/edit/<path>
+// Routes (in the URL fragment): #/chat, #/wiki, #/wiki/<path>, #/edit/<path>, #/sources
 
 import { api, onTokenNeeded, setToken } from "./api.js";
 import { Chat } from "./chat.js";
 import { $ } from "./dom.js";
 import { normalizeWikiPath } from "./markdown.js";
+import { LiveWiki } from "./live.js";
+import { SourcesView } from "./sources.js";
 import { Panel, WikiView } from "./wiki.js";
 
 class App {
@@ -16,9 +18,12 @@ class App {
     this.chat = new Chat({ app: this });
     this.panel = new Panel({ app: this });
     this.wiki = new WikiView({ app: this });
+    this.sources = new SourcesView({ app: this });
+    this.live = new LiveWiki({ app: this });
     this.lastRoute = null;
     this.tokenDialog = $("#token-dialog");
-    onTokenNeeded(() => this.askToken());
+    this.tokenPrompt = null;
+    onTokenNeeded((why) => this.askToken(why));
   }
 
   titleOf(path) { return this.titles.get(path) || path; }
@@ -36,6 +41,10 @@ class App {
     this.chat.showStarters(this.catalog);
     if (!this.catalog.articles) {
       this.showBanner("This wiki has no articles yet: add Markdown files under wiki/ or run kaas compile.", "warn");
+      this.emptyBanner = true;
+    } else if (this.emptyBanner) {
+      $("#banner").hidden = true;
+      this.emptyBanner = false;
     }
   }
 
@@ -66,6 +75,9 @@ class App {
     if (view === "wiki") {
       this.switchView("wiki");
       ok = await this.wiki.show(path);
+    } else if (view === "sources" && this.sources.info?.can_add) {
+      if (!(await this.wiki.leaveEditor())) ok = false;
+      else this.switchView("sources");
     } else if (view === "edit" && path) {
       this.switchView("wiki");
       await this.wiki.edit(path);
@@ -79,7 +91,7 @@ class App {
 
   switchView(name) {
     this.panel.close();
-    for (const view of ["chat", "wiki"]) {
+    for (const view of ["chat", "wiki", "sources"]) {
       $("#view-" + view).hidden = view !== name;
       const link = document.querySelector(`[data-view-link="${view}"]`);
       if (view === name) link.setAttribute("aria-current", "page");
@@ -117,19 +129,27 @@ class App {
     }
   }
 
-  askToken() {
+  /** The token dialog; `refused`: the token this browser sent was refused (say so, not "needs
+   *  a token"). Requests that get a 401 while it is open share its answer. */
+  askToken({ refused = false } = {}) {
+    if (this.tokenPrompt) return this.tokenPrompt;
     const dialog = this.tokenDialog;
     const input = $("#token-input");
     input.value = "";
-    return new Promise((resolve) => {
+    $("#token-refused").hidden = !refused;
+    $("#token-needed").hidden = refused;
+    this.tokenPrompt = new Promise((resolve) => {
       dialog.addEventListener("close", () => {
         const token = dialog.returnValue === "ok" ? input.value.trim() : "";
         if (token) setToken(token);
+        this.tokenPrompt = null;
         resolve(token || null);
       }, { once: true });
+      dialog.returnValue = "";
       dialog.showModal();
       input.focus();
     });
+    return this.tokenPrompt;
   }
 
   async start() {
@@ -140,7 +160,10 @@ class App {
       if (this.wiki.editor?.dirty) { event.preventDefault(); event.returnValue = ""; }
     });
     await this.loadCatalog();
+    this.chat.restore();
+    await this.sources.load();
     await this.route();
+    this.live.start();
     document.body.classList.add("ready");
   }
 }

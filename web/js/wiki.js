@@ -39,6 +39,74 @@ function warningsBlock(page) {
 function scrollToId(container, id) {
   const target = container.querySelector(`[id="${CSS.escape(id)}"]`);
   if (target) target.scrollIntoView({ behavior: "smooth", block: "start" });
+  return !!target;
+}
+
+/**
+ * Mark a cited passage in a rendered article and scroll to it. `passage` comes from the answer's
+ * `citations` event: `quote` is text of the page (untrusted: it is only ever compared with the
+ * page's text and never parsed; the marks wrap the page's own text nodes), `anchor` the id of
+ * the heading it is under (searched from there first). Returns the first mark, or null when the
+ * quote is not found (then the page is scrolled to the heading, if any).
+ */
+export function highlightPassage(container, passage) {
+  if (!passage) return null;
+  // Compared without whitespace runs and Markdown's emphasis and code marks (a page part the
+  // renderer shows as code keeps its backticks; the quote never has them).
+  const IGNORED = /[`*_]/;
+  const quote = String(passage.quote || "").replace(/[`*_]/g, "").replace(/\s+/g, " ").trim();
+  const heading = passage.anchor ? container.querySelector(`[id="${CSS.escape(String(passage.anchor))}"]`) : null;
+  // The page's text, whitespace folded, with where each character of it is (node, offset).
+  const walker = document.createTreeWalker(container, NodeFilter.SHOW_TEXT);
+  const chars = [];
+  let text = "";
+  let from = 0;
+  let space = true;
+  for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+    if (heading && !from && (heading === node.parentNode || heading.contains(node) ||
+        (heading.compareDocumentPosition(node) & Node.DOCUMENT_POSITION_FOLLOWING))) from = text.length;
+    const value = node.nodeValue;
+    for (let i = 0; i < value.length; i++) {
+      if (IGNORED.test(value[i])) continue;
+      const isSpace = /\s/.test(value[i]);
+      if (isSpace && space) continue;
+      text += isSpace ? " " : value[i];
+      chars.push([node, i]);
+      space = isSpace;
+    }
+  }
+  let at = -1;
+  for (const wanted of quote ? [quote, quote.slice(0, 80).replace(/\s\S*$/, "")] : []) {
+    if (wanted.length < 3) continue;
+    at = text.indexOf(wanted, from);
+    if (at < 0 && from) at = text.indexOf(wanted);
+    if (at >= 0) { at = [at, wanted.length]; break; }
+  }
+  if (at < 0) {
+    if (heading) heading.scrollIntoView({ block: "start" });
+    return null;
+  }
+  const [start, length] = at;
+  // Wrap each text node's share of the passage in a <mark>, last node first (offsets stay valid).
+  const pieces = new Map();
+  for (let k = start; k < start + length; k++) {
+    const [node, offset] = chars[k];
+    const piece = pieces.get(node) || [offset, offset];
+    piece[1] = offset + 1;
+    pieces.set(node, piece);
+  }
+  const marks = [];
+  for (const [node, [begin, end]] of [...pieces].reverse()) {
+    const range = document.createRange();
+    range.setStart(node, begin);
+    range.setEnd(node, end);
+    const mark = document.createElement("mark");
+    mark.className = "cited-passage";
+    range.surroundContents(mark);
+    marks.unshift(mark);
+  }
+  marks[0].scrollIntoView({ block: "center" });
+  return marks[0];
 }
 
 /** The side panel: a cited article next to the conversation. */
@@ -57,7 +125,8 @@ export class Panel {
 
   get isOpen() { return !this.node.hidden; }
 
-  async open(path) {
+  /** Open `path` in the panel; with `passage` (a citation's), scrolled to it and marked. */
+  async open(path, passage = null) {
     if (!this.isOpen) this.returnFocus = document.activeElement;
     this.path = path;
     this.node.hidden = false;
@@ -80,6 +149,9 @@ export class Panel {
         sourcesBlock(page),
       ].filter(Boolean));
       this.body.scrollTop = 0;
+      this.title.focus({ preventScroll: true });
+      highlightPassage(content, passage);
+      return;
     } catch (error) {
       this.body.replaceChildren(h("p.error", { role: "alert" }, error.message));
     }

@@ -50,6 +50,9 @@ class Settings:
     # model calls one question may spend choosing pages in all rounds (rewrite included).
     max_rounds: int = 2
     max_calls: int = 4
+    # When the model fails the answer step (unreachable, timeout, 5xx after retries): answer with
+    # the offline extract of the pages read, saying why (true), or fail with the error (false).
+    answer_fallback: bool = True
     debug: bool = False
 
     @property
@@ -69,7 +72,7 @@ _INT_FIELDS = {"max_retries", "breaker_failures", "concurrency", "select_budget"
                "max_rounds", "max_calls"}
 _ZERO_ALLOWED = {"max_retries", "breaker_failures"}
 _FLOAT_FIELDS = {"timeout", "call_deadline", "breaker_cooldown"}
-_BOOL_FIELDS = {"cache", "debug", "direct_http"}
+_BOOL_FIELDS = {"cache", "debug", "direct_http", "answer_fallback"}
 _PATH_FIELDS = {"kb", "prompts_dir"}
 _CHOICE_FIELDS = {"navigation": ("shortlist", "topics")}
 

@@ -11,6 +11,10 @@ the variable names what to do where, as comma-separated specs ``<point>[@<n>][:<
   ``InjectedFault``, a BaseException that nothing in kaas catches (in-process tests);
   ``sleep=<seconds>`` pauses every time the point is passed (a slow run to kill at any moment).
 
+In-process, a test can also make something happen at a point (``with faults.at(point, action)``:
+``action()`` runs each time the point is passed), e.g. replace a file between the scan of raw/ and
+its read, instead of patching a private function by name.
+
 Example: ``KAAS_FAULT=compile.journal.before_line@9 kaas compile`` dies just before the ninth journal
 line is written. Tests name the points they use in ``tests/helpers.py:FAULT_POINTS``, and a test
 fails when one of them is no longer called in the code, so a rename cannot silently disable a
@@ -19,10 +23,12 @@ trial. Names are ``<area>.<stage>.<moment>``; pass a literal string (the test re
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import threading
 import time
+from typing import Callable, Iterator
 
 ENV = "KAAS_FAULT"
 
@@ -35,10 +41,26 @@ class InjectedFault(BaseException):
 _lock = threading.Lock()
 _spec = ""  # the value of KAAS_FAULT the counters below belong to
 _passes: dict[str, int] = {}
+_actions: dict[str, Callable[[], None]] = {}  # in-process actions (``at``), by point
+
+
+@contextlib.contextmanager
+def at(name: str, action: Callable[[], None]) -> Iterator[None]:
+    """While the block runs, call ``action()`` each time the point ``name`` is passed."""
+    _actions[name] = action
+    try:
+        yield
+    finally:
+        _actions.pop(name, None)
 
 
 def fault_point(name: str) -> None:
-    """Crash, raise or pause here when ``KAAS_FAULT`` names ``name``; otherwise do nothing."""
+    """Crash, raise or pause here when ``KAAS_FAULT`` names ``name`` (or run the action a test
+    set with ``at``); otherwise do nothing."""
+    if _actions:
+        action = _actions.get(name)
+        if action is not None:
+            action()
     spec = os.environ.get(ENV)
     if not spec:
         return

@@ -131,6 +131,71 @@ def init(ctx: click.Context, directory: Path | None) -> None:
         say(f"created {path}")
     if not created:
         say(f"{target} is already a knowledge base; nothing changed")
+    say("")
+    say(next_steps(target))
+
+
+def next_steps(target: Path) -> str:
+    """What a new user does after ``kaas init``: add sources, compile, ask."""
+    kb = "" if Path(target).resolve() == Path.cwd().resolve() else f" --kb {_shell_word(str(target))}"
+    return (
+        "next:\n"
+        f"  1. put documents (md, txt, html, pdf, docx, zip/tar) in {Path(target) / 'raw'}/, or: kaas{kb} add FILE|URL ...\n"
+        f"  2. kaas{kb} compile\n"
+        f"  3. kaas{kb} ask \"your question\"   (or kaas{kb} serve for the chat in a browser)"
+    )
+
+
+def _shell_word(text: str) -> str:
+    import shlex
+
+    return shlex.quote(text)
+
+
+@cli.command()
+@kb_option
+@click.argument("sources", nargs=-1, required=True, metavar="PATH|URL...")
+@click.option("--to", "folder", default="", metavar="FOLDER",
+              help="Folder inside raw/ to put files in (its name is the articles' topic hint).")
+@click.option("--replace", is_flag=True,
+              help="A file whose name is taken replaces it (a revision) instead of being stored as NAME-2.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object per source.")
+@click.pass_context
+def add(ctx: click.Context, sources: tuple[str, ...], folder: str, replace: bool, as_json: bool) -> None:
+    """Copy files, or fetch web pages (http/https URLs), into raw/; then run `kaas compile`.
+
+    A web page is stored as Markdown in raw/web/ with its title, source_url and fetched_at;
+    adding the same URL again updates that file (a revision). Exit 1 if any source was refused."""
+    from kb_ai.compile.add import add_file
+    from kb_ai.compile.fetch import add_url
+    from kb_ai.store.kb import KnowledgeBase
+
+    kb = KnowledgeBase(_settings(ctx).kb)
+    if not kb.raw_dir.is_dir():
+        _fail(KaasError(f"no raw/ folder in {kb.root} (run `kaas init` there, or pass --kb DIR)"))
+    failed = 0
+    for source in sources:
+        try:
+            if source.lower().startswith(("http://", "https://")) or "://" in source:
+                added = add_url(kb.raw_dir, source)
+            else:
+                added = add_file(kb.raw_dir, Path(source), folder=folder, replace=replace)
+        except KaasError as exc:
+            failed += 1
+            if as_json:
+                say_json(json.dumps({"source": source, "error": exc.message}, ensure_ascii=False))
+            else:
+                say(f"kaas: error: {exc.message}", err=True)
+            continue
+        if as_json:
+            say_json(json.dumps({"source": source, **added.to_json()}, ensure_ascii=False))
+        else:
+            extra = f" ({added.title})" if added.title else ""
+            note = f"; {added.note}" if added.note else ""
+            say(f"{added.status} {added.path}{extra}{note}")
+    if failed < len(sources) and not as_json:
+        say("next: kaas compile", err=True)
+    sys.exit(1 if failed else 0)
 
 
 @cli.command()
@@ -164,9 +229,13 @@ def index(ctx: click.Context) -> None:
 @click.option("--save", is_flag=True, help="File the answer into wiki/answers/ (navigation only, never cited).")
 @click.option("--user", "user_name", default=None, metavar="NAME",
               help="Answer as this user of kaas.toml: only the pages their groups may read exist.")
+@click.option("--model-only", is_flag=True,
+              help="When the model cannot answer, fail (exit 1) instead of answering with the offline extract "
+                   "of the pages read (setting answer_fallback = false does the same).")
 @click.pass_context
 def ask(ctx: click.Context, question: str, as_json: bool, rewrite: bool, suggest: bool, max_pages: int | None,
-        paths: tuple[str, ...], offline: bool, debug: bool, save: bool, user_name: str | None) -> None:
+        paths: tuple[str, ...], offline: bool, debug: bool, save: bool, user_name: str | None,
+        model_only: bool) -> None:
     """Answer QUESTION from the wiki, citing the pages it used.
 
     When `kaas serve` runs for this KB with the same model, the question goes to it (it has the
@@ -179,7 +248,8 @@ def ask(ctx: click.Context, question: str, as_json: bool, rewrite: bool, suggest
     show = _quiet if as_json else _show_event
     reader = _reader(settings, user_name)
     request = AskRequest(question=question, rewrite=rewrite, suggest=suggest, max_pages=max_pages,
-                         paths=list(paths) or None, reader=reader)
+                         paths=list(paths) or None, reader=reader,
+                         model_only=model_only or not settings.answer_fallback)
     result = _answer(settings, request, show, ask_server=not (paths or debug or user_name))
     save_error = _save(settings, question, result, reader) if save and not result.error else None
     if as_json:  # on error too: scripts get the object with its "error" key, and the exit code
@@ -269,6 +339,8 @@ def _print_answer(result) -> None:
         say("\nSources:")
         for citation in result.citations:
             say(f"  - {citation['title']} (wiki/{citation['path']})")
+            for passage in citation.get("passages", []):
+                say(_passage_line(passage))
     if result.suggestions:
         say("\nYou could ask next:")
         for suggestion in result.suggestions:
@@ -282,6 +354,18 @@ def _print_answer(result) -> None:
             f"{usage['prompt_tokens']} prompt + {usage['completion_tokens']} completion tokens, ${usage['cost_usd']:.4f}",
             err=True,
         )
+
+
+QUOTE_CHARS = 160  # of a cited passage, under its source
+
+
+def _passage_line(passage: dict) -> str:
+    """A cited passage under its source: ``#anchor "quote"`` (the quote clipped at a word)."""
+    quote = " ".join(str(passage.get("quote", "")).split())
+    if len(quote) > QUOTE_CHARS:
+        quote = quote[:QUOTE_CHARS - 1].rsplit(" ", 1)[0] + "…"
+    where = f"#{passage['anchor']} " if passage.get("anchor") else ""
+    return f'      {where}"{quote}"'
 
 
 def _running_server(settings: Settings) -> dict | None:
@@ -310,7 +394,8 @@ class _ServerEvents:
 
         url = self.server["url"]
         body = {"question": request.question, "rewrite": request.rewrite, "suggest": request.suggest,
-                **({"max_pages": request.max_pages} if request.max_pages else {})}
+                **({"max_pages": request.max_pages} if request.max_pages else {}),
+                **({"model_only": True} if request.model_only else {})}
         ended = False
         try:
             for name, data in ask_events_remote(self.server, body, self.token, deadline=self.deadline):
@@ -430,8 +515,11 @@ def lint(ctx: click.Context, as_json: bool, fix: bool, contradictions: bool, max
               help="Also write the full results (summary and every question) as JSON to this file.")
 @click.option("--limit", type=click.IntRange(1, None), default=None, help="Evaluate only the first N questions.")
 @click.option("--offline", is_flag=True, help="Ignore any configured model: lexical selection, extractive answers.")
+@click.option("--delete-gold", is_flag=True,
+              help="Measure abstention: ask the questions on a temporary copy of the wiki without their gold pages.")
 @click.pass_context
-def eval_command(ctx: click.Context, questions_file: Path, json_out: Path | None, limit: int | None, offline: bool) -> None:
+def eval_command(ctx: click.Context, questions_file: Path, json_out: Path | None, limit: int | None, offline: bool,
+                 delete_gold: bool) -> None:
     """Measure page selection, answers, citations and cost on QUESTIONS.jsonl."""
     from kb_ai.quality.eval import run_eval_file
 
@@ -444,7 +532,7 @@ def eval_command(ctx: click.Context, questions_file: Path, json_out: Path | None
             say(f"kaas: eval: {done}/{total} questions", err=True)
 
     try:
-        report = run_eval_file(settings, questions_file, limit=limit, progress=progress)
+        report = run_eval_file(settings, questions_file, limit=limit, progress=progress, delete_gold=delete_gold)
         if json_out is not None:
             report.write_json(json_out)
     except KaasError as exc:
@@ -455,6 +543,39 @@ def eval_command(ctx: click.Context, questions_file: Path, json_out: Path | None
         say(f"kaas: eval: {line}", err=True)
     say(report.render_table())
     sys.exit(report.exit_code)
+
+
+@cli.command()
+@kb_option
+@click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON object.")
+@click.option("--questions", "questions_out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Also write the questions voted down as a QUESTIONS.jsonl for `kaas eval`.")
+@click.pass_context
+def feedback(ctx: click.Context, as_json: bool, questions_out: Path | None) -> None:
+    """Which questions the wiki failed: the answers voted down in the chat UI (.kaas/feedback.jsonl).
+
+    With --questions FILE, they are written as a file `kaas eval FILE` runs again (after the wiki
+    was fixed, to see them answered)."""
+    from kb_ai.quality.feedback import feedback_report
+    from kb_ai.store.kb import KnowledgeBase
+
+    from kb_ai.files import DamagedFileError
+
+    try:
+        report = feedback_report(KnowledgeBase(_settings(ctx).kb).state_dir)
+    except DamagedFileError as exc:
+        _fail(KaasError(f"cannot read .kaas/feedback.jsonl: {exc}"))
+    if questions_out is not None:
+        from kb_ai.files import atomic_write_text
+
+        lines = [json.dumps({"id": f"feedback-{n}", "question": q.question}, ensure_ascii=False)
+                 for n, q in enumerate(report.questions, start=1)]
+        atomic_write_text(questions_out, "".join(line + "\n" for line in lines))
+        say(f"kaas: wrote {len(lines)} questions to {questions_out} (kaas eval {questions_out})", err=True)
+    if as_json:
+        say_json(json.dumps(report.to_json(), ensure_ascii=False, indent=2))
+    else:
+        say(report.render_text())
 
 
 from kb_ai.cli.serve import serve  # noqa: E402 (cheap: click only; the server loads on use)

@@ -13,28 +13,30 @@ import errno
 import hashlib
 import os
 from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 from kb_ai.compile.context import CompileRun, SourceWork, stage_timer
+from kb_ai.compile.formats.context import MAX_INCLUDE_BYTES, ReadContext
 from kb_ai.compile.readers import (
     UnreadableError,
     _has_words,
     _one_line,
     date_from_filename,
+    decode_text,
     parse_document,
     title_from_filename,
 )
 from kb_ai.compile.relink import articles_naming_sources, relink
+from kb_ai.compile.topic_rule import folder_topic
 from kb_ai.compile.records import FAILED, FINAL_STATUSES, SKIPPED, SourceRecord
+from kb_ai.faults import fault_point
 from kb_ai.files import FileTooLargeError, NotRegularFileError, read_regular_bytes
-from kb_ai.store.paths import slugify, topic_folder
 
 MAX_SOURCE_BYTES = 25_000_000  # larger files are skipped: almost always data dumps, not documents
 # Extracted text beyond this many UTF-8 bytes is cut (and the cut is noted). Counted in bytes,
 # like the article limit (store.articles.MAX_ARTICLE_BYTES, 2,000,000), with room for the
 # frontmatter, the title and demoted headings: an offline article made from the text fits.
 MAX_TEXT_BYTES = 1_500_000
-DEFAULT_TOPIC = "general"
 
 
 
@@ -146,24 +148,61 @@ def _is_regular(mode: int) -> bool:
     return stat.S_ISREG(mode)
 
 
-def topic_hint(path: str) -> str:
-    """The topic suggested by a source's folder: ``raw/product/x.md`` -> ``product``."""
-    parts = PurePosixPath(path).parts
-    if len(parts) >= 3:
-        return topic_folder(slugify(parts[1], fallback=DEFAULT_TOPIC))
-    return DEFAULT_TOPIC
-
-
 def checksum_bytes(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
+
+
+# ---------------------------------------------------------------------------------------------
+# what a reader may know of the other files (includes, reST labels)
+
+
+class Corpus:
+    """The files of one walk of raw/, for ``ReadContext``: a reader may include only a file the
+    walk listed as readable (so never anything a symlink reaches outside raw/), at most
+    ``MAX_INCLUDE_BYTES``; reST labels are read from the walk's ``.rst`` files once, on first use."""
+
+    def __init__(self, raws: list[RawFile]) -> None:
+        self.files = {r.path: r for r in raws if not r.skip_reason}
+        self.sources = frozenset(self.files)
+        self._labels: dict[str, tuple[str, str]] | None = None
+
+    def context(self, path: str) -> ReadContext:
+        return ReadContext(path, self.read, self.sources, self.labels)
+
+    def read(self, path: str) -> str:
+        raw = self.files.get(path)
+        if raw is None:
+            return "!not a readable file of raw/"
+        try:
+            data = read_regular_bytes(raw.file, MAX_INCLUDE_BYTES)
+            return decode_text(data)[0]
+        except FileTooLargeError:
+            return f"!larger than {MAX_INCLUDE_BYTES:,} bytes"
+        except (UnreadableError, NotRegularFileError, OSError) as exc:
+            return f"!{_one_line(exc) or type(exc).__name__}"
+
+    def labels(self) -> dict[str, tuple[str, str]]:
+        if self._labels is None:
+            from kb_ai.compile.formats.rst import scan_labels  # noqa: PLC0415
+
+            found: dict[str, tuple[str, str]] = {}
+            for path in sorted(self.files):
+                if path.endswith((".rst", ".rest")):
+                    text = self.read(path)
+                    if not text.startswith("!"):
+                        for label, value in scan_labels(path, text).items():
+                            found.setdefault(label, value)
+            self._labels = found
+        return self._labels
 
 
 # ---------------------------------------------------------------------------------------------
 # reading one file
 
 
-def read_source(raw: RawFile) -> Source | SkippedSource:
-    """Read and normalize one file; never raises for a bad file."""
+def read_source(raw: RawFile, corpus: Corpus | None = None) -> Source | SkippedSource:
+    """Read and normalize one file; never raises for a bad file. ``corpus``: the other files of
+    raw/ (what an include or a cross-reference may name)."""
     if raw.skip_reason:
         return SkippedSource(raw.path, raw.skip_reason, size=raw.size, mtime_ns=raw.mtime_ns)
     if raw.size > MAX_SOURCE_BYTES:
@@ -182,7 +221,7 @@ def read_source(raw: RawFile) -> Source | SkippedSource:
         return SkippedSource(raw.path, f"cannot read: {exc.strerror or exc}", size=raw.size, mtime_ns=raw.mtime_ns)
     checksum = checksum_bytes(data)
     try:
-        parsed = parse_document(raw.path, data)
+        parsed = parse_document(raw.path, data, context=corpus.context(raw.path) if corpus else None)
     except UnreadableError as exc:
         return SkippedSource(raw.path, str(exc), checksum, raw.size, raw.mtime_ns)
     except Exception as exc:  # noqa: BLE001 - a reader bug on one file must not stop the compile
@@ -196,10 +235,10 @@ def read_source(raw: RawFile) -> Source | SkippedSource:
     if not _has_words(text):
         return SkippedSource(raw.path, "no text found" + (f" ({'; '.join(notes)})" if notes else ""),
                              checksum, raw.size, raw.mtime_ns)
-    title = " ".join((parsed.title or "").split()) or title_from_filename(raw.path)
+    title = " ".join((parsed.title or "").split()) or title_from_filename(raw.path, text)
     date = parsed.date or date_from_filename(raw.path)
     return Source(raw.path, parsed.kind, checksum, raw.size, raw.mtime_ns, title[:200], date, text,
-                  topic_hint(raw.path), notes, parsed.tags)
+                  folder_topic(raw.path), notes, parsed.tags)
 
 
 def cut_text(text: str, limit: int) -> tuple[str, int]:
@@ -241,18 +280,20 @@ def ingest(run: CompileRun) -> Ingested:
     with stage_timer(run.report, "ingest") as stage:
         state = run.state
         raws = walk_raw(run.kb.root)
+        fault_point("compile.ingest.after_scan")  # files found, none read yet
         counts = {"found": len(raws), "read": 0, "new": 0, "changed": 0, "unchanged": 0, "skipped": 0}
         # No state at all (a first compile, or .kaas/ deleted or damaged): a source that an article
         # names in its `sources:` feeds that article again instead of a duplicate of it.
         named = articles_naming_sources(run) if not state.sources and raws else {}
         work: dict[str, SourceWork] = {}
+        corpus = Corpus(raws)
         run.progress.start("ingest", len(raws))
         for raw in raws:
             record = state.sources.get(raw.path)
             if record is None and raw.path in named:
                 record = SourceRecord(raw.path, FAILED, articles=named[raw.path])  # no checksum: "changed"
             run.progress.advance(raw.path)
-            item = _ingest_one(run, raw, record, counts)
+            item = _ingest_one(run, raw, record, counts, corpus)
             if item is not None:
                 work[raw.path] = item
         present = {r.path: r for r in raws}
@@ -269,7 +310,7 @@ def ingest(run: CompileRun) -> Ingested:
 
 
 def _ingest_one(run: CompileRun, raw: RawFile, record: SourceRecord | None,
-                counts: dict[str, int]) -> SourceWork | None:
+                counts: dict[str, int], corpus: Corpus | None = None) -> SourceWork | None:
     """One file of raw/: the work it needs this run, or None (unchanged or skipped)."""
     fast = (not run.full and record is not None and record.status in FINAL_STATUSES
             and record.size == raw.size and record.mtime_ns == raw.mtime_ns and not raw.skip_reason)
@@ -279,7 +320,7 @@ def _ingest_one(run: CompileRun, raw: RawFile, record: SourceRecord | None,
             counts["skipped"] += 1
             run.report.skipped.append({"path": raw.path, "reason": record.reason or ""})
         return None
-    result = read_source(raw)
+    result = read_source(raw, corpus)
     counts["read"] += 1
     if isinstance(result, SkippedSource):
         counts["skipped"] += 1

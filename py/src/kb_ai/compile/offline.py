@@ -14,6 +14,7 @@ import re
 from difflib import SequenceMatcher
 
 from kb_ai.compile.dedup import blocks
+from kb_ai.store.articles import clean_summary
 from kb_ai.store.words import words
 from kb_ai.store.markdown_text import (
     atx_heading,
@@ -73,15 +74,25 @@ def article_body(title: str, text: str) -> str:
 _META_LINE = re.compile(r"^\W*(date|updated|last updated|revised|author|owner|status|version)\W*:", re.I)
 
 
+def _mostly_addresses(paragraph: str) -> bool:
+    """"Documentation: https://x.org Source Code: https://github.com/x": links, not a sentence."""
+    tokens = paragraph.split()
+    addresses = sum(1 for token in tokens if "://" in token or token.startswith("www."))
+    return addresses * 3 >= len(tokens)
+
+
 def lead_summary(body: str, title: str, limit: int = 200) -> str:
-    """The first sentence of the first real paragraph (not a ``Date:`` line, not a stub)."""
+    """The first sentence of the first real paragraph (not a ``Date:`` line, not a stub), as
+    plain text (``clean_summary``: no link syntax, HTML, note markers or roles); the title when
+    the body has no prose."""
     for paragraph in prose_paragraphs(body):
-        if _META_LINE.match(paragraph) or len(paragraph.split()) < 4:
+        if _META_LINE.match(paragraph) or len(paragraph.split()) < 4 or _mostly_addresses(paragraph):
             continue
         sentences = split_sentences(paragraph)
-        if sentences:
-            return clip(sentences[0], limit)
-    return first_sentence(body, limit) or title
+        summary = clean_summary(sentences[0], limit) if sentences else None
+        if summary:
+            return summary
+    return clean_summary(first_sentence(body, limit), limit) or title
 
 
 # ---------------------------------------------------------------------------------------------

@@ -37,7 +37,7 @@ from kb_ai.store.kb import KnowledgeBase
 MANIFEST_LABEL = ".kaas/manifest.json"
 
 
-def run_compile(settings: Settings, *, full: bool = False, dry_run: bool = False, progress: bool | None = None,
+def run_compile(settings: Settings, *, full: bool = False, dry_run: bool = False, progress: "bool | Progress | None" = None,
                 gateway=None) -> CompileReport:
     """Compile ``settings.kb``'s raw/ into its wiki/. Raises ``LockedError`` when another compile
     holds the lock, ``NoWikiError`` when there is no raw/ folder, fatal ``LLM*Error``s (bad model,
@@ -46,7 +46,7 @@ def run_compile(settings: Settings, *, full: bool = False, dry_run: bool = False
 
 
 async def compile_async(settings: Settings, *, full: bool = False, dry_run: bool = False,
-                        progress: bool | None = None, gateway=None) -> CompileReport:
+                        progress: "bool | Progress | None" = None, gateway=None) -> CompileReport:
     """``run_compile`` for callers that already run an event loop."""
     kb = KnowledgeBase(settings.kb)
     if not kb.raw_dir.is_dir():
@@ -88,14 +88,15 @@ def make_engine(settings: Settings, gateway, today: str) -> Engine:
 
 
 async def _compile(settings: Settings, kb: KnowledgeBase, engine: Engine, report: CompileReport, today: str, *,
-                   full: bool, dry_run: bool, progress: bool | None) -> CompileReport:
+                   full: bool, dry_run: bool, progress: "bool | Progress | None") -> CompileReport:
     """The stages, in order, then the manifest and the log line."""
     started = time.perf_counter()
     if not dry_run:
         kb.wiki_dir.mkdir(parents=True, exist_ok=True)
         _remove_temp_files(kb)
     state = CompileState.load(kb.state_dir, kb.wiki_dir, read_only=dry_run)
-    run = CompileRun(settings, kb, state, report, Progress(progress), today, full=full, dry_run=dry_run)
+    shown = progress if isinstance(progress, Progress) else Progress(progress)
+    run = CompileRun(settings, kb, state, report, shown, today, full=full, dry_run=dry_run)
     if state.resumed_units:
         report.notes.append(f"resumed an interrupted compile: {state.resumed_units} finished units of work kept")
     if engine.mode == "llm" and not dry_run and hasattr(engine.gateway, "preflight"):
@@ -113,6 +114,7 @@ async def _compile(settings: Settings, kb: KnowledgeBase, engine: Engine, report
             index(run, written)
             await topics(run, engine)
         _report_partial(run, ingested, deduped.work)
+        _report_offline_articles(run, engine)
     finally:
         run.progress.done()
         state.close()
@@ -150,6 +152,22 @@ def _report_partial(run: CompileRun, ingested: Ingested, work: dict) -> None:
         else:
             continue
         run.report.partial.extend({"path": path, "reason": note} for note in notes)
+
+
+def _report_offline_articles(run: CompileRun, engine: Engine) -> None:
+    """A compile with a model that left articles an earlier offline compile wrote (their sources
+    did not change, so they cost nothing now): say that ``--full`` rewrites them with the model,
+    or "0 LLM calls" reads as if the model were ignored."""
+    if engine.mode != "llm" or run.full:
+        return
+    offline = OfflinePlanner.prompt_version
+    sources = [r for r in run.state.sources.values() if r.plan_prompt == offline and r.articles]
+    if sources:
+        articles = len({a for r in sources for a in r.articles})
+        run.report.notes.append(
+            f"{articles} article{'s' if articles != 1 else ''} from {len(sources)} unchanged "
+            f"source{'s' if len(sources) != 1 else ''} were written offline (without a model) and are kept as "
+            "they are; run `kaas compile --full` to rewrite them with the model")
 
 
 def _remove_temp_files(kb: KnowledgeBase) -> None:

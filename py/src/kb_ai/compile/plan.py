@@ -17,6 +17,7 @@ from dataclasses import replace
 from kb_ai.compile.context import CompileRun, Engine, SourceWork, stage_timer
 from kb_ai.compile.plan_catalog import PlanCatalog
 from kb_ai.compile.records import FAILED, PLANNED, PlanTarget, SourceRecord
+from kb_ai.compile.topic_rule import assign_topics
 from kb_ai.errors import ArticleFormatError, LLMError, UnsafePathError
 from kb_ai.faults import fault_point
 from kb_ai.store.articles import load_article
@@ -39,6 +40,7 @@ async def plan(run: CompileRun, engine: Engine, work: dict[str, SourceWork]) -> 
         need, reused = _reusable(run, engine, to_plan, counts)
         catalog = plan_catalog(run, work, {t.path for w in to_plan if w.path in reused
                                            for t in (w.plan or []) if t.new})
+        assign_topics(run, need + revisions, catalog)
         if run.dry_run and engine.mode == "llm":
             from kb_ai.compile.estimate import estimate  # noqa: PLC0415
 

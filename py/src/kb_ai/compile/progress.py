@@ -1,10 +1,11 @@
-"""A one-line progress bar on stderr, drawn only when stderr is a terminal."""
+"""A one-line progress bar on stderr, drawn only when stderr is a terminal; and, for the
+server's Compile button, the same stages and counts as events to a ``listener``."""
 
 from __future__ import annotations
 
 import sys
 import time
-from typing import TextIO
+from typing import Callable, TextIO
 
 from kb_ai.untrusted_text import terminal_safe
 
@@ -15,7 +16,13 @@ REDRAW_SECONDS = 0.1
 class Progress:
     """``start(stage, total)``, ``advance(label)`` per unit, ``done()`` at the end of a stage."""
 
-    def __init__(self, enabled: bool | None = None, stream: TextIO | None = None):
+    def __init__(self, enabled: bool | None = None, stream: TextIO | None = None,
+                 listener: Callable[[dict], None] | None = None):
+        """``listener`` gets ``{"stage", "count", "total"}`` at each stage's start, at most every
+        ``REDRAW_SECONDS`` while it advances (and at its last unit), and ``{"stage", "done": True}``
+        at its end. It must not raise and must be quick (the compile waits for it)."""
+        self.listener = listener
+        self._told = 0.0
         self.stream = stream or sys.stderr
         if enabled is None:
             enabled = bool(getattr(self.stream, "isatty", lambda: False)())
@@ -28,13 +35,26 @@ class Progress:
 
     def start(self, stage: str, total: int) -> None:
         self.stage, self.total, self.count = stage, total, 0
+        self._tell(force=True)
         self._draw("", force=True)
 
     def advance(self, label: str = "", step: int = 1) -> None:
         self.count += step
+        self._tell()
         self._draw(label)
 
+    def _tell(self, force: bool = False) -> None:
+        if self.listener is None:
+            return
+        now = time.monotonic()
+        if force or now - self._told >= REDRAW_SECONDS or self.count >= self.total:
+            self._told = now
+            self.listener({"stage": self.stage, "count": self.count, "total": self.total})
+
     def done(self) -> None:
+        if self.listener is not None and self.stage:
+            self.listener({"stage": self.stage, "count": self.count, "total": self.total, "done": True})
+            self.stage = ""
         if self.enabled and self._width:
             self.stream.write("\r" + " " * self._width + "\r")
             self.stream.flush()

@@ -15,15 +15,20 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
 
+from kb_ai.compile.formats.context import ReadContext
 from kb_ai.errors import ArticleFormatError
 from kb_ai.store.articles import split_frontmatter
-from kb_ai.store.markdown_text import first_heading
+from kb_ai.store.markdown_text import plain_text, title_heading
 
 MAX_PDF_PAGES = 1_000
+# docutils' inline parser is quadratic in a paragraph's unclosed markup ("*[*[*[..."): above
+# this estimate (``formats.rst.inline_cost``; ~0.5 s of parsing) a reST file is read as text.
+MAX_RST_INLINE_COST = 15_000_000
 
 
 MARKDOWN_EXT = {".md", ".markdown", ".mdown", ".mkd"}
-TEXT_EXT = {".txt", ".text", ".rst", ".org", ".csv", ".tsv", ".json", ".yaml", ".yml", ".toml", ".log", ".adoc"}
+RST_EXT = {".rst", ".rest"}
+TEXT_EXT = {".txt", ".text", ".org", ".csv", ".tsv", ".json", ".yaml", ".yml", ".toml", ".log", ".adoc"}
 HTML_EXT = {".html", ".htm", ".xhtml"}
 ARCHIVE_EXT = (".zip", ".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar.xz", ".txz")
 # Known binary formats: skipped without reading them (a sniff catches the rest).
@@ -57,8 +62,10 @@ class Parsed:
     tags: list[str] = field(default_factory=list)
 
 
-def parse_document(path: str, data: bytes, *, depth: int = 0) -> Parsed:
-    """Dispatch on the file name; ``depth`` > 0 for archive members (no nested archives)."""
+def parse_document(path: str, data: bytes, *, depth: int = 0, context: ReadContext | None = None) -> Parsed:
+    """Dispatch on the file name; ``depth`` > 0 for archive members (no nested archives).
+    ``context``: the other sources of raw/, for includes and cross-references (none: nothing
+    outside this file is read)."""
     name = PurePosixPath(path).name.lower()
     suffix = PurePosixPath(name).suffix
     if name.endswith(ARCHIVE_EXT):
@@ -76,10 +83,14 @@ def parse_document(path: str, data: bytes, *, depth: int = 0) -> Parsed:
     if data[:5] == b"%PDF-":
         return _read_pdf(data)
     text, notes = decode_text(data)
-    if suffix in HTML_EXT or (suffix not in MARKDOWN_EXT | TEXT_EXT and _looks_like_html(text)):
+    if suffix in HTML_EXT or (suffix not in MARKDOWN_EXT | TEXT_EXT | RST_EXT and _looks_like_html(text)):
         parsed = _read_html(text)
     elif suffix in MARKDOWN_EXT:
-        parsed = _read_markdown(path, text)
+        parsed = _read_markdown(path, text, context)
+    elif suffix in RST_EXT:
+        parsed = _read_rst(path, text, context)
+    elif suffix == ".org":
+        parsed = _read_org(text)
     else:
         parsed = _read_plain(text)
     parsed.notes[:0] = notes
@@ -166,7 +177,7 @@ def _newlines(text: str) -> str:
 
 
 def _has_words(text: str) -> bool:
-    return len(re.findall(r"\w{2,}", text[:20_000])) >= 3
+    return re.search(r"\w", text[:20_000]) is not None  # one word is a source (a note, a name)
 
 
 def _one_line(exc: BaseException) -> str:
@@ -211,25 +222,52 @@ def date_from_text(text: str) -> str | None:
     return None
 
 
-def title_from_filename(path: str) -> str:
-    stem = PurePosixPath(path).name
+_INDEX_NAMES = {"index", "readme", "_index", "default", "home"}
+
+
+def title_from_filename(path: str, text: str = "") -> str:
+    """The file name made readable: ``http_proxy-config.rst`` -> "Http proxy config",
+    ``testclient.md`` -> "Test client" when the document's own words are "test" and "client";
+    an ``index.md`` / ``README.md`` is named after its folder (``deployment/index.md`` ->
+    "Deployment")."""
+    pure = PurePosixPath(path)
+    stem = pure.name
     for ext in ARCHIVE_EXT:
         if stem.lower().endswith(ext):
             stem = stem[: -len(ext)]
             break
     else:
         stem = PurePosixPath(stem).stem
+    if stem.lower() in _INDEX_NAMES and len(pure.parts) > 2:
+        stem = pure.parts[-2]
     stem = _ISO_DATE.sub(" ", stem)
-    words = re.sub(r"[-_.]+", " ", stem).split()
-    text = " ".join(words)
-    return (text[:1].upper() + text[1:]) if text else "Untitled"
+    stem = re.sub(r"(?<=[a-z])(?=[A-Z][a-z])", " ", stem)  # camelCase
+    vocabulary = set(re.findall(r"[a-z]{3,}", text[:200_000].lower())) if text else set()
+    words = [_segment(word, vocabulary) for word in re.sub(r"[-_.]+", " ", stem).split()]
+    title = " ".join(words)
+    return (title[:1].upper() + title[1:]) if title else "Untitled"
+
+
+def _segment(word: str, vocabulary: set[str]) -> str:
+    """``testclient`` -> "test client" when the document uses both words and not ``testclient``."""
+    lowered = word.lower()
+    if len(word) < 7 or not word.isalpha() or not word.islower() or lowered in vocabulary or not vocabulary:
+        return word
+    best = None
+    for cut in range(3, len(word) - 2):
+        head, tail = lowered[:cut], lowered[cut:]
+        if head in vocabulary and tail in vocabulary:
+            score = min(len(head), len(tail))
+            if best is None or score > best[0]:
+                best = (score, f"{head} {tail}")
+    return best[1] if best else word
 
 
 # ---------------------------------------------------------------------------------------------
 # readers
 
 
-def _read_markdown(path: str, text: str) -> Parsed:
+def _read_markdown(path: str, text: str, context: ReadContext | None = None) -> Parsed:
     try:
         meta, body = split_frontmatter(text, path)
     except ArticleFormatError:
@@ -242,7 +280,31 @@ def _read_markdown(path: str, text: str) -> Parsed:
             break
     tags = meta.get("tags")
     tags = [str(t) for t in tags if isinstance(t, (str, int))] if isinstance(tags, list) else []
-    return Parsed("markdown", body, title or first_heading(body), date or date_from_text(body), tags=tags[:10])
+    from kb_ai.compile.formats.markdown_dialects import plain_markdown  # noqa: PLC0415
+
+    notes: list[str] = []
+    body = plain_markdown(body, context or ReadContext(path), notes)
+    title = plain_text(title) if title and title.strip() else None
+    return Parsed("markdown", body, title or title_heading(body), date or date_from_text(body), notes, tags[:10])
+
+
+def _read_rst(path: str, text: str, context: ReadContext | None) -> Parsed:
+    """reStructuredText through docutils (``formats/rst.py``); text that docutils cannot take
+    is read as plain text, noted."""
+    from kb_ai.compile.formats.rst import inline_cost, read_rst  # noqa: PLC0415 (docutils: only for reST files)
+
+    if inline_cost(text) > MAX_RST_INLINE_COST:
+        parsed = _read_plain(text)
+        parsed.notes.append("reStructuredText too costly to parse (paragraphs full of unclosed inline markup): "
+                            "read as plain text")
+        return parsed
+    try:
+        body, title, date, notes = read_rst(text, context or ReadContext(path))
+    except Exception as exc:  # noqa: BLE001 - a parser failure on one file: keep its text
+        parsed = _read_plain(text)
+        parsed.notes.append(f"reStructuredText not parsed ({type(exc).__name__}): read as plain text")
+        return parsed
+    return Parsed("rst", body, title, date or date_from_text(text), notes)
 
 
 def _read_plain(text: str) -> Parsed:
@@ -253,11 +315,41 @@ def _read_plain(text: str) -> Parsed:
             continue
         next_line = lines[index + 1] if index + 1 < len(lines) else ""
         underlined = bool(re.fullmatch(r"[=\-~#*]{3,}", next_line))
-        if len(line) <= 90 and (underlined or not line.endswith((".", ",", ";", ":")) or not next_line):
-            title = line.strip("#*= ")
+        # A title stands alone (or is underlined): the first line of a wrapped paragraph is not one.
+        alone = not next_line and not line.endswith((".", ",", ";", ":"))
+        if len(line) <= 90 and (underlined or alone or line.startswith("# ")):
+            title = line.strip("#*= ") or None
         break
     body = _plain_to_markdown(text)
     return Parsed("text", body, title or None, date_from_text(text))
+
+
+_ORG_KEYWORD = re.compile(r"^#\+(\w+):[ \t]*(.*)$")
+_ORG_HEADING = re.compile(r"^(\*{1,6})[ \t]+(.+)$")
+
+
+def _read_org(text: str) -> Parsed:
+    """Org mode: ``#+TITLE:`` is the title, ``#+DATE:`` the date, other ``#+KEYWORD:`` lines
+    dropped, ``* Heading`` lines as Markdown headings, ``#+BEGIN_SRC`` blocks fenced."""
+    title = date = None
+    out: list[str] = []
+    for line in text.split("\n"):
+        keyword = _ORG_KEYWORD.match(line)
+        if keyword:
+            name, value = keyword.group(1).lower(), keyword.group(2).strip()
+            if name == "title" and value and title is None:
+                title = value
+            elif name == "date":
+                date = date or normalize_date(value.strip("<>[] "))
+            elif name == "begin_src":
+                out.append("```" + (value.split()[0] if value else ""))
+            elif name in ("end_src", "begin_example", "end_example"):
+                out.append("```")
+            continue
+        heading = _ORG_HEADING.match(line)
+        out.append("#" * min(6, len(heading.group(1)) + 1) + " " + heading.group(2).strip() if heading else line)
+    body = "\n".join(out)
+    return Parsed("text", body, title, date or date_from_text(body))
 
 
 def _plain_to_markdown(text: str) -> str:
@@ -286,7 +378,22 @@ def _looks_like_html(text: str) -> bool:
     return head.startswith(("<!doctype html", "<html")) or ("<body" in head and "</" in head)
 
 
+# Permalink anchors after headings (Sphinx's and MkDocs' "¶", "#"): not part of the heading.
+_HEADERLINK = re.compile(r"<a\b[^<>]*+\bheaderlink\b[^<>]*+>[^<]{0,20}+</a>", re.I)
+_PERMALINK_MARK = re.compile(r"(?<![ \t])[ \t]*+[¶🔗][ \t]*+$", re.M)
+
+
 def _read_html(text: str) -> Parsed:
+    """HTML: its main content (trafilatura) as Markdown, permalink marks removed; the title from
+    ``<title>`` (cut to the page's H1 when it contains it: "Pricing | Acme" -> "Pricing")."""
+    parsed = _read_html_content(_HEADERLINK.sub("", text) if "headerlink" in text else text)
+    parsed.text = _PERMALINK_MARK.sub("", parsed.text)
+    if parsed.title:
+        parsed.title = _PERMALINK_MARK.sub("", parsed.title).strip() or None
+    return parsed
+
+
+def _read_html_content(text: str) -> Parsed:
     try:
         import trafilatura  # noqa: PLC0415 (heavy; only when an HTML file turns up)
     except ImportError:
@@ -308,10 +415,10 @@ def _read_html(text: str) -> Parsed:
         body, fallback_title = _html_text(text)
         title = title or fallback_title
     if title and body:
-        heading = first_heading(body)
+        heading = title_heading(body)
         if heading and heading.casefold() in title.casefold():
             title = heading  # "Pricing | Acme" -> "Pricing"
-    return Parsed("html", body or "", title or first_heading(body or ""), date, notes)
+    return Parsed("html", body or "", title or title_heading(body or ""), date, notes)
 
 
 _SKIP_TAGS = {"script", "style", "nav", "header", "footer", "noscript", "template", "svg"}
@@ -360,24 +467,50 @@ def _html_text(html: str) -> tuple[str, str]:
 
 
 def _read_pdf(data: bytes) -> Parsed:
+    """A PDF's text (``formats/pdf_text.py``: running headers and footers removed, paragraphs
+    re-joined); its title from the document information, else the first heading-sized line."""
+    from kb_ai.compile.formats.pdf_text import clean_pages, heading_title  # noqa: PLC0415
+
     reader, pages, count = _pdf_reader(data)
     notes: list[str] = []
     texts: list[str] = []
+    chunks: list[tuple[str, float]] = []
     for number in range(min(count, MAX_PDF_PAGES)):
         try:
-            page_text = pages[number].extract_text() or ""
+            if number == 0:
+                page_text = pages[0].extract_text(visitor_text=_size_visitor(chunks)) or ""
+            else:
+                page_text = pages[number].extract_text() or ""
         except Exception as exc:  # noqa: BLE001 - one bad page does not spoil the rest
             notes.append(f"page {number + 1} unreadable ({type(exc).__name__})")
             continue
-        texts.append(page_text.strip())
+        texts.append(page_text)
     if count > MAX_PDF_PAGES:
         notes.append(f"only the first {MAX_PDF_PAGES} of {count} pages read")
     title, date = _pdf_metadata(reader)
-    body = "\n\n".join(t for t in texts if t)
+    controls = sum(len(_CONTROL_CHARS.findall(t)) + t.count("\x0c") for t in texts)
+    if controls:
+        notes.append(f"{controls:,} control character{'s' if controls != 1 else ''} (NUL included) removed")
+    body = clean_pages(texts)
     if not title:
-        first = next((line.strip() for line in body.splitlines() if line.strip()), "")
-        title = first if 0 < len(first) <= 90 else None
+        title = heading_title(chunks)
+    if not title:
+        first = body.split("\n\n", 1)[0].strip()
+        title = first if 0 < len(first) <= 90 and not first.endswith((".", ",", ";", ":")) else None
     return Parsed("pdf", body, title, date_from_text(body) or date, notes)
+
+
+def _size_visitor(chunks: list[tuple[str, float]]):
+    """A pypdf ``visitor_text`` collecting (text, font size as drawn) of a page."""
+
+    def visit(text, cm, tm, font_dict, font_size):
+        try:
+            scale = abs(float(tm[3])) * abs(float(cm[3])) or 1.0
+            chunks.append((text, float(font_size) * scale))
+        except (TypeError, ValueError, IndexError):
+            pass
+
+    return visit
 
 
 def _pdf_reader(data: bytes) -> tuple[Any, Any, int]:
@@ -410,6 +543,9 @@ def _pdf_reader(data: bytes) -> tuple[Any, Any, int]:
     return reader, pages, count
 
 
+_PLACEHOLDER_TITLE = re.compile(r"^(?:microsoft \w+ - |untitled\b|document\d*$)|\.(?:docx?|pdf|odt|rtf|tex|txt)$", re.I)
+
+
 def _pdf_metadata(reader) -> tuple[str | None, str | None]:
     """(title, date) from the PDF's document information, when it has them."""
     title = date = None
@@ -417,6 +553,8 @@ def _pdf_metadata(reader) -> tuple[str | None, str | None]:
         info = reader.metadata
         if info is not None:
             title = info.title if isinstance(info.title, str) and info.title.strip() else None
+            if title and _PLACEHOLDER_TITLE.search(title.strip()):
+                title = None  # "Microsoft Word - draft3.docx", "untitled": not the document's title
             created = info.creation_date
             date = normalize_date(created) if created else None
     except Exception:  # noqa: BLE001 - metadata is optional
@@ -435,26 +573,71 @@ def _read_docx(data: bytes) -> Parsed:
         raise UnreadableError(f"not a readable DOCX ({type(exc).__name__})") from None
     lines: list[str] = []
     title = None
-    for paragraph in document.paragraphs:
-        text = paragraph.text.strip()
+    first = True
+    for block in _docx_blocks(document):
+        if not hasattr(block, "style") or not hasattr(block, "text"):  # a table
+            table = _docx_table(block)
+            if table:
+                lines.append(table)
+                first = False
+            continue
+        text = " ".join(block.text.split())
         if not text:
             continue
-        style = (paragraph.style.name if paragraph.style is not None else "") or ""
-        if style == "Title":
-            title = title or text
-            lines.append(f"# {text}")
+        style = (block.style.name if block.style is not None else "") or ""
+        if style == "Title" and title is None:
+            title = text  # the article's title: not repeated as a heading
+        elif style == "Title":
+            lines.append(f"## {text}")
         elif style.startswith("Heading"):
-            level = int(style.split()[-1]) if style.split()[-1].isdigit() else 2
-            lines.append("#" * min(6, level + 1) + " " + text)
+            level = int(style.split()[-1]) if style.split()[-1].isdigit() else 1
+            if first and level == 1 and title is None and not _docx_has_title(document):
+                title = text  # a document that opens with a Heading 1 and has no Title: that is its title
+            else:
+                lines.append("#" * min(6, level + 1) + " " + text)
         elif style.startswith("List"):
             lines.append(f"- {text}")
         else:
             lines.append(text)
-    for table in document.tables:
-        for row in table.rows:
-            cells = [" ".join(cell.text.split()) for cell in row.cells]
-            lines.append("| " + " | ".join(cells) + " |")
-    title = title or (document.core_properties.title or None)
+        first = False
+    core_title = document.core_properties.title or None
+    if core_title and _PLACEHOLDER_TITLE.search(core_title.strip()):
+        core_title = None
+    title = title or core_title
     # core_properties.created is not used: templates carry their own (python-docx's says 2013).
     body = "\n\n".join(lines)
-    return Parsed("docx", body, title or first_heading(body), date_from_text(body))
+    return Parsed("docx", body, title, date_from_text(body))
+
+
+def _docx_blocks(document) -> list:
+    """Paragraphs and tables in document order."""
+    if hasattr(document, "iter_inner_content"):
+        return list(document.iter_inner_content())
+    return list(document.paragraphs) + list(document.tables)  # pragma: no cover - python-docx < 1.0
+
+
+def _docx_has_title(document) -> bool:
+    return any((p.style is not None and p.style.name == "Title") and p.text.strip() for p in document.paragraphs)
+
+
+def _docx_table(table) -> str:
+    """A Word table as a Markdown table (its first row the header)."""
+    rows: list[list[str]] = []
+    for row in table.rows:
+        cells: list[str] = []
+        previous = None
+        for cell in row.cells:
+            if previous is not None and cell._tc is previous:  # a merged cell is listed once per column
+                cells.append("")
+                continue
+            previous = cell._tc
+            cells.append(" ".join(cell.text.split()).replace("|", "\\|"))
+        if any(cells):
+            rows.append(cells)
+    if not rows:
+        return ""
+    width = max(len(r) for r in rows)
+    rows = [r + [""] * (width - len(r)) for r in rows]
+    lines = ["| " + " | ".join(rows[0]) + " |", "|" + "|".join(["---"] * width) + "|"]
+    lines += ["| " + " | ".join(r) + " |" for r in rows[1:]]
+    return "\n".join(lines)

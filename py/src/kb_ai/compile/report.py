@@ -8,6 +8,10 @@ from typing import Any
 from kb_ai.llm.usage import UsageMeter
 
 
+EMPTY_RAW_HINT = ("raw/ is empty: nothing to compile. Put documents there (md, txt, html, pdf, docx, zip/tar) "
+                  "or run `kaas add FILE|URL ...`, then `kaas compile` again.")
+
+
 @dataclass
 class StageReport:
     name: str
@@ -96,12 +100,24 @@ class CompileReport:
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
+        if self.nothing_to_compile:
+            data["notes"] = [*data["notes"], EMPTY_RAW_HINT]
         data["usage"] = self.usage
         data["exit_code"] = self.exit_code
         return data
 
+    @property
+    def nothing_to_compile(self) -> bool:
+        """raw/ holds no file and no earlier source was removed: the compile had nothing to do."""
+        s = self.sources
+        return bool(s) and not s.get("total") and not s.get("deleted") and not self.failed and not self.held
+
     def render_text(self) -> str:
         """A human summary: what happened, what it cost, and everything that needs attention."""
+        if self.nothing_to_compile:  # an all-zero table tells a new user nothing: say what to do
+            lines = [self._summary_lines()[0], EMPTY_RAW_HINT]
+            lines += [f"warning: {w}" for w in self.warnings]
+            return "\n".join(lines)
         lines = self._summary_lines() + self._stage_lines() + self._estimate_lines() + self._plan_lines()
         for title, items in self._sections():
             if not items:

@@ -398,7 +398,31 @@ def article_jobs(run: CompileRun, work: dict[str, SourceWork], deleted: list[str
     for path, articles in became_duplicate.items():
         for article in articles:
             detach(path, article)
+    _adopt_copies(run, work, set(deleted), job_for)
     return jobs
+
+
+def _adopt_copies(run: CompileRun, work: dict[str, SourceWork], deleted: set[str], job_for) -> None:
+    """Every copy dedup left out is listed in the ``sources:`` of the articles its original
+    feeds (adopted: its text is there already, no writer is asked), so nothing it was is lost
+    from sight, whichever the mode and whether it was found now or in an earlier run."""
+    state = run.state
+    for path, record in sorted(state.sources.items()):
+        if record.status != DUPLICATE or path in deleted or not record.duplicate_of:
+            continue
+        original = work.get(record.duplicate_of)
+        if original is not None and original.plan is not None:
+            articles = [t.path for t in original.plan]
+        else:
+            source = state.sources.get(record.duplicate_of)
+            articles = list(source.articles) if source is not None else []
+        for article in articles:
+            known = state.articles.get(article)
+            if known is not None and known.merged.get(path) == record.checksum and not run.full:
+                continue
+            job = job_for(PlanTarget(article, "", "", article.split("/", 1)[0], new=False))
+            job.detach.discard(path)
+            job.adopt[path] = record.checksum
 
 
 def _report_outcomes(run: CompileRun, outcomes: list[ArticleOutcome], counts: dict[str, int]) -> bool:

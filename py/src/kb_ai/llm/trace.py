@@ -1,5 +1,12 @@
 """The gateway's debug trace: with ``trace_file`` set (``kaas --debug``), every request and raw
-reply is appended as one JSON line, to see why the model chose what it chose."""
+reply is appended as one JSON line, to see why the model chose what it chose.
+
+The line is written where the attempt ends, on the caller's thread (in the server: the event
+loop), on purpose: the trace is a debugging switch, off unless asked for, and one appended line
+per model call (a call that took seconds) keeps the trace in the order things happened and
+complete when the process is killed, which a writer thread or queue would not. With the trace
+off, nothing here runs. ``llm-capabilities.json`` (``structured.ShapeMemory``) is likewise read
+once per process and written only when a server turns out to need another response format."""
 
 from __future__ import annotations
 

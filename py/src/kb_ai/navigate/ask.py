@@ -3,9 +3,18 @@
 ``on_event`` callback on the way: the CLI (in-process and through a running ``kaas serve``), the
 MCP tools and ``kaas eval`` call ``ask``; the HTTP chat streams ``ask_events`` itself.
 
-Order (DESIGN.md): rewrite?, pages (once per round of reading, ``navigate/rounds.py``), token*, citations, suggestions?, usage, done — with
+Order (DESIGN.md): rewrite?, pages (once per round of reading, ``navigate/rounds.py``), abstained? or offline?, token*, citations, suggestions?, usage, done — with
 ``notice`` events wherever something was degraded, trimmed or dropped, and ``error`` (then the
 stream ends) when a ``KaasError`` stops the answer.
+
+Model down, still an answer: when the model fails the answer step (it cannot be reached, times
+out, answers 5xx after the retries, or did not answer an earlier step of this ask) before any of
+the answer came, the answer is the offline extract of the pages already read, announced by one
+``offline`` event ``{"reason", "message"}`` whose message is also the answer's first line — the
+one line of diagnosis: the notices of earlier steps that failed for the same reason (rewrite,
+selection falling back to keywords) are folded into it, not shown as well. Unless the request is
+``model_only`` (or the setting ``answer_fallback`` is false): then the failure is the error it
+always was. A configuration error (``fatal``) is always an error.
 
 The event loop only waits: a server answers many readers on one loop, so no step of an answer
 reads page files or does CPU-heavy work on it. The catalog, the pages given or selected, the
@@ -16,18 +25,20 @@ run in worker threads (``anyio.to_thread``); one slow question cannot freeze the
 from __future__ import annotations
 
 import logging
+from collections import OrderedDict
 from contextlib import aclosing
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import AsyncIterator
 
 import anyio
 
 from kb_ai.config import Settings
-from kb_ai.errors import (BadRequestError, EmptyCatalogError, KaasError, LLMReplyCutOff, PageNotFoundError,
+from kb_ai.errors import (BadRequestError, EmptyCatalogError, KaasError, LLMError, LLMReplyCutOff, PageNotFoundError,
                           UnsafePathError)
 from kb_ai.llm.usage import UsageMeter
 from kb_ai.navigate.citations import validate_citations
 from kb_ai.navigate.navigator import LexicalIndexCache, Navigator
+from kb_ai.navigate.offline_navigator import OfflineNavigator
 from kb_ai.navigate.read import read_pages
 from kb_ai.navigate.records import AskEvent, AskRequest, Selection
 from kb_ai.navigate.records import ask as ask  # the one fold of events into a result (re-exported)
@@ -54,14 +65,34 @@ class AskService:
     settings: Settings
     navigator: Navigator
     lexical: LexicalIndexCache | None = None  # the keyword indexes the navigator ranks with
+    # The kinds of readers who asked lately (by ``Reader.key``), most recent last: their views of
+    # the catalog are warmed too, so a reader who may not read everything does not wait either.
+    recent_readers: OrderedDict = field(default_factory=OrderedDict, repr=False)
+
+    RECENT_READERS = 8  # kinds of readers warmed after a re-index (each view is a keyword index)
 
     def warm(self) -> None:
-        """Build now what the next question would otherwise build first: the catalog and its
-        keyword index (the server's watcher calls this after it re-indexed a hand edit, so the
-        first question after an edit does not wait for it). Blocking: call it in a worker thread."""
+        """Build now what the next question would otherwise build first: the catalog, its keyword
+        index, and the views (and their indexes) of the kinds of readers who asked lately (the
+        server's watcher calls this after it re-indexed a hand edit, so the first question after
+        an edit does not wait for it). Blocking: call it in a worker thread."""
         catalog = self.kb.catalog()
-        if self.lexical is not None and catalog.entries:
-            self.lexical.get(catalog)
+        if self.lexical is None or not catalog.entries:
+            return
+        self.lexical.get(catalog)
+        for reader in list(self.recent_readers.values()):
+            view = catalog.visible_to(reader)
+            if view.entries:
+                self.lexical.get(view)
+
+    def asked_by(self, reader: Reader) -> None:
+        """Remember that ``reader``'s kind asked (for ``warm``)."""
+        if reader.admin:
+            return  # an admin reads the full catalog, warmed anyway
+        self.recent_readers[reader.key] = reader
+        self.recent_readers.move_to_end(reader.key)
+        while len(self.recent_readers) > self.RECENT_READERS:
+            self.recent_readers.popitem(last=False)
 
     @property
     def mode(self) -> str:
@@ -140,6 +171,16 @@ def _checked_question(request: AskRequest) -> str:
     return question
 
 
+MODEL_DOWN_LINE = "Model unavailable ({reason}): answer extracted from the pages without a model."
+MODEL_DOWN_KEYWORDS_LINE = ("Model unavailable ({reason}): pages chosen by keyword search and the answer extracted "
+                            "from them without a model.")
+
+
+def _fallback_allowed(service: AskService, request: AskRequest) -> bool:
+    """Whether a failed model answer may be replaced by the offline extract (not ``model_only``)."""
+    return service.navigator.mode == "llm" and service.settings.answer_fallback and not request.model_only
+
+
 def _citation_events(answer: str, pages) -> list[AskEvent]:
     """The answer's citations (those of pages read, and those that are not valid), with a notice
     when some are not valid or when the answer cites none of the pages it read."""
@@ -152,6 +193,17 @@ def _citation_events(answer: str, pages) -> list[AskEvent]:
     return events
 
 
+def _abstention(not_covered: str, selection: Selection, catalog) -> tuple[AskEvent, str]:
+    """The ``abstained`` event and the answer's text when no page is read: the wiki does not
+    cover the question. The closest pages (when the navigator named some) are listed as related,
+    not as an answer: by title and path, not as links (they were not read: no citation)."""
+    related = [catalog.by_path[p].record("path", "title") for p in selection.related if p in catalog]
+    text = not_covered
+    if related:
+        text += "\n\nRelated pages, not an answer: " + "; ".join(f"{r['title']} ({r['path']})" for r in related) + "."
+    return AskEvent("abstained", {"message": not_covered, "related": related}), text
+
+
 async def ask_events(service: AskService, request: AskRequest) -> AsyncIterator[AskEvent]:
     """Answer ``request`` as events. Never raises a ``KaasError``: it becomes an ``error`` event."""
     meter = UsageMeter()
@@ -161,22 +213,36 @@ async def ask_events(service: AskService, request: AskRequest) -> AsyncIterator[
         # Authorization is part of the query: from here on, pages this reader may not read do
         # not exist — not for navigation, the model, counts, reading, citations or suggestions.
         catalog = await anyio.to_thread.run_sync(_catalog_for, service.kb, request.reader)
-        navigator.preflight()  # a model that cannot be called at all fails here, before any work
+        service.asked_by(request.reader)
+        # A model that cannot be called at all fails here, before any work. In a worker thread: the
+        # first check of a litellm model imports litellm (seconds), which must not stall other streams.
+        await anyio.to_thread.run_sync(navigator.preflight)
         max_pages = request.max_pages or service.settings.max_pages
+
+        fallback = _fallback_allowed(service, request)
+        # Notices of steps the model failed (did not answer) are held until it is known whether
+        # the answer is made without it: then the ``offline`` line says it once, for all of them.
+        held: list[str] = []
 
         query = question
         if request.rewrite:
             query, notices = await navigator.rewrite(question, request.history, meter)
             yield AskEvent("rewrite", {"query": query})
             for message in notices:
-                yield AskEvent("notice", {"message": message})
+                if fallback and meter.model_down:
+                    held.append(message)
+                else:
+                    yield AskEvent("notice", {"message": message})
 
         if request.paths:
             selection = await anyio.to_thread.run_sync(_given_selection, service.kb, request.paths, request.reader)
         else:
             selection = await navigator.select(query, catalog, max_pages, meter)
         for message in selection.notices:
-            yield AskEvent("notice", {"message": message})
+            if fallback and selection.method == "lexical-fallback":
+                held.append(message)
+            else:
+                yield AskEvent("notice", {"message": message})
 
         pages, read_notices = await anyio.to_thread.run_sync(
             lambda: read_pages(service.kb, selection.paths, service.settings.read_budget, query,
@@ -189,9 +255,13 @@ async def ask_events(service: AskService, request: AskRequest) -> AsyncIterator[
                 yield event
 
         answer_parts: list[str] = []
+        offline_reason: str | None = None
         if not pages:
-            text = navigator.not_covered()
+            event, text = _abstention(navigator.not_covered(), selection, catalog)
+            yield event
             answer_parts.append(text)
+            for message in held:
+                yield AskEvent("notice", {"message": message})
             yield AskEvent("token", {"text": text})
         else:
             # aclosing: a consumer that stops early (a disconnected client) closes the model
@@ -200,14 +270,39 @@ async def ask_events(service: AskService, request: AskRequest) -> AsyncIterator[
                 async with aclosing(navigator.answer(query, request.history, pages, catalog, meter)) as stream:
                     async for delta in stream:
                         if delta:
+                            if not answer_parts:
+                                for message in held:
+                                    yield AskEvent("notice", {"message": message})
                             answer_parts.append(delta)
                             yield AskEvent("token", {"text": delta})
             except LLMReplyCutOff as exc:
-                # What came is kept (it is already out); the reader is told it stops short.
-                yield AskEvent("notice", {"message": f"The answer was cut off: {exc.message}. It may be incomplete."})
+                if not answer_parts and fallback:
+                    offline_reason = exc.message  # cut off before any of it came: nothing to keep
+                else:
+                    # What came is kept (it is already out); the reader is told it stops short.
+                    yield AskEvent("notice", {"message": f"The answer was cut off: {exc.message}. It may be incomplete."})
+            except LLMError as exc:
+                if answer_parts or exc.fatal or not fallback:
+                    raise
+                offline_reason = meter.model_down or exc.message
+            if offline_reason is not None:
+                meter.model_down = meter.model_down or offline_reason  # suggestions: without it too
+                line = (MODEL_DOWN_LINE if selection.method != "lexical-fallback"
+                        else MODEL_DOWN_KEYWORDS_LINE).format(reason=offline_reason)
+                log.info("%s", line)  # the person reads it as the answer's first line
+                held = []  # said once, by the line
+                yield AskEvent("offline", {"reason": offline_reason, "message": line})
+                lexical = service.lexical or LexicalIndexCache(service.kb.wiki_dir, None)
+                extract = OfflineNavigator(lexical, f"*{line}*")
+                async with aclosing(extract.answer(query, request.history, pages, catalog, meter)) as stream:
+                    async for delta in stream:
+                        answer_parts.append(delta)
+                        yield AskEvent("token", {"text": delta})
+        for message in held if not answer_parts else []:  # a model that answered nothing at all
+            yield AskEvent("notice", {"message": message})
         answer = "".join(answer_parts)
 
-        for event in _citation_events(answer, pages):
+        for event in await anyio.to_thread.run_sync(_citation_events, answer, pages):
             yield event
 
         if request.suggest:
@@ -216,7 +311,7 @@ async def ask_events(service: AskService, request: AskRequest) -> AsyncIterator[
                 yield AskEvent("notice", {"message": message})
             yield AskEvent("suggestions", {"questions": questions})
 
-        yield AskEvent("usage", meter.summary(navigator.mode))
+        yield AskEvent("usage", meter.summary("offline" if offline_reason else navigator.mode))
         yield AskEvent("done", {})
     except KaasError as exc:
         log.info("ask failed: %s", exc.message)

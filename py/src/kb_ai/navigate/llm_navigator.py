@@ -3,9 +3,10 @@ each with its own prompt file. Selection degrades to keyword ranking when the mo
 
 When the model does not answer a call of an ask at all (a timeout, the call deadline, an
 unreachable server, or the gateway's circuit breaker: ``UsageMeter.model_down``), the rest of
-that ask does not wait for it again: pages are chosen by keyword, the answer is the offline
-extract (its first line says why), suggestions are the offline ones. An ask against a server
-that never answers so takes about one call deadline, not one per step."""
+that ask does not wait for it again: pages are chosen by keyword, the answer step raises at once
+(``navigate.ask`` then answers with the offline extract, its first line saying why, unless the
+request is model-only), suggestions are the offline ones. An ask against a server that never
+answers so takes about one call deadline, not one per step."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from typing import AsyncIterator
 
 import anyio
 
-from kb_ai.errors import ConfigError, LLMError
+from kb_ai.errors import ConfigError, LLMError, LLMUnreachableError
 from kb_ai.llm.gateway import LLMGateway
 from kb_ai.llm.plausible import one_line, plausible, unique
 from kb_ai.llm.prompts import PromptLibrary
@@ -38,8 +39,6 @@ HISTORY_CHARS = 1_500
 REWRITE_MAX_TOKENS = 300  # one query of at most 1,000 characters
 SUGGEST_MAX_TOKENS = 300  # three short questions
 ANSWER_MAX_TOKENS = 1_500  # a concise answer with citations; a longer one ends with a notice
-MODEL_DOWN_LABEL = ("*The model did not answer ({reason}); instead, the passages of the wiki that best "
-                    "match the question.*")
 
 REWRITE_SCHEMA = {"type": "object", "properties": {"query": {"type": "string", "minLength": 1}}, "required": ["query"]}
 SUGGEST_SCHEMA = {
@@ -149,7 +148,7 @@ class LLMNavigator:
                 f"A further round of page selection failed ({exc.message}); the answer uses the pages read."])
 
     async def _fallback(self, question: str, catalog: Catalog, max_pages: int, reason: str) -> Selection:
-        log.warning("%s; falling back to keyword selection", reason)
+        log.info("%s; falling back to keyword selection", reason)  # the person reads it as a notice
         selection = await anyio.to_thread.run_sync(
             lambda: lexical_selection(self.lexical.get(catalog), question, max_pages, "lexical-fallback"))
         selection.notices.append(f"{reason}; fell back to keyword selection.")
@@ -157,28 +156,18 @@ class LLMNavigator:
 
     async def answer(self, question: str, history: list[Turn], pages: list[ReadPage], catalog: Catalog,
                      meter: UsageMeter) -> AsyncIterator[str]:
-        if not meter.model_down:
-            messages = self.prompts.render(
-                "answer",
-                question=question,
-                history=_history(history),
-                pages=[{"path": p.path, "title": p.title, "text": p.text, "truncated": p.truncated,
-                        "saved_answer": not p.is_evidence} for p in pages],
-            )
-            started = False
-            try:
-                async for delta in self.gateway.stream(messages, purpose="answer", meter=meter,
-                                                       max_tokens=ANSWER_MAX_TOKENS):
-                    started = started or bool(delta)
-                    yield delta
-                return
-            except LLMError as exc:
-                if started or not exc.unanswered:
-                    raise
-        # The model did not answer: the offline extract, saying so in its first line.
-        offline = self._offline(MODEL_DOWN_LABEL.format(reason=meter.model_down or "no reply"))
-        async for line in offline.answer(question, history, pages, catalog, meter):
-            yield line
+        if meter.model_down:
+            # An earlier step of this ask got no answer: not asked again (the ask answers without it).
+            raise LLMUnreachableError(meter.model_down)
+        messages = self.prompts.render(
+            "answer",
+            question=question,
+            history=_history(history),
+            pages=[{"path": p.path, "title": p.title, "text": p.text, "truncated": p.truncated,
+                    "saved_answer": not p.is_evidence} for p in pages],
+        )
+        async for delta in self.gateway.stream(messages, purpose="answer", meter=meter, max_tokens=ANSWER_MAX_TOKENS):
+            yield delta
 
     def _offline(self, label: str = "") -> OfflineNavigator:
         return OfflineNavigator(self.lexical, label) if label else OfflineNavigator(self.lexical)

@@ -6,6 +6,7 @@ it runs in a worker thread, never on the event loop a server shares between read
 
 from __future__ import annotations
 
+import re
 from typing import AsyncIterator
 
 import anyio
@@ -14,15 +15,22 @@ from kb_ai.llm.usage import UsageMeter
 from kb_ai.navigate import bridge
 from kb_ai.navigate.navigator import LexicalIndexCache
 from kb_ai.navigate.records import ReadPage, Selection, Turn
-from kb_ai.offline.extractive import PageText, best_sentences
+from kb_ai.offline.coverage import coverage
+from kb_ai.offline.extractive import PageText, best_units
+from kb_ai.offline.units import Unit
+from kb_ai.offline.text import tokenize
 from kb_ai.store.catalog import Catalog
+from kb_ai.store.links import resolve_link
+from kb_ai.store.markdown_text import find_links
+from kb_ai.store.words import title_key
 
 RELATIVE_CUTOFF = 0.35  # a page scoring under 35% of the best match is noise, not a second source
 OFFLINE_LABEL = "*Offline mode (no model configured): the passages of the wiki that best match the question.*"
 NOT_COVERED = (
-    "Nothing in the wiki matches this question. *(Offline mode: keyword search found no page "
-    "containing its terms.)*"
+    "The wiki does not cover this. *(Offline mode: no page holds enough of the question's "
+    "informative words.)*"
 )
+RELATED_PAGES = 3  # closest pages shown with an abstention (related, not an answer)
 
 
 def lexical_selection(index, question: str, max_pages: int, method: str) -> Selection:
@@ -31,6 +39,78 @@ def lexical_selection(index, question: str, max_pages: int, method: str) -> Sele
         top = hits[0].score
         hits = [h for h in hits if h.score >= top * RELATIVE_CUTOFF]
     return Selection(paths=[h.path for h in hits], method=method)
+
+
+def answer_lines(unit: Unit, text: str | None = None) -> list[str]:
+    """One unit as lines of the answer (``text``: as shown, its subject named; default the
+    unit's text): a bullet ending with its citation; code as a code span, or (several lines) a
+    fenced block under the bullet."""
+    cite = f"[{unit.title}]({unit.path})"
+    if unit.kind != "code":
+        return [f"- {text or unit.text} {cite}"]
+    lead = f"{unit.lead} " if unit.lead else ""
+    if "\n" not in unit.text and "`" not in unit.text:
+        return [f"- {lead}`{unit.text}` {cite}"]
+    longest = max((len(run) for run in re.findall(r"~+", unit.text)), default=0)
+    fence = "~" * max(3, longest + 1)  # longer than any run of tildes in the code: it cannot close early
+    head = f"- {lead}{cite}" if lead else f"- {cite}:"
+    return [head, "", f"  {fence}", *[f"  {line}" for line in unit.text.splitlines()], f"  {fence}", ""]
+
+
+def _is_saved_answer(entry) -> bool:
+    """A page filed by ``ask --save`` (navigation, never evidence): its title is a question
+    someone asked, not a subject to suggest."""
+    return bool(entry.depends) or entry.path.startswith("answers/")
+
+
+def related_questions(index, question: str, pages: list[ReadPage], catalog: Catalog, count: int = 3) -> list[str]:
+    """Follow-up questions about pages related to the answer: first the pages linked from the
+    quoted passages (nearest link first), then from the rest of the pages quoted, then the best
+    keyword matches of the question and the passages. Never a page already read, a saved answer,
+    a page whose title the question already names, or two suggestions about the same title."""
+    evidence = [p for p in pages if p.is_evidence]
+    units = [e.unit for e in best_units(question, [PageText(p.path, p.title, p.text) for p in evidence])]
+    by_path = {p.path: p for p in evidence}
+    candidates: list[tuple[int, int, str]] = []  # (tier, distance, path)
+    for unit in units:
+        page = by_path[unit.path]
+        for link in find_links(page.text):
+            target = resolve_link(page.path, link.target, lambda rel: rel in catalog).page
+            if target is None or link.image:
+                continue
+            distance = 0 if unit.start <= link.start < unit.end else abs(link.start - unit.start)
+            candidates.append((0 if distance < 2_000 else 1, distance, target))
+    hits = index.search(question + " " + " ".join(u.text for u in units), 12)
+    candidates += [(2, rank, h.path) for rank, h in enumerate(hits)]
+    asked = set(tokenize(question))
+    read = {p.path for p in pages}
+    seen_titles = {title_key(p.title) for p in pages}
+    questions: list[str] = []
+    for _tier, _distance, path in sorted(candidates):
+        entry = catalog.by_path.get(path)
+        if entry is None or path in read or _is_saved_answer(entry):
+            continue
+        key = title_key(entry.title)
+        terms = set(tokenize(entry.title))
+        if not key or key in seen_titles or (terms and terms <= asked):
+            continue
+        seen_titles.add(key)
+        questions.append(f"What does the wiki say about {entry.title}?")
+        if len(questions) == count:
+            break
+    return questions
+
+
+def abstention_selection(index, catalog: Catalog, question: str) -> Selection | None:
+    """No page, when the wiki does not cover ``question`` (``offline.coverage``): the pages that
+    came closest are named as related, with the question's words no page holds. None when the
+    question is covered (selection goes on)."""
+    verdict = coverage(index, lambda path: catalog.by_path[path].title if path in catalog else "", question)
+    if verdict.covered:
+        return None
+    related = [h.path for h in index.search(question, RELATED_PAGES)]
+    notices = [f"No page of the wiki mentions: {', '.join(verdict.missing)}."] if verdict.missing else []
+    return Selection(paths=[], method="lexical", notices=notices, abstained=True, related=related)
 
 
 class OfflineNavigator:
@@ -54,9 +134,13 @@ class OfflineNavigator:
         return await anyio.to_thread.run_sync(self._select, question, catalog, max_pages)
 
     def _select(self, question: str, catalog: Catalog, max_pages: int) -> Selection:
-        """Keyword hits and the pages the question names by title, leaving a page for each later
+        """No page when the wiki does not cover the question (``abstention_selection``); else the
+        keyword hits and the pages the question names by title, leaving a page for each later
         round (``navigate.bridge.first_round``)."""
         index = self.lexical.get(catalog)
+        abstention = abstention_selection(index, catalog, question)
+        if abstention:
+            return abstention
         selection = lexical_selection(index, question, max_pages, "lexical")
         reserve = min(self.rounds - 1, max_pages - 1)
         selection.paths, named = bridge.first_round(selection.paths, question, index, catalog, max_pages, reserve)
@@ -83,16 +167,14 @@ class OfflineNavigator:
             yield line + "\n"
 
     def _answer_lines(self, question: str, pages: list[ReadPage], catalog: Catalog) -> list[str]:
-        evidence = best_sentences(question, [PageText(p.path, p.title, p.text) for p in pages if p.is_evidence])
+        evidence = best_units(question, [PageText(p.path, p.title, p.text) for p in pages if p.is_evidence])
         lines = [self.label, ""]
         if evidence:
-            lines += [f"- {e.sentence} [{e.title}]({e.path})" for e in evidence]
+            for e in evidence:
+                lines += answer_lines(e.unit, e.sentence)
         else:
             lines += ["No single sentence matches the question; these pages are the closest:"]
             lines += [f"- [{p.title}]({p.path})" for p in pages if p.is_evidence]
-        _found, missing = self.lexical.get(catalog).known_terms(question)
-        if missing:
-            lines += ["", f"No page of the wiki mentions: {', '.join(missing)}."]
         return lines
 
     async def suggest(self, question: str, answer: str, pages: list[ReadPage], catalog: Catalog,
@@ -100,14 +182,8 @@ class OfflineNavigator:
         return await anyio.to_thread.run_sync(self._suggestions, question, pages, catalog)
 
     def _suggestions(self, question: str, pages: list[ReadPage], catalog: Catalog) -> tuple[list[str], list[str]]:
-        read = {p.path for p in pages}
-        hits = self.lexical.get(catalog).search(question + " " + " ".join(p.title for p in pages), 10)
-        related = [h.path for h in hits if h.path not in read and h.path in catalog]
-        topics = {catalog.by_path[p.path].topic for p in pages if p.path in catalog}
-        related += [e.path for e in catalog.entries if e.topic in topics and e.path not in read and e.path not in related]
-        titles = [catalog.by_path[path].title for path in related]
-        questions = [f"What does the wiki say about {t}?" for t in titles[:3]]
-        return questions, ["Offline suggestions: related pages by keyword match and topic."]
+        return related_questions(self.lexical.get(catalog), question, pages, catalog), [
+            "Offline suggestions: pages linked from or near the quoted passages."]
 
     def not_covered(self) -> str:
         return NOT_COVERED

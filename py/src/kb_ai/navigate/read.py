@@ -93,7 +93,7 @@ def read_pages(kb: KnowledgeBase, paths: list[str], budget_tokens: int, question
             queue[0:0] = cited
         cost = estimate_tokens(text)
         if cost <= remaining:
-            pages.append(ReadPage(path, title, text, kind=kind))
+            pages.append(ReadPage(path, title, text, kind=kind, body=article.body))
             remaining -= cost
             continue
         trimmed = _trim_to_budget(text, question, remaining) if remaining >= MIN_USEFUL_TOKENS else None
@@ -101,7 +101,8 @@ def read_pages(kb: KnowledgeBase, paths: list[str], budget_tokens: int, question
             notices.append(f"Not read: {title} ({path}) — the reading budget of {budget_tokens} tokens was used up.")
             continue
         trimmed_text, omitted = trimmed
-        pages.append(ReadPage(path, title, trimmed_text, truncated=True, omitted_sections=tuple(omitted), kind=kind))
+        pages.append(ReadPage(path, title, trimmed_text, truncated=True, omitted_sections=tuple(omitted), kind=kind,
+                              body=article.body))
         remaining -= estimate_tokens(trimmed_text)
         notices.append(
             f"Shortened to fit the reading budget: {title} ({path})"

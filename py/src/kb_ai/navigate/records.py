@@ -27,6 +27,7 @@ class AskRequest:
     max_pages: int | None = None
     paths: list[str] | None = None  # read exactly these pages, skipping navigation
     reader: Reader = OWNER  # who asks: only the pages this reader may read exist for the question
+    model_only: bool = False  # a model's answer or an error: never the offline extract in its place
 
 
 @dataclass
@@ -39,6 +40,10 @@ class Selection:
     repaired: dict[str, str] = field(default_factory=dict)  # model's path -> catalog path
     notices: list[str] = field(default_factory=list)
     why: str = ""  # one line for the reader: why these pages (the ``pages`` event's ``why``)
+    # The navigator judged that the wiki does not cover the question (``offline.coverage``):
+    # nothing is read, and ``related`` (the closest pages) are shown as related, not as an answer.
+    abstained: bool = False
+    related: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -51,6 +56,7 @@ class ReadPage:
     truncated: bool = False
     omitted_sections: tuple[str, ...] = ()
     kind: str = "article"  # "answer" = a saved answer: navigation, never evidence
+    body: str = ""  # the page's whole body as stored (``text`` may be shortened): citations' offsets are in it
 
     @property
     def is_evidence(self) -> bool:
@@ -67,18 +73,31 @@ class ReadPage:
 
 @dataclass(frozen=True)
 class Citation:
+    """A page an answer cites, and where in it: ``passages`` are the passages its links' sentences
+    stand on (``navigate.citations``), each ``{"anchor", "heading", "quote", "start", "end",
+    "links"}`` — ``anchor`` the id of the heading it is under in the rendered page (None: the
+    page's lead), ``quote`` its text as a reader sees it, ``start``/``end`` its offsets in the
+    page body (frontmatter removed), ``links`` which links to this page in the answer cite it
+    (0: the first). The first passage is also given at the top (``anchor``, ``quote``, ...)."""
+
     path: str
     title: str
+    passages: tuple[dict[str, Any], ...] = ()
 
-    def as_dict(self) -> dict[str, str]:
-        return {"path": self.path, "title": self.title}
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"path": self.path, "title": self.title}
+        if self.passages:
+            first = self.passages[0]
+            out.update({key: first[key] for key in ("anchor", "heading", "quote", "start", "end")})
+            out["passages"] = [dict(p) for p in self.passages]
+        return out
 
 
 @dataclass(frozen=True)
 class AskEvent:
     """One event of an answer, named as the SSE events of the HTTP API."""
 
-    name: str  # rewrite | pages | notice | token | citations | suggestions | usage | error | done
+    name: str  # rewrite | pages | notice | abstained | offline | token | citations | suggestions | usage | error | done
     data: dict[str, Any]
 
 
@@ -87,7 +106,7 @@ class AskResult:
     """Everything an ask produced, collected from its events (for --json, MCP, tests)."""
 
     answer: str = ""
-    citations: list[dict[str, str]] = field(default_factory=list)
+    citations: list[dict[str, Any]] = field(default_factory=list)
     invalid_citations: list[str] = field(default_factory=list)
     pages: list[dict[str, Any]] = field(default_factory=list)
     suggestions: list[str] = field(default_factory=list)
@@ -100,6 +119,9 @@ class AskResult:
     method: str | None = None  # how the pages were chosen (``Selection.method``); not in to_json
     # One entry per ``pages`` event (round of reading): {"round", "why", "added", "method", "usage"}.
     rounds: list[dict[str, Any]] = field(default_factory=list)
+    abstained: bool = False  # the answer is "the wiki does not cover this" (an ``abstained`` event)
+    related: list[dict[str, Any]] = field(default_factory=list)  # closest pages then: not an answer
+    offline: dict[str, str] | None = None  # {"reason", "message"}: the model failed, the answer is the offline extract
 
     def add(self, event: AskEvent) -> None:
         """Fold one event into the result (what ``navigate.ask.ask`` does with each)."""
@@ -120,6 +142,11 @@ class AskResult:
             self.suggestions = list(data["questions"])
         elif event.name == "notice":
             self.notices.append(data["message"])
+        elif event.name == "abstained":
+            self.abstained = True
+            self.related = list(data.get("related", []))
+        elif event.name == "offline":
+            self.offline = {"reason": data["reason"], "message": data["message"]}
         elif event.name == "rewrite":
             self.rewritten_query = data["query"]
         elif event.name == "usage":
@@ -140,11 +167,15 @@ class AskResult:
             "notices": self.notices,
             "suggestions": self.suggestions,
             "rounds": self.rounds,
+            "abstained": self.abstained,
+            "related": self.related,
         }
         if self.rewritten_query is not None:
             out["rewritten_query"] = self.rewritten_query
         if self.saved_path is not None:
             out["saved_path"] = self.saved_path
+        if self.offline is not None:
+            out["offline"] = self.offline
         if self.error:
             out["error"] = self.error
         return out

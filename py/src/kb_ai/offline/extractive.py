@@ -1,29 +1,47 @@
-"""Extractive answers: the sentences of the selected pages that best match the question.
+"""Extractive answers: the answer-bearing units of the selected pages that best match the question.
 
-Sentences are ranked with BM25 among the selected pages' sentences only, nudged towards the
-higher-ranked pages, then picked greedily so that each new sentence adds query terms the
-earlier ones did not cover (a short answer that covers the question beats three near-copies).
+Units (``offline.units``: sentences joined with a short neighbour, list items with their lead-in,
+definitions, headings with their first line, table rows, short code) are ranked with BM25 among
+the selected pages' units only, nudged towards the higher-ranked pages and towards units that
+hold what the question asks for (a number for "how many / default / what port", a year or date
+for "when", a name for "who", code for "how do I", a whole list for "which ... are"), then picked greedily so that each new unit
+adds query terms the earlier ones did not cover. A unit is quoted whole or not at all.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from kb_ai.offline.lexical import rank_texts
 from kb_ai.offline.text import tokenize
-from kb_ai.store.markdown_text import clip, prose_paragraphs, split_sentences
+from kb_ai.offline.units import Unit, page_units
 
-MAX_SENTENCE_CHARS = 400
-MIN_SENTENCE_WORDS = 4
 PER_PAGE = 2
+MAX_ANSWER_CHARS = 1_500  # units are whole: the answer stops before one that would pass this
+ASKED_BONUS = 1.5  # a unit that holds what the question asks for
+CODE_UNASKED = 0.5
+BRIDGE_BONUS = 3.0  # a unit of a page whose title an earlier pick names: the second hop
+LEAD_BONUS = 1.0  # code, when the question does not ask how to do something
 
-
-@dataclass(frozen=True)
-class Evidence:
-    path: str
-    title: str
-    sentence: str
-    score: float
+_NUMBER_Q = re.compile(r"\b(how (many|much|long|big|large|fast|old|often|high|tall)|default|defaults|"
+                       r"what (port|size|number|version|percentage|value|limit|timeout)|maximum|minimum|max|min|"
+                       r"limit|timeout|size|number of|population|capacity)\b", re.IGNORECASE)
+_WHEN_Q = re.compile(r"\b(when|what year|which year|what date|in what year|born|founded|released)\b", re.IGNORECASE)
+_WHO_Q = re.compile(r"\b(who|whom|whose|which (person|man|woman|actor|actress|author|director|singer))\b", re.IGNORECASE)
+_HOW_Q = re.compile(r"\b(how (do|can|should|to)|how would|command|example|syntax|configure|install|run|set up)\b",
+                    re.IGNORECASE)
+_LIST_Q = re.compile(r"\b(what|which)\b[^?.]{0,60}?\b(are|were)\b|\b(list|types|kinds|options|ways|steps)\b",
+                     re.IGNORECASE)
+_NUMBER = re.compile(r"(?<![\w.])\d[\d,._]*")
+_YEAR = re.compile(r"\b(1[0-9]{3}|20[0-9]{2})\b|\b(January|February|March|April|May|June|July|August|September|"
+                   r"October|November|December)\b")
+# A unit that opens by referring back to its page's subject ("He served as ...", "It is the largest
+# airport ...", "The film stars ...") does not say what it is about on its own.
+_REFERS_BACK = re.compile(r"(?:He|She|It|They|His|Her|Its|Their|This|These|The (?:film|album|song|band|company|"
+                          r"school|city|town|village|book|novel|show|series|game|airport|station|team|club|group|"
+                          r"building|river|church|magazine|newspaper|episode|player|university|museum))\b")
+_NAME = re.compile(r"\b[A-Z][a-z]+(?:\s+[A-Z][a-z.]+)+")
 
 
 @dataclass(frozen=True)
@@ -33,55 +51,149 @@ class PageText:
     body: str
 
 
-def best_sentences(question: str, pages: list[PageText], limit: int = 4) -> list[Evidence]:
-    """Up to ``limit`` sentences from ``pages`` (in rank order) that share terms with ``question``."""
+@dataclass(frozen=True)
+class Evidence:
+    """A unit picked for the answer, with its score. ``sentence`` is the text the answer shows."""
+
+    unit: Unit
+    score: float
+    subject: str = ""  # the page's title, when the unit speaks of it as "He", "It", "The film"...
+
+    @property
+    def path(self) -> str:
+        return self.unit.path
+
+    @property
+    def title(self) -> str:
+        return self.unit.title
+
+    @property
+    def sentence(self) -> str:
+        """The unit as the answer shows it: prefixed by its subject when it only says "It"."""
+        return f"{self.subject}: {self.unit.text}" if self.subject else self.unit.text
+
+
+def _asks_for(question: str) -> set[str]:
+    wants = set()
+    if _NUMBER_Q.search(question):
+        wants.add("number")
+    if _WHEN_Q.search(question):
+        wants.add("date")
+    if _WHO_Q.search(question):
+        wants.add("name")
+    if _HOW_Q.search(question):
+        wants.add("code")
+    if _LIST_Q.search(question):
+        wants.add("list")
+    return wants
+
+
+def _holds(unit: Unit, wants: set[str], question: str) -> bool:
+    """Whether ``unit`` holds something of the kind the question asks for (and not only the
+    question's own words)."""
+    asked = set(question.lower().split())
+    if "number" in wants and any(m.group().lower() not in asked for m in _NUMBER.finditer(unit.text)):
+        return True
+    if "date" in wants and any(m.group().lower() not in asked for m in _YEAR.finditer(unit.text)):
+        return True
+    if "name" in wants and any(not set(m.group().lower().split()) <= asked for m in _NAME.finditer(unit.text)):
+        return True
+    if "code" in wants and (unit.kind == "code" or "`" in unit.quote):
+        return True
+    if "list" in wants and unit.kind == "list":
+        return True
+    return False
+
+
+def best_units(question: str, pages: list[PageText], limit: int = 4) -> list[Evidence]:
+    """Up to ``limit`` units from ``pages`` (in rank order) that share terms with ``question``."""
     query_terms = set(tokenize(question))
     if not query_terms:
         return []
-    candidates: list[tuple[int, PageText, str, set[str]]] = []
+    candidates: list[tuple[int, Unit, set[str]]] = []
     for rank, page in enumerate(pages):
-        for paragraph in prose_paragraphs(page.body):
-            if paragraph.startswith("[Superseded"):
+        for unit in page_units(page.path, page.title, page.body):
+            if unit.text.startswith("[Superseded"):
                 continue  # a supersession trail records an earlier fact: history, not the answer
-            for sentence in split_sentences(paragraph):
-                if len(sentence.split()) < MIN_SENTENCE_WORDS:
-                    continue
-                terms = set(tokenize(sentence))
-                if terms & query_terms:
-                    candidates.append((rank, page, sentence, terms))
+            terms = set(tokenize(_ranked_text(unit)))
+            if terms & query_terms:
+                candidates.append((rank, unit, terms))
     if not candidates:
         return []
-    scores = rank_texts(query_terms, [tokenize(c[2]) for c in candidates])
-    base = [float(s) * (1.0 - 0.08 * min(c[0], 5)) for s, c in zip(scores, candidates)]
+    wants = _asks_for(question)
+    scores = rank_texts(query_terms, [tokenize(_ranked_text(c[1])) for c in candidates])
+    base = []
+    for score, (rank, unit, _terms) in zip(scores, candidates):
+        value = float(score) * (1.0 - 0.08 * min(rank, 5))
+        if wants and _holds(unit, wants, question):
+            value *= ASKED_BONUS
+        if unit.kind == "code" and "code" not in wants:
+            value *= CODE_UNASKED
+        if unit.text.endswith(":"):
+            value *= CODE_UNASKED  # it introduces what it does not show
+        base.append(value)
+    if "list" in wants:
+        # A whole list answers "which ... are" at least as well as the best of its items.
+        for i, (_rank, unit, _terms) in enumerate(candidates):
+            if unit.kind == "list":
+                inside = [base[j] for j, (_r, other, _t) in enumerate(candidates) if other.path == unit.path
+                          and other.kind != "list" and unit.start <= other.start and other.end <= unit.end]
+                base[i] = max([base[i], *(b * ASKED_BONUS for b in inside)])
 
     picked: list[Evidence] = []
     covered: set[str] = set()
     per_page: dict[str, int] = {}
-    remaining = list(range(len(candidates)))
-    seen_sentences: set[str] = set()
+    spans: dict[str, list[tuple[int, int]]] = {}
+    seen_texts: set[str] = set()
+    used_chars = 0
+
+    named: set[str] = set()  # pages whose title a picked unit names (the bridge to a second page)
+    titles = {page.path: " ".join(tokenize(page.title)) for page in pages}
 
     def gain(i: int) -> float:
-        matched = candidates[i][3] & query_terms
+        matched = candidates[i][2] & query_terms
         new = len(matched - covered) / max(len(matched), 1)
-        return base[i] * (0.4 + 0.6 * new)
+        bridge = BRIDGE_BONUS if candidates[i][1].path in named else 1.0
+        return base[i] * (0.4 + 0.6 * new) * bridge
 
-    # Gains change only when a sentence is picked, so the candidates are ranked once per pick
-    # (at most ``limit`` times), and the ones passed over on the way are dropped for good.
+    def overlaps(unit: Unit) -> bool:
+        return any(unit.start < end and start < unit.end for start, end in spans.get(unit.path, []))
+
+    remaining = list(range(len(candidates)))
     while remaining and len(picked) < limit:
         order = sorted(remaining, key=lambda i: (-gain(i), i))
         best = None
         for position, i in enumerate(order):
-            page, sentence = candidates[i][1], candidates[i][2]
-            key = " ".join(sentence.lower().split())
-            if per_page.get(page.path, 0) >= PER_PAGE or key in seen_sentences or gain(i) <= 0:
+            unit = candidates[i][1]
+            key = " ".join(unit.text.lower().split())
+            if per_page.get(unit.path, 0) >= PER_PAGE or key in seen_texts or overlaps(unit) or gain(i) <= 0:
+                continue
+            if picked and used_chars + len(unit.text) > MAX_ANSWER_CHARS:
                 continue
             best, remaining = i, order[position + 1:]
-            seen_sentences.add(key)
+            seen_texts.add(key)
             break
         if best is None:
             break
-        rank, page, sentence, terms = candidates[best]
-        per_page[page.path] = per_page.get(page.path, 0) + 1
+        _rank, unit, terms = candidates[best]
+        per_page[unit.path] = per_page.get(unit.path, 0) + 1
+        spans.setdefault(unit.path, []).append((unit.start, unit.end))
         covered |= terms & query_terms
-        picked.append(Evidence(page.path, page.title, clip(sentence, MAX_SENTENCE_CHARS), base[best]))
+        used_chars += len(unit.text)
+        said = " " + " ".join(tokenize(unit.text)) + " "
+        named |= {path for path, title in titles.items() if title and path != unit.path and f" {title} " in said}
+        picked.append(Evidence(unit, base[best], _subject(unit)))
     return picked
+
+
+def _subject(unit: Unit) -> str:
+    """The page's title when ``unit`` refers back to the page's subject without naming it."""
+    if unit.kind not in ("sentence", "list-item") or not _REFERS_BACK.match(unit.text):
+        return ""
+    title = set(tokenize(unit.title))
+    return unit.title if title and not title <= set(tokenize(unit.text)) else ""
+
+
+def _ranked_text(unit: Unit) -> str:
+    """What a unit is ranked by: its text, and for code the line that introduces it."""
+    return f"{unit.lead} {unit.text}" if unit.lead else unit.text

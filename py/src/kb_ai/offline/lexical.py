@@ -8,6 +8,10 @@
 * ``by_shared_terms``: texts ordered by how many terms they share with a query (the sections
   of a page kept when it is trimmed to a reading budget, or shown to the model for a revision).
 * ``jaccard``: the share of terms two texts have in common (lint's contradiction pairs).
+* ``term_groups``: texts grouped by a distinctive word they share (the topics of a flat
+  ``raw/``, ``compile/topic_rule.py``); words as ``store.words.label_words`` reads them (whole
+  words, so a group's word is its readable name), weighted by inverse document frequency like
+  ``store/topics.py``'s summaries.
 
 All of them read text through ``offline.text.tokenize`` (stemmed, stop words dropped).
 
@@ -26,6 +30,7 @@ every file in the folder has been checked to be a regular file of bounded size.
 from __future__ import annotations
 
 import hashlib
+import heapq
 import json
 import logging
 import math
@@ -39,6 +44,7 @@ import bm25s
 import numpy as np
 
 from kb_ai.offline.text import tokenize
+from kb_ai.store.words import GENERIC_WORDS, label_words
 from kb_ai.store.access import parse_access
 from kb_ai.store.articles import read_article_text, split_frontmatter
 from kb_ai.store.catalog import Catalog, CatalogEntry
@@ -277,6 +283,25 @@ class LexicalIndex:
         ranked = sorted(top, key=lambda i: (-float(scores[i]), self.paths[i]))
         return [ScoredPage(self.paths[i], float(scores[i])) for i in ranked if scores[i] > 0]
 
+    def page_count(self) -> int:
+        """Pages this index scores (a restricted view: the visible ones)."""
+        return len(self.paths) if self._mask is None else int(self._mask.sum())
+
+    def position(self, path: str) -> int:
+        """The position of ``path`` in ``paths`` (what ``pages_with`` returns)."""
+        return self._positions()[path]
+
+    def pages_with(self, term: str) -> np.ndarray:
+        """Positions (in ``paths``) of the pages whose text holds ``term`` (a tokenized term),
+        visible pages only in a restricted view; empty for a term no page holds."""
+        term_id = self._vocab.get(term)
+        scores = getattr(self._retriever, "scores", None)
+        if term_id is None or not scores or term_id + 1 >= len(scores["indptr"]):
+            return np.zeros(0, dtype=np.int64)
+        indptr = scores["indptr"]
+        docs = np.asarray(scores["indices"][indptr[term_id]:indptr[term_id + 1]], dtype=np.int64)
+        return docs if self._mask is None else docs[self._mask[docs]]
+
     def known_terms(self, query: str) -> tuple[list[str], list[str]]:
         """Split the query's words into those that occur in the wiki and those that do not."""
         found, missing = [], []
@@ -294,13 +319,23 @@ class LexicalIndex:
 def rank_texts(query_terms: set[str] | list[str], texts_terms: list[list[str]]) -> np.ndarray:
     """BM25 scores (bm25s) of each of ``texts_terms`` (tokenized texts) for ``query_terms``: an
     index built for one ranking and dropped."""
+    return rank_texts_each([query_terms], texts_terms)[0]
+
+
+def rank_texts_each(queries: list[set[str] | list[str]], texts_terms: list[list[str]]) -> list[np.ndarray]:
+    """``rank_texts`` for several queries over the same texts (the passages of one page, for each
+    sentence of an answer that cites it): one index, scored once per query."""
     if not texts_terms:
-        return np.zeros(0, dtype=np.float32)
+        return [np.zeros(0, dtype=np.float32) for _ in queries]
     vocab: dict[str, int] = {}
     ids = [[vocab.setdefault(t, len(vocab)) for t in terms] for terms in texts_terms]
     retriever = bm25s.BM25()
     retriever.index(bm25s.tokenization.Tokenized(ids=ids, vocab=vocab), show_progress=False)
-    return retriever.get_scores([vocab[t] for t in query_terms if t in vocab])
+    scores = []
+    for query_terms in queries:
+        known = [vocab[t] for t in query_terms if t in vocab]
+        scores.append(retriever.get_scores(known) if known else np.zeros(len(texts_terms), dtype=np.float32))
+    return scores
 
 
 class TermIndex:
@@ -353,3 +388,75 @@ def by_shared_terms(query: str, texts: list[str]) -> list[int]:
     terms = set(tokenize(query))
     shared = [len(terms & set(tokenize(text))) if terms else 0 for text in texts]
     return sorted(range(len(texts)), key=lambda i: (-shared[i], i))
+
+
+def term_groups(texts: dict[str, str], min_size: int, max_size: int,
+                titles: dict[str, str] | None = None) -> dict[str, str]:
+    """Group ``texts`` (key -> a title and summary) by a word they share: key -> the group's word,
+    or "" for a text in no group. Greedy and deterministic (the word in more ``titles``, then
+    alphabetical order, breaks every tie): the word found in the most ungrouped texts, among the words in at most
+    ``max_size`` texts (a word in more names too broad a subject: "american"), takes those texts; until no
+    word is in ``min_size`` ungrouped texts. A text left over joins the group it shares the most
+    rare words with (inverse document frequency) while that group has room; one sharing none
+    stays in no group. One added text changes the count of its own words by one, so it moves
+    only the texts whose best two words were tied."""
+    words_of = {key: label_words(texts[key]) - GENERIC_WORDS for key in sorted(texts)}
+    frequency: Counter[str] = Counter()
+    for found in words_of.values():
+        frequency.update(found)
+    # Candidate words: in min_size..max_size texts in all. A word in more ("american", "known",
+    # "during") names no subject of that size; it is not taken even once others took most texts.
+    cover = {w: c for w, c in frequency.items() if min_size <= c <= max_size}
+    holders: dict[str, list[str]] = {w: [] for w in cover}
+    for key, found in words_of.items():
+        for w in found:
+            if w in holders:
+                holders[w].append(key)
+    in_titles: Counter[str] = Counter()
+    for title in (titles or {}).values():
+        in_titles.update(label_words(title))
+    group: dict[str, str] = {}
+    # Counts only fall, so a heap whose stale entries are pushed again when popped finds the
+    # next word in O(log words): a 50,000-text raw/ is grouped in seconds, not minutes.
+    heap = [(-c, -in_titles[w], w) for w, c in cover.items()]
+    heapq.heapify(heap)
+    while heap:
+        negative, _, word = heapq.heappop(heap)
+        if word not in cover:
+            continue
+        if -negative != cover[word]:
+            heapq.heappush(heap, (-cover[word], -in_titles[word], word))
+            continue
+        if cover[word] < min_size:
+            break
+        for key in holders[word]:
+            if key in group:
+                continue
+            group[key] = word
+            for w in words_of[key]:
+                if w in cover:
+                    cover[w] -= 1
+        del cover[word]
+    sizes = Counter(group.values())
+    total = max(len(texts), 1)
+    profile: dict[str, Counter[str]] = {}
+    for key, word in group.items():
+        profile.setdefault(word, Counter()).update(words_of[key])
+    groups_with: dict[str, list[str]] = {}  # word -> the groups whose texts have it
+    for word in sorted(profile):
+        for w in profile[word]:
+            groups_with.setdefault(w, []).append(word)
+    for key, found in words_of.items():
+        if key in group:
+            continue
+        scores: dict[str, float] = {}
+        for w in found:
+            weight = math.log(total / frequency[w])
+            for word in groups_with.get(w, ()):
+                scores[word] = scores.get(word, 0.0) + weight * profile[word][w] / sizes[word]
+        room = [(score, word) for word, score in scores.items() if score > 0 and sizes[word] < max_size]
+        best = min(room, key=lambda sw: (-sw[0], sw[1]))[1] if room else ""
+        group[key] = best
+        if best:
+            sizes[best] += 1
+    return group

@@ -45,7 +45,7 @@ from kb_ai.config import Settings
 from kb_ai.errors import KaasError, UnsafePathError
 from kb_ai.navigate.ask import AskService, ask, build_service
 from kb_ai.navigate.records import AskRequest, AskResult
-from kb_ai.quality.scoring import normalize_answer, score_answer, scoring_text
+from kb_ai.quality.scoring import contains_answer, normalize_answer, score_answer, scoring_text
 from kb_ai.store.catalog import Catalog
 from kb_ai.files import FileTooLargeError, atomic_write_text, read_regular_bytes
 from kb_ai.store.paths import normalize_wiki_path
@@ -63,7 +63,7 @@ _ABSTAIN = re.compile(
 )
 
 
-KNOWN_KEYS = ("question", "gold_pages", "gold_titles", "answer", "answer_aliases", "answerable", "id")
+KNOWN_KEYS = ("question", "gold_pages", "gold_titles", "answer", "answer_aliases", "facts", "answerable", "id")
 
 
 @dataclass
@@ -74,6 +74,7 @@ class EvalQuestion:
     aliases: list[str] = field(default_factory=list)
     answerable: bool = True
     id: str = ""
+    facts: list[str] = field(default_factory=list)  # every one must be in a correct answer
 
 
 def _string_list(value: Any, name: str, where: str) -> list[str]:
@@ -122,6 +123,7 @@ def parse_questions(text: str, label: str = "questions", warnings: list[str] | N
             aliases=_string_list(data.get("answer_aliases"), "answer_aliases", where),
             answerable=answerable,
             id=str(data.get("id", number)),
+            facts=_string_list(data.get("facts"), "facts", where),
         ))
     if warnings is not None:
         warnings.extend(_unknown_key_warning(label, key, lines) for key, lines in unknown.items())
@@ -185,9 +187,10 @@ class GoldResolver:
 
 
 def is_abstention(result: AskResult, not_covered: str) -> bool:
-    """The answer says the wiki does not know: it read no page, or (a model's answer) says so in
-    words. An offline answer only quotes pages, so for it reading no page is the only signal."""
-    if not result.pages:
+    """The answer says the wiki does not know: an ``abstained`` event (no page was read), or (a
+    model's answer) it says so in words. An offline answer only quotes pages, so for it the
+    event is the only signal."""
+    if result.abstained or not result.pages:
         return True
     if result.mode != "llm":
         return False
@@ -216,6 +219,7 @@ class QuestionResult:
     exact_match: float | None
     f1: float | None
     contains_gold: float | None
+    facts_held: bool | None  # every fact of the question is in the answer (None: no facts given)
     citations_valid: int
     citations_invalid: int
     abstained: bool
@@ -250,6 +254,8 @@ def score_question(q: EvalQuestion, gold: list[str], unresolved: list[str], resu
         answer=result.answer, gold_answer=q.answer,
         exact_match=scored.exact_match if scored else None, f1=scored.f1 if scored else None,
         contains_gold=scored.contains_gold if scored else None,
+        facts_held=(all(contains_answer(scoring_text(result.answer), f) for f in q.facts)
+                    if q.facts and q.answerable else None),
         citations_valid=len(result.citations), citations_invalid=len(result.invalid_citations),
         abstained=result.error is None and is_abstention(result, not_covered),
         llm_calls=int(usage.get("llm_calls", 0)), prompt_tokens=int(usage.get("prompt_tokens", 0)),
@@ -314,6 +320,8 @@ def _answer_summary(ok: list[QuestionResult], answerable: list[QuestionResult],
         "exact_match": _mean([r.exact_match for r in ok]),
         "f1": _mean([r.f1 for r in ok]),
         "answer_contains_gold": _mean([r.contains_gold for r in ok]),
+        "facts_held": _mean([r.facts_held for r in ok]),
+        "questions_with_facts": sum(1 for r in ok if r.facts_held is not None),
         "citations_valid": valid,
         "citations_invalid": invalid,
         "citation_validity": valid / (valid + invalid) if valid + invalid else None,
@@ -407,6 +415,7 @@ class EvalReport:
             ("exact match", pct(s["exact_match"]), f"{s['scored_answers']} answers scored (HotpotQA normalization)"),
             ("token F1", pct(s["f1"]), ""),
             ("answer contains gold", pct(s["answer_contains_gold"]), ""),
+            ("facts held", pct(s["facts_held"]), f"answers holding every fact given, {s['questions_with_facts']} questions"),
             ("citation validity", pct(s["citation_validity"]), f"{s['citations_valid']} valid, {s['citations_invalid']} invalid"),
             ("answers citing a page", pct(s["answers_citing"]), "answerable questions that read a page"),
             ("abstention (unanswerable)", pct(s["abstention_rate"]), f"{s['unanswerable']} questions"),
@@ -463,15 +472,57 @@ async def run_eval(service: AskService, questions: list[EvalQuestion], *,
 
 
 def run_eval_file(settings: Settings, questions_file: Path, *, limit: int | None = None,
-                  progress: Callable[[int, int], None] | None = None) -> EvalReport:
-    """What ``kaas eval`` does: load the questions, build one service, run them all."""
+                  progress: Callable[[int, int], None] | None = None, delete_gold: bool = False) -> EvalReport:
+    """What ``kaas eval`` does: load the questions, build one service, run them all.
+
+    ``delete_gold``: measure abstention. The wiki is copied to a temporary folder (the KB itself
+    is not touched), every gold page of the questions is deleted from the copy, and the questions
+    are asked there as unanswerable: a question whose pages are gone should be answered "the
+    wiki does not cover this"."""
     import asyncio
 
     warnings: list[str] = []
     questions = load_questions(Path(questions_file), warnings)
     if limit is not None:
         questions = questions[:limit]
+    if delete_gold:
+        return _eval_without_gold(settings, questions, warnings, progress)
     service = build_service(settings)
     report = asyncio.run(run_eval(service, questions, progress=progress))
+    report.warnings = warnings
+    return report
+
+
+def _eval_without_gold(settings: Settings, questions: list[EvalQuestion], warnings: list[str],
+                       progress: Callable[[int, int], None] | None) -> EvalReport:
+    import asyncio
+    import dataclasses
+    import shutil
+    import tempfile
+
+    from kb_ai.store.kb import KnowledgeBase
+
+    source = KnowledgeBase(settings.kb)
+    resolver = GoldResolver(source.require_catalog())
+    if not any(q.gold_pages for q in questions):
+        raise KaasError("--delete-gold needs questions with gold pages (gold_pages or gold_titles)")
+    with tempfile.TemporaryDirectory(prefix="kaas-eval-") as tmp:
+        copy = Path(tmp) / "kb"
+        shutil.copytree(source.wiki_dir, copy / "wiki", symlinks=True)
+        for name in ("kaas.toml",):
+            if (source.root / name).is_file():
+                shutil.copy2(source.root / name, copy / name)
+        deleted = 0
+        for q in questions:
+            for path in resolver.resolve(q.gold_pages)[0]:
+                target = copy / "wiki" / path
+                if target.is_file():
+                    target.unlink()
+                    deleted += 1
+        KnowledgeBase(copy).reindex()
+        unanswerable = [dataclasses.replace(q, answerable=False) for q in questions]
+        service = build_service(dataclasses.replace(settings, kb=copy))
+        report = asyncio.run(run_eval(service, unanswerable, progress=progress))
+    report.settings.update({"kb": str(settings.kb), "gold_pages_deleted": deleted})
     report.warnings = warnings
     return report

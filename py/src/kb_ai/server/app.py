@@ -10,6 +10,12 @@ Routes (DESIGN.md, "HTTP"):
     POST /api/answers           file a chat answer into wiki/answers/ (navigation only)
     GET  /api/pages/<path>      one article: frontmatter, markdown, html, toc
     PUT  /api/pages/<path>      save a hand edit (POST works too)
+    POST /api/feedback          a thumbs-up/down on an answer -> .kaas/feedback.jsonl (feedback.py)
+    GET  /api/events            wiki changes as Server-Sent Events (events.py)
+    GET  /api/sources           may this reader add sources; is a compile running
+    POST /api/sources/upload    add a file to raw/ (admins; sources.py)
+    POST /api/sources/urls      fetch web pages into raw/web/ (admins)
+    POST /api/compile           compile, its progress as Server-Sent Events (admins, one at a time)
     GET  /healthz               liveness
     POST /mcp                   the MCP tools over streamable HTTP (mcp.py)
 """
@@ -39,6 +45,11 @@ from kb_ai.navigate.ask import AskService, build_service
 from kb_ai.server.assets import default_web_dir
 from kb_ai.server.answers import save_answer_endpoint
 from kb_ai.server.chat import chat_endpoint
+from kb_ai.server.events import ChangeFeed, events_endpoint
+from kb_ai.server.feedback import feedback_endpoint
+from kb_ai.server.sources import (CompileJob, compile_endpoint, server_fetch_policy, sources_info_endpoint,
+                                  upload_endpoint, urls_endpoint)
+from kb_ai.compile.fetch import FetchPolicy
 from kb_ai.server.guard import LOOPBACK_HOSTS, RequestGuard
 from kb_ai.store.users import UserDirectory
 from kb_ai.server.pages import index_endpoint, page_endpoint, template_env, wiki_page_endpoint
@@ -65,6 +76,9 @@ class ServerState:
     # This run's secret, announced in .kaas/server.json (0600): /healthz proves the server holds
     # it, so `kaas ask` never sends a question to whatever took a stale announcement's port.
     proof_secret: str | None = field(default=None, repr=False)
+    changes: ChangeFeed = field(default_factory=ChangeFeed)  # wiki changes for /api/events
+    compile_job: CompileJob = field(default_factory=CompileJob)  # the Compile button's one compile
+    fetch_policy: FetchPolicy = field(default_factory=server_fetch_policy)  # the URLs the UI may add
     _save_lock: asyncio.Lock | None = field(default=None, repr=False)
 
     @property
@@ -142,11 +156,13 @@ def create_app(settings: Settings, *, service: AskService | None = None, web_dir
 
         state.proof_secret = new_secret()
     if watch_interval:
-        state.watcher = WikiWatcher(service.kb, watch_interval, lambda: state.save_lock, warm=service.warm)
+        state.watcher = WikiWatcher(service.kb, watch_interval, lambda: state.save_lock, warm=service.warm,
+                                    on_change=state.changes.publish)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         tasks: list[asyncio.Task[Any]] = []
+        state.changes.bind(asyncio.get_running_loop())
         if state.watcher is not None:
             tasks.append(asyncio.create_task(state.watcher.run(), name="kaas-wiki-watcher"))
         if warm_up and not settings.offline:
@@ -174,6 +190,12 @@ def create_app(settings: Settings, *, service: AskService | None = None, web_dir
         Route("/api/chat", chat_endpoint, methods=["POST"]),
         Route("/api/index", index_endpoint, methods=["GET"]),
         Route("/api/answers", save_answer_endpoint, methods=["POST"]),
+        Route("/api/feedback", feedback_endpoint, methods=["POST"]),
+        Route("/api/events", events_endpoint, methods=["GET"]),
+        Route("/api/sources", sources_info_endpoint, methods=["GET"]),
+        Route("/api/sources/upload", upload_endpoint, methods=["POST"]),
+        Route("/api/sources/urls", urls_endpoint, methods=["POST"]),
+        Route("/api/compile", compile_endpoint, methods=["POST"]),
         Route("/api/pages/{path:path}", page_endpoint, methods=["GET", "PUT", "POST"]),
         Route("/wiki", wiki_root_redirect, methods=["GET"]),
         Route("/wiki/", wiki_page_endpoint, methods=["GET"]),

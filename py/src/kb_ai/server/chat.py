@@ -56,7 +56,7 @@ def parse_chat_request(payload: Any) -> AskRequest:
             raise BadRequestError(f"history item {number} needs role 'user' or 'assistant' and string content")
         history.append(Turn(role, content[:MAX_TURN_CHARS]))
     flags = {}
-    for name in ("rewrite", "suggest"):
+    for name in ("rewrite", "suggest", "model_only"):
         value = payload.get(name, False)
         if not isinstance(value, bool):
             raise BadRequestError(f"'{name}' must be true or false")

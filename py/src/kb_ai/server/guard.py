@@ -151,8 +151,11 @@ class RequestGuard:
         if not self.users.required():
             scope[READER_KEY] = OWNER  # no tokens configured: a loopback server for its owner
             return None
-        reader = self.users.reader_for(bearer_token(scope))
+        token = bearer_token(scope)
+        reader = self.users.reader_for(token)
         if reader is None:
+            if token:  # the person typed one: tell them it is that token, not a missing one
+                return 401, "unauthorized", "that token was refused (Authorization: Bearer <token>)"
             return 401, "unauthorized", "this server needs an API token (Authorization: Bearer <token>)"
         scope[READER_KEY] = reader
         return None

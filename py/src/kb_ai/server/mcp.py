@@ -53,6 +53,29 @@ class PageRef(BaseModel):
     title: str
 
 
+class Passage(BaseModel):
+    anchor: str | None = Field(description="id of the heading the passage is under in the rendered page (/wiki/<path>#<anchor>); null: the page's lead")
+    heading: str | None
+    quote: str = Field(description="the passage as a reader sees it: text of the page, never of the answer")
+    start: int = Field(description="offset of the passage in the page body (frontmatter removed)")
+    end: int
+    links: list[int] = Field(description="which links to this page in the answer cite it (0: the first)")
+
+
+class CitationRef(PageRef):
+    """A cited page and where in it: the first passage at the top, every passage in ``passages``."""
+
+    anchor: str | None = None
+    heading: str | None = None
+    quote: str | None = None
+    start: int | None = None
+    end: int | None = None
+    passages: list[Passage] = Field(default_factory=list)
+
+
+class OfflineNote(BaseModel):
+    reason: str
+    message: str
 class ReadingRound(BaseModel):
     round: int
     why: str = Field(description="why these pages were read")
@@ -62,7 +85,7 @@ class ReadingRound(BaseModel):
 
 class AskOutput(BaseModel):
     answer: str
-    citations: list[PageRef]
+    citations: list[CitationRef]
     pages: list[PageRef]
     suggestions: list[str] = Field(default_factory=list)
     mode: str = Field(description="'llm' or 'offline'")
@@ -71,6 +94,9 @@ class AskOutput(BaseModel):
     saved_path: str | None = Field(default=None, description="where ask_and_save filed the answer (None for ask, or when it could not be saved)")
     rounds: list[ReadingRound] = Field(default_factory=list, description="the rounds of reading: round 2 and later read "
                                        "the pages the pages read led to (multi-hop)")
+    abstained: bool = Field(default=False, description="true when the answer is that the wiki does not cover the question")
+    related: list[PageRef] = Field(default_factory=list, description="with abstained: the closest pages, related but not an answer")
+    offline: OfflineNote | None = Field(default=None, description="set when the model failed and the answer is the offline extract of the pages read")
 
 
 # A page's record as MCP publishes it: the fields of ``CatalogEntry.record()`` (the SDK needs
@@ -104,12 +130,14 @@ Paths = Annotated[list[str] | None, Field(
     max_length=MAX_PAGES_PER_QUESTION)]
 Rewrite = Annotated[bool, Field(description="Rewrite the question into a standalone query first.")]
 Suggest = Annotated[bool, Field(description="Also return three follow-up questions.")]
+ModelOnly = Annotated[bool, Field(description="Fail when the model cannot answer, instead of answering with the "
+                                              "offline extract of the pages read (the default).")]
 
 
 def _text_form(result: AskResult) -> str:
     lines = [result.answer.rstrip()]
     if result.citations:
-        lines += ["", "Sources:"] + [f"- {c['title']} ({c['path']})" for c in result.citations]
+        lines += ["", "Sources:"] + [_source_line(c) for c in result.citations]
     if len(result.rounds) > 1:
         lines += ["", "Read in rounds:"] + [f"- round {r['round']}: {r['why']} ({', '.join(r['added'])})"
                                             for r in result.rounds]
@@ -120,6 +148,13 @@ def _text_form(result: AskResult) -> str:
     if result.saved_path:
         lines += ["", f"Saved as {result.saved_path}."]
     return "\n".join(lines)
+
+
+def _source_line(citation: dict) -> str:
+    """A cited page, with where in it when known: ``- Title (path#anchor): "quote"``."""
+    where = citation["path"] + (f"#{citation['anchor']}" if citation.get("anchor") else "")
+    quote = f': "{citation["quote"]}"' if citation.get("quote") else ""
+    return f"- {citation['title']} ({where}){quote}"
 
 
 def _tool_error(exc: KaasError) -> ToolError:
@@ -138,11 +173,11 @@ def build_mcp_server(settings: Settings, service: AskService | None = None, *,
     server = MCPServer(name="kaas", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING")
 
     async def answer(ctx: Context, question: str, paths: list[str] | None, rewrite: bool,
-                     suggest: bool) -> tuple[AskResult, Reader]:
+                     suggest: bool, model_only: bool = False) -> tuple[AskResult, Reader]:
         if not question or not question.strip():
             raise ToolError("the question is empty: pass the question to answer as `question`")
         request = AskRequest(question=question, rewrite=rewrite, suggest=suggest, paths=paths or None,
-                             reader=_reader(ctx, stdio_reader))
+                             reader=_reader(ctx, stdio_reader), model_only=model_only)
         tokens, chars, last_report = 0, 0, 0.0
 
         async def report(event: AskEvent) -> None:
@@ -176,8 +211,9 @@ def build_mcp_server(settings: Settings, service: AskService | None = None, *,
         paths: Paths = None,
         rewrite: Rewrite = False,
         suggest: Suggest = False,
+        model_only: ModelOnly = False,
     ) -> Annotated[CallToolResult, AskOutput]:
-        result, _ = await answer(ctx, question, paths, rewrite, suggest)
+        result, _ = await answer(ctx, question, paths, rewrite, suggest, model_only)
         return _ask_output(result)
 
     @server.tool(
@@ -193,8 +229,9 @@ def build_mcp_server(settings: Settings, service: AskService | None = None, *,
         paths: Paths = None,
         rewrite: Rewrite = False,
         suggest: Suggest = False,
+        model_only: ModelOnly = False,
     ) -> Annotated[CallToolResult, AskOutput]:
-        result, reader = await answer(ctx, question, paths, rewrite, suggest)
+        result, reader = await answer(ctx, question, paths, rewrite, suggest, model_only)
         try:
             result.saved_path = await anyio.to_thread.run_sync(
                 lambda: save_answer(service.kb, question, result, reader=reader))
@@ -265,6 +302,7 @@ def _ask_output(result: AskResult) -> CallToolResult:
         invalid_citations=result.invalid_citations, saved_path=result.saved_path,
         rounds=[{"round": r["round"], "why": r["why"], "added": r["added"],
                  "usage": {k: v for k, v in r["usage"].items() if isinstance(v, int)}} for r in result.rounds],
+        abstained=result.abstained, related=result.related, offline=result.offline,
     )
     return CallToolResult(content=[TextContent(type="text", text=_text_form(result))],
                           structured_content=structured.model_dump(mode="json"))

@@ -49,13 +49,14 @@ from markdown.treeprocessors import Treeprocessor
 
 from kb_ai.errors import UnsafePathError
 from kb_ai.isolated import IsolatedBusy, IsolatedFailure, IsolatedTimeout, run_isolated
+from kb_ai.store.anchors import ANCHOR_PREFIX, heading_slug
 from kb_ai.store.links import LinkTarget, link_candidates, resolve_link
 from kb_ai.store.markdown_text import find_links
 from kb_ai.store.paths import normalize_wiki_path
 
 log = logging.getLogger(__name__)
 
-ID_PREFIX = "h-"
+ID_PREFIX = ANCHOR_PREFIX  # heading ids: the rule is store.anchors (citations compute the same ids)
 WIKI_PREFIX = "/wiki/"
 
 ALLOWED_TAGS = {
@@ -355,7 +356,7 @@ def _render(body: str, from_path: str, known: dict[str, bool]) -> RenderedArticl
         ],
         extension_configs={
             "tables": {"use_align_attribute": True},
-            "toc": {"permalink": False, "toc_depth": "1-4"},
+            "toc": {"permalink": False, "toc_depth": "1-4", "slugify": heading_slug},
             "footnotes": {"BACKLINK_TEXT": "↩"},
         },
         output_format="html",

@@ -34,9 +34,25 @@ log = logging.getLogger(__name__)
 
 def wiki_fingerprint(wiki_dir: Path) -> str:
     """A digest of every article file's name, size and mtime (generated files excluded)."""
+    return _digest(wiki_entries(wiki_dir))
+
+
+def _digest(entries: dict[str, tuple[int, int]]) -> str:
     digest = hashlib.blake2b(digest_size=16)
+    for entry in sorted(entries.items()):
+        digest.update(repr(entry).encode())
+    return digest.hexdigest()
+
+
+def changed_paths(before: dict[str, tuple[int, int]], after: dict[str, tuple[int, int]]) -> list[str]:
+    """The article paths (relative to wiki/) added, removed or changed between two snapshots."""
+    return sorted(p for p in before.keys() | after.keys() if before.get(p) != after.get(p))
+
+
+def wiki_entries(wiki_dir: Path) -> dict[str, tuple[int, int]]:
+    """Every article file (path relative to wiki/, POSIX) with its size and mtime."""
     stack = [wiki_dir]
-    entries: list[tuple[str, int, int]] = []
+    entries: dict[str, tuple[int, int]] = {}
     while stack:
         folder = stack.pop()
         try:
@@ -51,12 +67,11 @@ def wiki_fingerprint(wiki_dir: Path) -> str:
                             st = item.stat()
                         except OSError:
                             continue
-                        entries.append((item.path, st.st_size, st.st_mtime_ns))
+                        rel = Path(item.path).relative_to(wiki_dir).as_posix()
+                        entries[rel] = (st.st_size, st.st_mtime_ns)
         except OSError:
             continue
-    for entry in sorted(entries):
-        digest.update(repr(entry).encode())
-    return digest.hexdigest()
+    return entries
 
 
 class WikiWatcher:
@@ -64,26 +79,47 @@ class WikiWatcher:
     debounce: the changes of one burst (an editor's save, a ``git pull``) make one re-index."""
 
     def __init__(self, kb: KnowledgeBase, interval: float, lock: Callable[[], asyncio.Lock],
-                 warm: Callable[[], None] | None = None):
+                 warm: Callable[[], None] | None = None,
+                 on_change: Callable[[list[str]], None] | None = None):
         self.kb = kb
         self.interval = interval
         self._lock = lock
         self._warm = warm  # blocking: run in a worker thread after each re-index, outside the locks
+        # Called (on the event loop) with the article paths of each batch of changes, once the
+        # wiki is re-indexed: the server's change feed (server/events.py).
+        self._on_change = on_change
         self._seen: str | None = None
+        self._entries: dict[str, tuple[int, int]] = {}
+        self._retry: asyncio.Task | None = None  # a check put off while a compile held the lock
         self.reindexed = 0
 
-    def mark_seen(self) -> None:
-        """Our own save just re-indexed: the current state needs no second pass."""
-        if self.kb.wiki_dir.is_dir():
-            self._seen = wiki_fingerprint(self.kb.wiki_dir)
+    def _announce(self, entries: dict[str, tuple[int, int]]) -> None:
+        changed = changed_paths(self._entries, entries) if self._seen is not None else []
+        self._entries = entries
+        self._seen = _digest(entries)
+        if changed and self._on_change is not None:
+            self._on_change(changed)
+
+    def mark_seen(self) -> list[str]:
+        """Our own save just re-indexed: the current state needs no second pass (its pages are
+        still announced to the change feed). Returns the changed paths."""
+        if not self.kb.wiki_dir.is_dir():
+            return []
+        entries = wiki_entries(self.kb.wiki_dir)
+        changed = changed_paths(self._entries, entries) if self._seen is not None else []
+        self._entries, self._seen = entries, _digest(entries)
+        if changed and self._on_change is not None:
+            self._on_change(changed)
+        return changed
 
     async def check(self) -> bool:
         """One poll. Returns True when it re-indexed."""
         if not self.kb.wiki_dir.is_dir():
             return False
         current = await anyio.to_thread.run_sync(wiki_fingerprint, self.kb.wiki_dir)
-        if self._seen is None:
-            self._seen = current
+        if self._seen is None:  # the baseline: the paths too, to tell later changes by path
+            self._entries = await anyio.to_thread.run_sync(wiki_entries, self.kb.wiki_dir)
+            self._seen = _digest(self._entries)
             return False
         if current == self._seen:
             return False
@@ -91,13 +127,24 @@ class WikiWatcher:
             try:
                 await anyio.to_thread.run_sync(self._reindex)
             except KaasError as exc:
-                # A compile is running (it re-indexes itself when done) or the wiki is unreadable.
+                # A compile is running (it re-indexes itself when done) or the wiki is unreadable:
+                # look again later, so the change is still announced (its last writes may be
+                # the generated catalog, which wakes no watcher).
                 log.info("wiki changed; not re-indexed now: %s", exc.message)
+                self._look_again()
                 return False
-            self._seen = await anyio.to_thread.run_sync(wiki_fingerprint, self.kb.wiki_dir)
+            self._announce(await anyio.to_thread.run_sync(wiki_entries, self.kb.wiki_dir))
         await anyio.to_thread.run_sync(self._warm_caches)  # outside the save lock: saves need not wait
         self.reindexed += 1
         return True
+
+    def _look_again(self) -> None:
+        if self._retry is None or self._retry.done():
+            self._retry = asyncio.get_running_loop().create_task(self._later(), name="kaas-wiki-recheck")
+
+    async def _later(self) -> None:
+        await asyncio.sleep(max(self.interval, 0.5))
+        await self._check_logged()
 
     def _reindex(self) -> None:
         with CompileLock(self.kb.state_dir):

@@ -40,14 +40,22 @@ DEFAULT_TOPIC = "general"
 RESERVED_NAMES = {"master-index.md", "log.md", "index.md", "topics.md"}
 TOPIC_INDEX_NAME = "index.md"  # wiki/<topic>/index.md: a topic's index page, generated
 _SUMMARY_MARKUP = re.compile(r"[<>]|^#++\s*+")
+# HTML tags (``<kbd>``, ``</em>``, ``<br/>``), control characters, footnote marks (``[^1]``), and
+# what is left of note markers (``[!NOTE]``, ``!!! note``, ``???+``) and reST roles (``:class:``).
+_SUMMARY_NOISE = re.compile(
+    r"</?[A-Za-z][\w-]*+(?:\s[^<>\n]*+)?+/?>|[\x00-\x08\x0b-\x1f\x7f]"
+    r"|\[![A-Za-z]++\]|\[\^[^\]\[\s]++\]|(?:^|(?<=\s))(?:!!!|\?\?\?\+?)(?=\s|$)|(?<![\w:]):[a-z][\w:+.-]*+:(?=\S)"
+)
 
 
 def clean_summary(value: object, limit: int = SUMMARY_LIMIT) -> str | None:
-    """A summary (from a model, for an article or a topic) as one catalog line of plain text:
-    links to their text, emphasis and code markers, a leading heading marker and angle brackets
-    dropped, whitespace (line breaks too) folded, clipped at a word to ``limit``; None when fewer
-    than 3 letters or digits are left."""
+    """A summary (from a model, for an article or a topic; or a lead sentence) as one catalog
+    line of plain text: links to their text, emphasis and code markers, HTML tags, control
+    characters, leftover note markers and reST roles, a leading heading marker and angle
+    brackets dropped, whitespace (line breaks too) folded, clipped at a word to ``limit``; None
+    when fewer than 3 letters or digits are left."""
     text = plain_text(str(value if value is not None else ""))
+    text = _SUMMARY_NOISE.sub(" ", text)
     text = " ".join(_SUMMARY_MARKUP.sub("", text).split())
     if len(re.findall(r"\w", text)) < 3:
         return None

@@ -106,6 +106,17 @@ def iter_lines_outside_fences(body: str):
             yield line, True
 
 
+def iter_lines_at(body: str):
+    """Yield (offset, line, in_fence): ``iter_lines_outside_fences`` with where each line starts
+    in ``body`` (citations point at passages by offset)."""
+    offset = 0
+    for line, in_fence in iter_lines_outside_fences(body):
+        start = body.find(line, offset) if line else offset
+        start = offset if start < 0 else start
+        offset = start + len(line)
+        yield start, line, in_fence
+
+
 def _indent(line: str) -> int:
     """Columns of leading whitespace (a tab counts to the next multiple of 4), up to 8: no
     caller needs to tell more, and a line of a million spaces is not walked."""
@@ -170,6 +181,13 @@ def _block_lines(body: str) -> list[_Line]:
         lines.append(_Line(start, text, kind))
         last, after_blank = kind, False
     return lines
+
+
+def block_lines(body: str) -> list[_Line]:
+    """Every line of ``body`` with its offset and block kind ("text", "blank", "code", "heading",
+    "definition" for a link reference definition): the one reading of Markdown's block structure
+    (links, the offline answer's units)."""
+    return _block_lines(body)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -393,15 +411,64 @@ def first_heading(body: str) -> str | None:
     return None
 
 
+_HTML_H1_OPEN = re.compile(r"<h1\b[^<>]*+>")
+_HTML_TAG = re.compile(r"<[^<>\n]*+>")
+
+
+def title_heading(body: str) -> str | None:
+    """A document's own title: its first level-1 heading outside code (``# Title``), else the
+    first ``<h1>`` of its HTML; never a subsection heading. None when it has neither."""
+    for line, in_fence in iter_lines_outside_fences(body):
+        if in_fence:
+            continue
+        heading = atx_heading(line, max_level=1)
+        if heading and plain_text(heading[1]):
+            return plain_text(heading[1])
+    return _html_h1(body[:200_000])
+
+
+def _html_h1(body: str) -> str | None:
+    """The text of the first ``<h1>`` element (tags inside dropped); one forward scan."""
+    lowered = body.lower()
+    start = _HTML_H1_OPEN.search(lowered)
+    if start is None:
+        return None
+    end = lowered.find("</h1", start.end())
+    if end < 0:
+        return None
+    text = plain_text(_HTML_TAG.sub(" ", body[start.end():end]))
+    return text or None
+
+
 def plain_text(markdown: str) -> str:
     """Links to their text, emphasis and code markers removed, whitespace folded."""
     text = replace_links(markdown, inline_links(markdown)) if "[" in markdown else markdown
-    text = _MARKUP.sub("", text)
+    text = _without_markup(text)
     return " ".join(text.split())
 
 
+def _without_markup(text: str) -> str:
+    """Emphasis markers and code backticks removed; the text of a code span is kept as written
+    (``UVICORN_*`` stays ``UVICORN_*``, ``__init__`` stays ``__init__``)."""
+    if "`" not in text:
+        return _MARKUP.sub("", text)
+    blanked = _blank_code_spans(text)
+    out: list[str] = []
+    run_start, in_code = 0, False
+    for position, (char, seen) in enumerate(zip(text, blanked)):
+        code = char != seen
+        if code != in_code:
+            piece = text[run_start:position]
+            out.append(piece.replace("`", "") if in_code else _MARKUP.sub("", piece))
+            run_start, in_code = position, code
+    piece = text[run_start:]
+    out.append(piece.replace("`", "") if in_code else _MARKUP.sub("", piece))
+    return "".join(out)
+
+
 def prose_paragraphs(body: str) -> list[str]:
-    """Paragraphs of prose: no headings, code, tables, block quotes or HTML blocks."""
+    """Paragraphs of prose: no headings, code, tables, block quotes, HTML blocks or footnote
+    definitions; images and footnote marks left out."""
     paragraphs: list[str] = []
     current: list[str] = []
     for line, in_fence in iter_lines_outside_fences(body):
@@ -420,11 +487,80 @@ def prose_paragraphs(body: str) -> list[str]:
         current.append(stripped)
     if current:
         paragraphs.append(" ".join(current))
-    return [text for text in (plain_text(p) for p in paragraphs) if text]
+    return [text for text in (plain_text(_without_images(_FOOTNOTE_MARK.sub("", p))) for p in paragraphs
+                              if not _FOOTNOTE_DEFINITION.match(p)) if text]
+
+
+_FOOTNOTE_MARK = re.compile(r"\[\^[^\]\[\s]++\](?!:)")  # "team.[^1] It is": the mark is not text
+_FOOTNOTE_DEFINITION = re.compile(r"\[\^[^\]\[\s]++\]:")
+
+
+def _without_images(paragraph: str) -> str:
+    """A paragraph without its images (a badge's alt text is not prose)."""
+    if "![" not in paragraph:
+        return paragraph
+    images = [link for link in inline_links(paragraph) if link.image]
+    out: list[str] = []
+    position = 0
+    for image in images:
+        if image.start >= position:
+            out.append(paragraph[position:image.start])
+            position = image.end
+    out.append(paragraph[position:])
+    return "".join(out)
+
+
+# A period that ends one of these does not end the sentence ("a.k.a. Sam", "e.g. Flask", "Dr. Who",
+# "vs. Rome") ... (the same rules as i14-readers' splitter, kept in this one home, with offsets)
+_ABBREVIATIONS = frozenset(
+    "e.g. i.e. a.k.a. aka. dr. mr. mrs. ms. mx. prof. st. sr. jr. vs. cf. approx. ca. mt. gen. col. lt. "
+    "capt. sgt. rev. hon. dept. govt. esp. incl. viz. resp. ft. ave. blvd. etc. inc. ltd. co. corp.".split()
+)
+# ... and one that does only before a number ("No. 5", "Fig. 3", "pp. 12").
+_NUMBER_ABBREVIATIONS = frozenset("no. nos. fig. figs. vol. vols. pp. p. sec. ch. eq. art. op. ver. v.".split())
+_INITIALS = re.compile(r"(?:[A-Za-z]\.)++")  # "J." "U.S." "a.k.a."
+
+
+def _ends_with_abbreviation(before: str, following: str) -> bool:
+    """Whether the break after ``before`` (the text up to it) is an abbreviation's period, not a
+    sentence end; ``following`` is the text after the break."""
+    words = before[-40:].rsplit(None, 1)
+    if not words:
+        return False
+    last = words[-1].lstrip("(\"'[").lower()
+    if last in _ABBREVIATIONS or (_INITIALS.fullmatch(last) and len(last) <= 12 and not last[:-1].isdigit()):
+        return True
+    return last in _NUMBER_ABBREVIATIONS and following[:1].isdigit()
+
+
+def sentence_spans(text: str) -> list[tuple[int, int]]:
+    """``(start, end)`` of each sentence of ``text`` (one paragraph), surrounding whitespace left
+    out: a break after ``.``, ``!`` or ``?`` before a capital, a digit or an opening mark, except
+    after an abbreviation ("e.g.", "Dr.", "vs."), an initial or a dotted acronym ("J.", "U.S."),
+    or "No."/"Fig."/"pp." before a number. Version numbers ("v1.2.3") never split: a break needs
+    a space. The one sentence splitter: ``split_sentences`` is its text; offsets let an answer
+    quote a sentence exactly as the page has it."""
+    spans: list[tuple[int, int]] = []
+    start = 0
+    for match in _SENTENCE_END.finditer(text):
+        if _ends_with_abbreviation(text[max(start, match.start() - 40):match.start()], text[match.end():match.end() + 1]):
+            continue
+        spans.append((start, match.start()))
+        start = match.end()
+    spans.append((start, len(text)))
+    out = []
+    for begin, end in spans:
+        piece = text[begin:end]
+        stripped = piece.strip()
+        if stripped:
+            begin += len(piece) - len(piece.lstrip())
+            out.append((begin, begin + len(stripped)))
+    return out
 
 
 def split_sentences(text: str) -> list[str]:
-    return [s.strip() for s in _SENTENCE_END.split(text) if s.strip()]
+    """Sentences of one paragraph of plain text (``sentence_spans``)."""
+    return [text[start:end] for start, end in sentence_spans(text)]
 
 
 def first_sentence(body: str, limit: int = 200) -> str:

@@ -50,6 +50,26 @@ def title_key(title: str) -> str:
     return " ".join(words(title_identity(title)))
 
 
+# Common English words that are not stop words for ranking but name no subject either: a topic
+# called "during", "his" or "january" says nothing about its pages (``offline.lexical.term_groups``).
+GENERIC_WORDS = frozenset("""
+after again against ago along already although always among another around away back because before
+began begin behind below best better between both came come comes considered during each early either
+else end even ever every few first former found four further gave get give given goes going gone got
+great her here hers herself him himself his however including known last later latter least less like
+made main make makes making more most mostly near nearly new next nine now number off old once one only
+other others over own part per put rather same second see seen seven several she since six still take
+taken ten third though three through thus today together toward towards two under until upon use used
+uses using well were what while whom within without yet year years name named called became become
+becomes based located best largest
+sometimes commonly formerly usually currently originally primarily mainly especially generally
+previously recently widely mostly later often
+
+january february march april june july august september october november december
+monday tuesday wednesday thursday friday saturday sunday
+""".split())
+
+
 def label_words(text: str) -> set[str]:
     """Distinct content words fit to name a subject: letters only, 3+ characters, no stop words."""
     return {w for w in _LABEL_WORD.findall(text.lower()) if w not in STOP_WORDS}

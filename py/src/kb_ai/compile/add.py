@@ -1,0 +1,178 @@
+"""``kaas add``: put a document into ``raw/`` (a file given by path, or uploaded bytes).
+
+One home for the rules every way of adding a source follows (the CLI, the server's upload route,
+and a fetched web page, ``compile/fetch.py``):
+
+- **Names.** A source is stored as ``raw/[FOLDER/]NAME``. NAME is the file's own name, cleaned:
+  only its last component (``../../x.md`` is ``x.md``; a ``\\`` counts as a separator too),
+  control characters and surrounding blanks removed, at most ``MAX_NAME_BYTES`` bytes; a name
+  that is empty, hidden (``.x``), or only dots is refused. FOLDER (``kaas add --to``) is a
+  relative path of such names. Nothing is ever written outside ``raw/`` or through a symbolic
+  link below it (``files.write_below``).
+- **Formats.** Only what ``kaas compile`` reads (Markdown, text, HTML, PDF, DOCX, zip/tar); any
+  other file is refused with the list, not copied to be skipped later.
+- **Collisions.** The same bytes under the same name: nothing to do ("unchanged"). Different
+  bytes under a name that is taken: stored as ``NAME-2.ext`` (``-3``, ...), never overwriting a
+  source, unless ``replace`` is asked for, which makes the new file a revision of the old one
+  (the next compile updates its articles). A web page always replaces its own earlier fetch.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from kb_ai.compile.readers import ARCHIVE_EXT, HTML_EXT, MARKDOWN_EXT, TEXT_EXT
+from kb_ai.errors import KaasError
+from kb_ai.files import (FileTooLargeError, LinkInPathError, NotRegularFileError, link_below, read_regular_bytes,
+                         write_below)
+
+MAX_NAME_BYTES = 160
+MAX_ADD_BYTES = 50_000_000  # the largest source compile reads (ingest.MAX_SOURCE_BYTES)
+SUPPORTED_SUFFIXES = tuple(sorted(MARKDOWN_EXT | TEXT_EXT | HTML_EXT | {".pdf", ".docx"})) + ARCHIVE_EXT
+_storing = threading.Lock()
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+class AddError(KaasError):
+    """A source that cannot be added (bad name, unsupported format, too large): one line."""
+
+    code = "bad_source"
+    exit_code = 2
+
+
+@dataclass
+class Added:
+    """One source handled: where it is (``raw/...``) and what happened (``added``, ``updated``,
+    ``unchanged``), plus, for a web page, its title and URL."""
+
+    path: str
+    status: str
+    size: int
+    title: str | None = None
+    url: str | None = None
+    note: str | None = None
+
+    def to_json(self) -> dict:
+        return {k: v for k, v in self.__dict__.items() if v is not None}
+
+
+def clean_name(name: str) -> str:
+    """A file name from outside (a path, an upload's name, a page title) as one safe component,
+    or ``AddError``."""
+    last = re.split(r"[/\\]", str(name))[-1]
+    cleaned = " ".join(_CONTROL.sub("", last).split())
+    if not cleaned or cleaned.strip(".") == "" or cleaned.startswith("."):
+        raise AddError(f"not a usable file name: {name[:80]!r}")
+    while len(cleaned.encode("utf-8")) > MAX_NAME_BYTES:  # keep the suffix, cut the stem
+        stem, suffix = _split_suffix(cleaned)
+        cleaned = stem[:-1].rstrip() + suffix
+        if not stem[:-1].strip():
+            raise AddError(f"not a usable file name: {name[:80]!r}")
+    return cleaned
+
+
+def clean_folder(folder: str | None) -> str:
+    """``kaas add --to FOLDER``: a relative path below raw/ ("" for raw/ itself)."""
+    if not folder:
+        return ""
+    parts = [p for p in re.split(r"[/\\]", folder) if p not in ("", ".")]
+    if any(p == ".." for p in parts) or folder.startswith(("/", "\\")):
+        raise AddError(f"--to must be a folder inside raw/, not {folder[:80]!r}")
+    return "/".join(clean_name(p) for p in parts)
+
+
+def _split_suffix(name: str) -> tuple[str, str]:
+    lower = name.lower()
+    for archive in ARCHIVE_EXT:
+        if lower.endswith(archive):
+            return name[: -len(archive)], name[-len(archive):]
+    suffix = PurePosixPath(name).suffix
+    return (name[: -len(suffix)], suffix) if suffix and suffix != name else (name, "")
+
+
+def check_supported(name: str) -> None:
+    suffix = _split_suffix(name)[1].lower()
+    if suffix not in SUPPORTED_SUFFIXES:
+        shown = suffix or "no extension"
+        raise AddError(f"{name}: kaas compile cannot read this format ({shown}); it reads "
+                       "Markdown, text, HTML, PDF, DOCX and zip/tar archives")
+
+
+def store_source(raw_dir: Path, name: str, data: bytes, *, folder: str = "", replace: bool = False) -> Added:
+    """Write ``data`` as ``raw/FOLDER/NAME`` by the rules above (atomic, no link followed).
+    One at a time per process: two uploads of one name never both take it."""
+    with _storing:
+        return _store(raw_dir, name, data, folder=folder, replace=replace)
+
+
+def _store(raw_dir: Path, name: str, data: bytes, *, folder: str, replace: bool) -> Added:
+    name = clean_name(name)
+    check_supported(name)
+    folder = clean_folder(folder)
+    if len(data) > MAX_ADD_BYTES:
+        raise AddError(f"{name}: larger than {MAX_ADD_BYTES // 1_000_000} MB")
+    stem, suffix = _split_suffix(name)
+    for number in range(1, 1000):
+        candidate = name if number == 1 else f"{stem}-{number}{suffix}"
+        rel = f"{folder}/{candidate}" if folder else candidate
+        existing = _existing(raw_dir, rel)
+        if existing is None or existing == data or replace:
+            break
+    else:
+        raise AddError(f"{name}: too many files of this name in raw/{folder}")
+    label = f"raw/{rel}"
+    if existing == data:
+        return Added(label, "unchanged", len(data))
+    try:
+        write_below(raw_dir, rel, data)
+    except LinkInPathError as exc:
+        raise AddError(f"{label}: {exc.strerror} at {exc.filename}") from None
+    status = "added" if existing is None else "updated"
+    note = f"{name} was taken by another file" if candidate != name else None
+    return Added(label, status, len(data), note=note)
+
+
+def _existing(raw_dir: Path, rel: str) -> bytes | None:
+    """The bytes at raw/REL, None when nothing is there; a folder, link or device in the way is an error."""
+    link = link_below(raw_dir, rel)
+    if link is not None:  # never compared with (or written through to) a file elsewhere
+        raise AddError(f"raw/{rel}: a symbolic link is in the way ({link}); not followed")
+    target = raw_dir / rel
+    if not target.exists() and not target.is_symlink():
+        return None
+    if target.is_symlink() or not target.is_file():
+        raise AddError(f"raw/{rel} exists and is not a regular file; not replaced")
+    try:
+        return read_regular_bytes(target, MAX_ADD_BYTES)
+    except (FileTooLargeError, NotRegularFileError):
+        raise AddError(f"raw/{rel} exists and cannot be compared; not replaced") from None
+
+
+def add_file(raw_dir: Path, path: Path, *, folder: str = "", replace: bool = False) -> Added:
+    """``kaas add PATH``: copy a regular file into raw/."""
+    path = Path(path)
+    if path.is_dir():
+        raise AddError(f"{path}: a folder; add its files (kaas add {path}/*) or copy it into raw/")
+    check_supported(clean_name(path.name))
+    try:
+        data = read_regular_bytes(path, MAX_ADD_BYTES)
+    except FileNotFoundError:
+        raise AddError(f"{path}: no such file") from None
+    except FileTooLargeError:
+        raise AddError(f"{path}: larger than {MAX_ADD_BYTES // 1_000_000} MB") from None
+    except NotRegularFileError:
+        raise AddError(f"{path}: not a regular file") from None
+    if _inside(path, raw_dir):
+        raise AddError(f"{path} is already in raw/")
+    return store_source(raw_dir, path.name, data, folder=folder, replace=replace)
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    try:
+        path.resolve().relative_to(folder.resolve())
+    except (ValueError, OSError):
+        return False
+    return True

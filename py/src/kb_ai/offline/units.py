@@ -1,0 +1,268 @@
+"""Answer-bearing units of a page: the pieces an extractive answer quotes whole.
+
+A unit is what a reader needs to see to get a fact, never cut:
+
+* ``sentence``: a sentence of a paragraph, joined with its neighbour when either is short
+  ("The maximum number of connections. Defaults to `500`.");
+* ``list-item``: one item of a list (its continuation lines included), with the lead-in that
+  introduces the list ("There are three ways to configure Uvicorn:");
+* ``definition``: a one-line definition (``term: definition``, ``**Term** — ...``);
+* ``heading``: a heading with the first line under it ("UVICORN_PORT: Bind to this port.");
+* ``table-row``: a row of a table, each cell named by its column header;
+* ``list``: a short list whole, with its lead-in ("Eviction policies: Random; LRU; LFU");
+* ``code``: a short code block (with the sentence that introduces it, "To clear the cache,
+  run:"), or one line of a longer one.
+
+Each unit knows where it is: its page, the heading it sits under (plain text), and ``quote``, the
+exact text of the page body it comes from (``body[start:end] == quote``), so a citation can point
+at the passage; the heading's id in the rendered page is found from ``start`` by the one
+heading-anchor rule of passage-level citations (not computed here: an answer that cites nothing
+of a page never needs it, and the rule needs Python-Markdown, slow to import).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from kb_ai.store.markdown_text import atx_heading, block_lines, plain_text, sentence_spans
+
+MAX_UNIT_CHARS = 600  # a longer list item or paragraph is quoted sentence by sentence
+SHORT_WORDS = 4  # a sentence under this many words is joined to its neighbour
+MAX_LEAD_IN_CHARS = 200  # a longer lead-in is left out (never cut)
+MAX_CODE_LINES = 8  # a longer code block is quoted line by line
+_LIST_MARK = re.compile(r"[ \t]*+(?:[-*+]|\d{1,9}+[.)])(?:[ \t]++|$)")
+_DEFINITION = re.compile(r"^(?:\*\*[^*\n]{1,80}\*\*|`[^`\n]{1,80}`|[\w][\w .()/-]{0,60}?)\s*(?::|—|–|\s-)\s+\S")
+_ADMONITION = re.compile(r"^[ \t]*+(?:!!!|\?\?\?\+?)[ \t]")
+_FENCE_LINE = re.compile(r"[ \t]*+(`{3,}+|~{3,}+)")
+_TABLE_SEPARATOR = re.compile(r"^\|?[\s:|-]+\|?$")
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One answer-bearing unit of a page (see the module's docstring)."""
+
+    path: str
+    title: str
+    kind: str  # sentence | list-item | definition | heading | table-row | code
+    text: str  # what the answer shows: plain text (code as written), lead-in or heading included
+    quote: str  # the exact text of the page body the unit quotes
+    start: int  # body[start:end] == quote
+    end: int
+    heading: str = ""  # the heading the unit sits under, plain text ("" before the first)
+    lead: str = ""  # code: the sentence that introduces it ("To clear the cache, run:"), in ``quote`` too
+
+    def as_dict(self) -> dict[str, object]:
+        return {"path": self.path, "title": self.title, "kind": self.kind, "text": self.text,
+                "quote": self.quote, "start": self.start, "end": self.end, "heading": self.heading,
+                "lead": self.lead}
+
+
+class _Builder:
+    def __init__(self, path: str, title: str, body: str):
+        self.path, self.title, self.body = path, title, body
+        self.units: list[Unit] = []
+        self.heading = ""
+        self.pending_heading: tuple[str, int, int] | None = None  # a heading waiting for its first line
+
+    def add(self, kind: str, text: str, start: int, end: int, lead: str = "") -> None:
+        text = " ".join(text.split()) if kind != "code" else text.strip("\n")
+        if not text.strip():
+            return
+        quote = self.body[start:end]
+        self.units.append(Unit(self.path, self.title, kind, text, quote, start, end, self.heading, lead))
+        if self.pending_heading is not None:
+            heading, h_start, _h_end = self.pending_heading
+            self.pending_heading = None
+            first = text if kind != "code" else text.splitlines()[0]
+            joined = f"{heading}: {first}"
+            if len(joined) <= MAX_UNIT_CHARS:
+                self.units.append(Unit(self.path, self.title, "heading", joined, self.body[h_start:end], h_start, end,
+                                       self.heading))
+
+    def set_heading(self, text: str, level: int, start: int, end: int) -> None:
+        heading = plain_text(text)
+        self.heading = heading
+        # The page's own title is not a heading worth pairing with its first line.
+        self.pending_heading = (heading, start, end) if level > 1 and heading else None
+
+    def prose(self, start: int, end: int, lead: str = "", kind: str = "sentence") -> None:
+        """A run of prose (a paragraph or a list item) at body[start:end]: whole when short
+        enough, else its sentences, a short one joined to its neighbour."""
+        raw = self.body[start:end]
+        flat = raw.replace("\n", " ")  # same length: offsets stay exact
+        if len(flat.strip()) <= MAX_UNIT_CHARS and kind != "sentence":
+            self.add(kind, _with_lead(lead, plain_text(raw)), start, end)
+            return
+        spans = sentence_spans(flat)
+        groups: list[list[tuple[int, int]]] = []
+        for span in spans:
+            short = len(flat[span[0]:span[1]].split()) < SHORT_WORDS
+            if groups and (short or len(flat[groups[-1][-1][0]:groups[-1][-1][1]].split()) < SHORT_WORDS) \
+                    and span[1] - groups[-1][0][0] <= MAX_UNIT_CHARS:
+                groups[-1].append(span)
+            else:
+                groups.append([span])
+        for number, group in enumerate(groups):
+            g_start, g_end = start + group[0][0], start + group[-1][1]
+            text = plain_text(self.body[g_start:g_end])
+            self.add(kind, _with_lead(lead, text) if number == 0 else text, g_start, g_end)
+
+
+def _with_lead(lead: str, text: str) -> str:
+    return f"{lead} {text}" if lead else text
+
+
+class _List:
+    """The items of the list being read, and the lead-in that introduces it."""
+
+    def __init__(self) -> None:
+        self.lead, self.lead_start = "", -1
+        self.items: list[tuple[int, int, str]] = []
+
+    def flush(self, builder: _Builder) -> None:
+        """The whole list as one unit ("Policies: Random; LRU; LFU"), when it has a lead-in,
+        two items or more, and is short: a question about the list gets all of it."""
+        if self.lead and len(self.items) >= 2:
+            text = f"{self.lead} " + "; ".join(item for _s, _e, item in self.items)
+            if len(text) <= MAX_UNIT_CHARS:
+                builder.add("list", text, self.lead_start, self.items[-1][1])
+        self.items = []
+
+    def introduce(self, lead: str, start: int) -> None:
+        self.lead, self.lead_start = lead, start
+
+
+def _is_table_start(lines, i: int) -> bool:
+    """A table: a row of cells, then a separator row (``|---|---|``, outer pipes optional)."""
+    if "|" not in lines[i].text or i + 1 >= len(lines) or lines[i + 1].kind != "text":
+        return False
+    separator = lines[i + 1].text.strip()
+    return "-" in separator and "|" in separator and bool(_TABLE_SEPARATOR.match(separator))
+
+
+def page_units(path: str, title: str, body: str) -> list[Unit]:
+    """Every answer-bearing unit of one page body, in page order."""
+    builder = _Builder(path, title, body)
+    lines = block_lines(body)
+    current = _List()  # the list being read, and the sentence that introduces what follows
+    after_lead = False  # the last block was a paragraph ending in ":" (it introduces the next block)
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        stripped = line.text.strip()
+        if line.kind == "blank" or line.kind == "definition":
+            i += 1
+            continue
+        if line.kind == "heading":
+            current.flush(builder)
+            level, text = atx_heading(line.text) or (1, "")
+            builder.set_heading(text, level, line.start, line.start + len(line.text))
+            current.introduce("", -1)
+            after_lead = False
+            i += 1
+            continue
+        if line.kind == "code":
+            j = i
+            while j < len(lines) and lines[j].kind == "code":
+                j += 1
+            _code(builder, lines[i:j], current if after_lead else None)
+            after_lead = False
+            i = j
+            continue
+        if stripped.startswith("|") or _is_table_start(lines, i):
+            current.flush(builder)
+            j = i
+            while j < len(lines) and lines[j].kind == "text" and "|" in lines[j].text:
+                j += 1
+            _table(builder, lines[i:j])
+            current.introduce("", -1)
+            i, after_lead = j, False
+            continue
+        if stripped.startswith("<") or _ADMONITION.match(line.text):
+            i += 1  # an HTML block line, an admonition's marker: not prose
+            continue
+        if _LIST_MARK.match(line.text):
+            j = i + 1
+            indent = len(line.text) - len(line.text.lstrip())
+            while j < len(lines) and lines[j].kind == "text" and not _LIST_MARK.match(lines[j].text) \
+                    and not lines[j].text.strip().startswith("|"):
+                j += 1
+            mark = _LIST_MARK.match(line.text)
+            start = line.start + mark.end()
+            end = lines[j - 1].start + len(lines[j - 1].text)
+            lead = current.lead if indent < 2 and len(current.lead) <= MAX_LEAD_IN_CHARS else ""
+            kind = "definition" if _DEFINITION.match(body[start:end].strip()) else "list-item"
+            builder.prose(start, end, lead, kind)
+            if indent < 2:
+                current.items.append((start, end, plain_text(body[start:end])))
+            i, after_lead = j, False
+            continue
+        j = i
+        while j < len(lines) and lines[j].kind == "text" and not _LIST_MARK.match(lines[j].text) \
+                and not lines[j].text.strip().startswith(("|", "<")):
+            j += 1
+        start, end = line.start + (len(line.text) - len(line.text.lstrip(" >"))), lines[j - 1].start + len(lines[j - 1].text)
+        if j - i == 1 and _DEFINITION.match(stripped) and len(stripped) <= MAX_UNIT_CHARS:
+            builder.prose(start, end, "", "definition")
+        else:
+            builder.prose(start, end)
+        after_lead = False
+        if len(line.text) - len(line.text.lstrip()) < 2:  # a paragraph inside a list item introduces nothing
+            current.flush(builder)
+            spans = sentence_spans(body[start:end].replace("\n", " "))
+            last = plain_text(body[start + spans[-1][0]:start + spans[-1][1]]) if spans else ""
+            if last.endswith(":"):  # "There are three ways to configure it:"
+                current.introduce(last, start + spans[-1][0])
+                after_lead = True
+            else:
+                current.introduce("", -1)
+        i = j
+    current.flush(builder)
+    return builder.units
+
+
+def _code(builder: _Builder, lines, introduced: _List | None = None) -> None:
+    """A code block: whole when short, else line by line (fence lines left out). A short block
+    right after a sentence ending in ":" ("To clear the cache, run:") is quoted with it."""
+    inner = list(lines)
+    opening = _FENCE_LINE.match(inner[0].text)
+    if opening:  # the fence lines themselves; a fence-like line inside the block is code
+        inner = inner[1:]
+        mark = opening.group(1)
+        if inner and inner[-1].text.strip().startswith(mark[0] * len(mark)) and not inner[-1].text.strip().strip(mark[0]):
+            inner = inner[:-1]
+    inner = [ln for ln in inner if ln.text.strip()]
+    if not inner:
+        return
+    if len(inner) <= MAX_CODE_LINES:
+        start, end = inner[0].start, inner[-1].start + len(inner[-1].text)
+        indent = min(len(ln.text) - len(ln.text.lstrip()) for ln in inner)
+        text = "\n".join(ln.text[indent:] for ln in inner)
+        if introduced is not None and introduced.lead and len(introduced.lead) <= MAX_LEAD_IN_CHARS:
+            builder.add("code", text, introduced.lead_start, end, lead=introduced.lead)
+        else:
+            builder.add("code", text, start, end)
+        return
+    for ln in inner:
+        start = ln.start + len(ln.text) - len(ln.text.lstrip())
+        builder.add("code", ln.text.strip(), start, ln.start + len(ln.text))
+
+
+def _cells(row: str) -> list[str]:
+    return [plain_text(cell) for cell in row.strip().strip("|").split("|")]
+
+
+def _table(builder: _Builder, lines) -> None:
+    """Each row of a table, its cells named by the header row's."""
+    rows = [ln for ln in lines if not _TABLE_SEPARATOR.match(ln.text.strip())]
+    if not rows:
+        return
+    header = _cells(rows[0].text) if len(lines) > 1 and _TABLE_SEPARATOR.match(lines[1].text.strip()) else []
+    for ln in rows[1:] if header else rows:
+        cells = _cells(ln.text)
+        if header and len(header) == len(cells):
+            text = "; ".join(f"{h}: {c}" if h else c for h, c in zip(header, cells) if c)
+        else:
+            text = " | ".join(c for c in cells if c)
+        builder.add("table-row", text, ln.start, ln.start + len(ln.text))

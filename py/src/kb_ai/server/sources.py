@@ -1,0 +1,205 @@
+"""The UI's "Add sources" panel and Compile button (DESIGN.md, "HTTP"):
+
+    GET  /api/sources                    {can_add, compiling, ...}: what the panel shows
+    POST /api/sources/upload?name=NAME   the request body is the file (Content-Type:
+                                         application/octet-stream), stored in raw/ by the
+                                         rules of ``compile/add.py``
+    POST /api/sources/urls               {"urls": [...]}: fetch web pages into raw/web/
+    POST /api/compile                    compile raw/ -> wiki/, its progress as Server-Sent Events
+
+All three change the knowledge base, so they are for admins only once tokens are configured
+(``Reader.admin``: a ``KAAS_API_TOKEN`` holder or a kaas.toml user with ``admin = true``; on a
+loopback server without tokens, the owner). An upload is at most ``MAX_UPLOAD_BYTES``, read in
+chunks and refused as soon as it is larger; its name is cleaned to one component of raw/ and its
+format must be one compile reads. A URL is fetched under the server's ``FetchPolicy``: public
+addresses only (every redirect hop and the address actually connected to are checked), unless
+the server was started with ``KAAS_ADD_PRIVATE_URLS=1``.
+
+One compile at a time: a second request while one runs is answered 409 ``compile_running``;
+a compile started elsewhere (``kaas compile``) holds ``.kaas/compile.lock`` and the stream says
+so. The compile runs in a worker thread and finishes even if the page that started it is
+closed; its events are ``stage`` ({stage, count, total, done?}), ``report`` (the summary
+counts), then ``done``, or ``error``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import logging
+import os
+import threading
+from typing import Any, AsyncIterator
+
+import anyio
+from sse_starlette import ServerSentEvent
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from kb_ai.compile.add import store_source
+from kb_ai.compile.fetch import FetchPolicy, add_url
+from kb_ai.compile.progress import Progress
+from kb_ai.errors import BadRequestError, KaasError
+from kb_ai.server.chat import AnswerStreamResponse, read_json
+from kb_ai.server.guard import reader_of
+from kb_ai.server.pages import error_response
+from kb_ai.untrusted_text import as_text
+
+log = logging.getLogger(__name__)
+
+MAX_UPLOAD_BYTES = 20_000_000
+MAX_URLS = 10
+PRIVATE_URLS_ENV = "KAAS_ADD_PRIVATE_URLS"
+
+
+class ForbiddenError(KaasError):
+    code = "forbidden"
+    http_status = 403
+
+
+class CompileRunningError(KaasError):
+    code = "compile_running"
+    http_status = 409
+
+
+def server_fetch_policy() -> FetchPolicy:
+    return FetchPolicy.for_server(allow_private=os.environ.get(PRIVATE_URLS_ENV) == "1")
+
+
+def _require_admin(request: Request) -> None:
+    if not reader_of(request).admin:
+        raise ForbiddenError("adding sources and compiling are for admins (a token with admin = true)")
+
+
+async def sources_info_endpoint(request: Request) -> Response:
+    """What the UI shows: whether this reader may add sources and compile, and whether a compile runs."""
+    state = request.app.state.kaas
+    return JSONResponse({"can_add": reader_of(request).admin, "compiling": state.compile_job.running,
+                         "max_upload_bytes": MAX_UPLOAD_BYTES, "max_urls": MAX_URLS,
+                         "private_urls": state.fetch_policy.allow_private})
+
+
+async def upload_endpoint(request: Request) -> Response:
+    state = request.app.state.kaas
+    try:
+        _require_admin(request)
+        kind = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+        if kind != "application/octet-stream":  # a cross-site form cannot send this without a preflight
+            raise BadRequestError("send the file as the body (Content-Type: application/octet-stream)")
+        name = request.query_params.get("name") or ""
+        folder = request.query_params.get("folder") or ""
+        declared = request.headers.get("content-length")
+        if declared and declared.isdigit() and int(declared) > MAX_UPLOAD_BYTES:
+            raise BadRequestError(f"the file is larger than {MAX_UPLOAD_BYTES // 1_000_000} MB")
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > MAX_UPLOAD_BYTES:
+                raise BadRequestError(f"the file is larger than {MAX_UPLOAD_BYTES // 1_000_000} MB")
+            chunks.append(chunk)
+        data = b"".join(chunks)
+        added = await anyio.to_thread.run_sync(
+            lambda: store_source(state.kb.raw_dir, name, data, folder=folder))
+    except KaasError as exc:
+        return error_response(exc)
+    except OSError as exc:
+        log.warning("upload failed: %s", exc)
+        return error_response(KaasError(f"could not store the file: {exc.strerror or exc}"))
+    return JSONResponse(added.to_json(), status_code=201 if added.status != "unchanged" else 200)
+
+
+async def urls_endpoint(request: Request) -> Response:
+    state = request.app.state.kaas
+    try:
+        _require_admin(request)
+        payload = await read_json(request, 64_000, "the URLs")
+        urls = payload.get("urls") if isinstance(payload, dict) else None
+        if not isinstance(urls, list) or not urls or len(urls) > MAX_URLS or not all(isinstance(u, str) for u in urls):
+            raise BadRequestError(f"send {{\"urls\": [...]}} with 1 to {MAX_URLS} URLs")
+    except KaasError as exc:
+        return error_response(exc)
+    policy = state.fetch_policy
+    results: list[dict[str, Any]] = []
+    for url in urls:
+        try:
+            added = await anyio.to_thread.run_sync(lambda u=url: add_url(state.kb.raw_dir, u, policy))
+            results.append({"url": url, **added.to_json()})
+        except KaasError as exc:
+            results.append({"url": url, "error": {"code": exc.code, "message": exc.message}})
+        except OSError as exc:
+            results.append({"url": url, "error": {"code": "storage_error", "message": str(exc.strerror or exc)}})
+    return JSONResponse({"results": results})
+
+
+def _frame(name: str, data: dict[str, Any]) -> ServerSentEvent:
+    return ServerSentEvent(event=name, data=as_text(json.dumps(data, ensure_ascii=False, default=str)))
+
+
+def _summary(report) -> dict[str, Any]:
+    return {"mode": report.mode, "sources": report.sources, "created": len(report.created),
+            "updated": len(report.updated), "failed": [f"{f['path']}: {f['reason']}" for f in report.failed][:20],
+            "skipped": [f"{s['path']}: {s['reason']}" for s in report.skipped][:20],
+            "notes": (report.notes + ([] if not report.nothing_to_compile else ["raw/ is empty: nothing to compile"]))[:20],
+            "usage": report.usage, "seconds": report.seconds, "exit_code": report.exit_code}
+
+
+class CompileJob:
+    """The one compile this server runs at a time, in a worker thread."""
+
+    def __init__(self) -> None:
+        self._running = threading.Lock()
+
+    @property
+    def running(self) -> bool:
+        return self._running.locked()
+
+    def start(self, state) -> AsyncIterator[ServerSentEvent]:
+        if not self._running.acquire(blocking=False):
+            raise CompileRunningError("a compile is running; wait for it to finish")
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue = asyncio.Queue()
+
+        def tell(name: str, data: dict) -> None:
+            loop.call_soon_threadsafe(queue.put_nowait, (name, data))
+
+        def work() -> None:
+            from kb_ai.compile.pipeline import run_compile  # noqa: PLC0415 (heavy; only when compiling)
+
+            try:
+                settings = dataclasses.replace(state.settings)
+                report = run_compile(settings, progress=Progress(False, listener=lambda e: tell("stage", e)))
+                tell("report", _summary(report))
+            except KaasError as exc:
+                tell("error", {"code": exc.code, "message": exc.message})
+            except Exception:  # noqa: BLE001 (a bug: logged whole, told briefly)
+                log.exception("compile from the UI failed")
+                tell("error", {"code": "internal_error", "message": "the compile failed; see the server log"})
+            finally:
+                self._running.release()
+                if state.watcher is not None:  # the compile's pages: re-indexed and announced now
+                    asyncio.run_coroutine_threadsafe(state.watcher.check(), loop)
+                tell("end", {})
+
+        threading.Thread(target=work, name="kaas-compile", daemon=True).start()
+
+        async def events() -> AsyncIterator[ServerSentEvent]:
+            while True:
+                name, data = await queue.get()
+                if name == "end":
+                    yield _frame("done", {})
+                    return
+                yield _frame(name, data)
+
+        return events()
+
+
+async def compile_endpoint(request: Request) -> Response:
+    state = request.app.state.kaas
+    try:
+        _require_admin(request)
+        events = state.compile_job.start(state)
+    except KaasError as exc:
+        return error_response(exc)
+    return AnswerStreamResponse(events)

@@ -1,0 +1,93 @@
+"""Driving the real UI in a real browser (Debian's ``chromium`` through Python playwright): the
+server as ``kaas serve`` runs it, and small helpers for pages. The ``browser`` and ``ui_kb``
+fixtures are in conftest.py. Set KAAS_UI_SCREENSHOTS=DIR to save screenshots of the UI there."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+CHROMIUM = os.environ.get("KAAS_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", "--no-first-run", "--disable-dev-shm-usage"]
+SCREENSHOTS = os.environ.get("KAAS_UI_SCREENSHOTS")
+
+
+def browser_missing() -> str | None:
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        return "playwright is not installed (pip install playwright; never `playwright install`)"
+    if not Path(CHROMIUM).is_file():
+        return f"Chromium not found at {CHROMIUM} (apt-get install -y chromium)"
+    return None
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class KaasServer:
+    """``python -m kb_ai.server`` in a subprocess, the way ``kaas serve`` runs."""
+
+    def __init__(self, kb: Path, env: dict[str, str] | None = None):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        clean = {k: v for k, v in os.environ.items() if not k.startswith("KAAS_")}
+        self.log = kb / "server.log"
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "kb_ai.server", "--kb", str(kb), "--port", str(self.port)],
+            env={**clean, "LITELLM_LOCAL_MODEL_COST_MAP": "True", **(env or {})},
+            stdout=self.log.open("w"), stderr=subprocess.STDOUT,
+        )
+
+    def __enter__(self) -> "KaasServer":
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError("kaas server exited:\n" + self.log.read_text())
+            try:
+                if httpx.get(self.url + "/healthz", timeout=1).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+        raise RuntimeError("kaas server did not start:\n" + self.log.read_text())
+
+    def __exit__(self, *exc) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+
+
+def watch_errors(page) -> list[str]:
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(f"pageerror: {exc}"))
+    page.on("console", lambda msg: errors.append(f"console: {msg.text}") if msg.type == "error" else None)
+    return errors
+
+
+def wait_until(page, expression: str, timeout: float = 10.0) -> None:
+    """Poll a JS expression (page.wait_for_function would need eval, which the UI's CSP forbids)."""
+    deadline = time.monotonic() + timeout
+    while not page.evaluate(expression):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for: {expression}")
+        page.wait_for_timeout(50)
+
+
+def shot(page, name: str) -> None:
+    if SCREENSHOTS:
+        Path(SCREENSHOTS).mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(Path(SCREENSHOTS) / f"{name}.png"))

@@ -1,0 +1,234 @@
+"""Offline answers that state the fact, say when the wiki does not know, and suggest related pages
+(issue 15), through the real CLI, HTTP chat and MCP client on small wikis written here.
+
+Each answer-bearing unit kind is asked for once: a default in a short sentence, a list item with
+its lead-in, a heading with its first line, a table row with its header, a code block, a sentence
+holding "a.k.a.". Abstention: nonsense is not answered (a distinct ``abstained`` result in --json,
+SSE and MCP), a question with a rare word the wiki holds is."""
+
+from __future__ import annotations
+
+import json
+
+from click.testing import CliRunner
+from mcp import Client
+from starlette.testclient import TestClient
+
+from kb_ai.cli import cli
+from kb_ai.config import load_settings
+from kb_ai.server.app import create_app
+from kb_ai.server.mcp import build_mcp_server
+
+from helpers import build_kb, page_refs
+from server_fakes import parse_sse
+
+POOL = ("storage/connection-pool.md", "Connection pool", "How the server keeps database connections.",
+        "# Connection pool\n\nThe server keeps a pool of open database connections and hands one to each "
+        "request.\n\nThe maximum number of connections in the pool. Defaults to `500`.\n\n"
+        "Idle connections are closed after a while.\n")
+BACKENDS = ("storage/backends.md", "Storage backends", "Where the server stores its records.",
+            "# Storage backends\n\nRecords are written through one interface whatever the store.\n\n"
+            "The server supports three storage backends:\n\n- Postgres, for production\n- SQLite, for tests\n"
+            "- Memory\n\nEach backend is chosen in the settings file.\n")
+VARIABLES = ("ops/variables.md", "Environment variables", "The variables the server reads at start.",
+             "# Environment variables\n\nThe server reads these at start.\n\n### `GLIMMER_PORT`\n\n"
+             "The port to listen on.\n\n### `GLIMMER_HOST`\n\nThe address to bind, loopback unless set.\n")
+LIMITS = ("ops/limits.md", "Limits", "Timeouts and retries of outgoing calls.",
+          "# Limits\n\nOutgoing calls are bounded.\n\n| Setting | Default |\n| --- | --- |\n"
+          "| timeout | 30 seconds |\n| retries | 3 |\n")
+INSTALL = ("ops/frobnicator.md", "Frobnicator", "Installing the frobnicator tool.",
+           "# Frobnicator\n\nThe frobnicator tidies records.\n\nTo get it:\n\n```bash\npip install frobnicator\n```\n")
+WRITERS = ("people/twain.md", "Samuel Clemens", "An American writer.",
+           "# Samuel Clemens\n\nSamuel Clemens, a.k.a. Mark Twain, wrote Tom Sawyer in a house by the river. "
+           "He also piloted steamboats on the Mississippi.\n")
+BANANAS = ("plants/banana-virus.md", "Banana bunchy top virus", "A plant virus of bananas.",
+           "# Banana bunchy top virus\n\nThe banana bunchy top virus stunts banana plants and spreads by aphids.\n")
+
+
+def _kb(tmp_path, *pages):
+    return build_kb(tmp_path, POOL, BACKENDS, VARIABLES, LIMITS, INSTALL, WRITERS, BANANAS, *pages)
+
+
+def _ask_json(kb, question: str, *args: str) -> dict:
+    result = CliRunner().invoke(cli, ["--kb", str(kb.root), "ask", question, "--json", *args], env={"KAAS_MODEL": ""})
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def _bullet_with(answer: str, *needles: str) -> str:
+    """The one answer line holding every needle (they must be quoted together, in one unit)."""
+    lines = [line for line in answer.splitlines() if all(n in line for n in needles)]
+    assert lines, f"no line of the answer holds {needles}:\n{answer}"
+    return lines[0]
+
+
+def test_a_default_in_a_short_sentence_is_quoted_with_its_neighbour(tmp_path):
+    out = _ask_json(_kb(tmp_path), "What is the default maximum number of connections in the pool?")
+    line = _bullet_with(out["answer"], "maximum number of connections", "Defaults to 500")
+    assert line.endswith("[Connection pool](storage/connection-pool.md)")
+    assert out["abstained"] is False
+
+
+def test_a_list_item_keeps_its_lead_in(tmp_path):
+    kb = _kb(tmp_path)
+    out = _ask_json(kb, "Which storage backends does the server support? Is Postgres one?")
+    _bullet_with(out["answer"], "The server supports three storage backends:", "Postgres, for production")
+    # Asked for the list, the answer quotes it whole, once.
+    whole = _ask_json(kb, "Which storage backends are there?")
+    line = _bullet_with(whole["answer"], "three storage backends:", "Postgres, for production", "SQLite, for tests",
+                        "Memory")
+    assert sum("SQLite" in other for other in whole["answer"].splitlines()) == 1, line
+
+
+def test_a_heading_is_quoted_with_the_line_under_it(tmp_path):
+    out = _ask_json(_kb(tmp_path), "What is GLIMMER_PORT?")
+    _bullet_with(out["answer"], "GLIMMER_PORT", "The port to listen on.")
+
+
+def test_a_table_row_is_quoted_with_its_header(tmp_path):
+    regions = ("ops/regions.md", "Regions", "Where the servers run.",
+               "# Regions\n\nServers run in two regions.\n\nRegion | Datacenter\n--- | ---\neu | Frankfurt\nus | Virginia\n")
+    kb = _kb(tmp_path, regions)
+    out = _ask_json(kb, "What is the default timeout of outgoing calls?")
+    _bullet_with(out["answer"], "Setting: timeout", "Default: 30 seconds")
+    # A table without outer pipes is a table too.
+    out = _ask_json(kb, "Which datacenter serves the eu region?")
+    _bullet_with(out["answer"], "Region: eu; Datacenter: Frankfurt")
+
+
+def test_code_answers_how_do_i(tmp_path):
+    out = _ask_json(_kb(tmp_path), "How do I install the frobnicator?")
+    _bullet_with(out["answer"], "To get it: `pip install frobnicator`")  # with the line that introduces it
+    assert {"path": "ops/frobnicator.md", "title": "Frobnicator"} in page_refs(out["citations"])
+
+
+def test_a_k_a_does_not_split_a_sentence(tmp_path):
+    out = _ask_json(_kb(tmp_path), "Who wrote Tom Sawyer?")
+    _bullet_with(out["answer"], "Samuel Clemens, a.k.a. Mark Twain, wrote Tom Sawyer")
+
+
+def test_nonsense_is_not_answered_and_says_so_distinctly(tmp_path):
+    kb = _kb(tmp_path)
+    out = _ask_json(kb, "How tall is the Eiffel Tower in bananas?")
+    assert out["abstained"] is True
+    assert out["pages"] == [] and out["citations"] == []
+    assert out["answer"].startswith("The wiki does not cover this.")
+    assert "banana" not in out["answer"].split("Related pages")[0].lower()  # nothing quoted as an answer
+    assert all(set(r) == {"path", "title"} for r in out["related"])
+    # A question whose rare word the wiki holds is answered, not abstained on.
+    rare = _ask_json(kb, "How does the frobnicator get installed?")
+    assert rare["abstained"] is False and rare["citations"]
+    # ... and so is one whose plain words ("use") no page of a small wiki holds.
+    plain = _ask_json(kb, "How do I use offline mode?")
+    assert plain["abstained"] is False and {"path": "ops/configuration.md", "title": "Configuration"} in page_refs(plain["citations"])
+
+
+def test_the_abstained_event_over_http_and_mcp(tmp_path):
+    kb = _kb(tmp_path)
+    with TestClient(create_app(load_settings(kb.root, env={}), mcp=False)) as client:
+        events = parse_sse(client.post("/api/chat", json={"question": "What colour is the smell of a Tuesday?"}).text)
+        answered = parse_sse(client.post("/api/chat", json={"question": "What is GLIMMER_PORT?"}).text)
+    names = [name for name, _ in events]
+    assert "abstained" in names and names.index("abstained") < names.index("token")
+    assert [name for name, _ in answered if name == "abstained"] == []
+
+    import anyio
+
+    async def call() -> dict:
+        async with Client(build_mcp_server(load_settings(kb.root, env={}))) as client:
+            result = await client.call_tool("ask", {"question": "Which planet did the French Revolution orbit?"})
+            answered = await client.call_tool("ask", {"question": "What is the default timeout of outgoing calls?"})
+        return {"abstained": result.structured_content, "answered": answered.structured_content}
+
+    data = anyio.run(call)
+    assert data["abstained"]["abstained"] is True and data["abstained"]["citations"] == []
+    assert data["answered"]["abstained"] is False and data["answered"]["citations"]
+
+
+def test_follow_ups_follow_links_from_the_quoted_passage_never_saved_answers_or_repeats(tmp_path):
+    linked = ("storage/replication.md", "Replication", "Copies of the records on other machines.",
+              "# Replication\n\nEach record is copied to two other machines.\n")
+    pool = ("storage/connection-pool.md", "Connection pool", "How the server keeps database connections.",
+            "# Connection pool\n\nThe maximum number of connections in the pool. Defaults to `500`. "
+            "Connections are shared with [replication](replication.md).\n")
+    saved = ("answers/what-about-httpx.md", "What is the connection pool of HTTPX??",
+             "Saved answer to the question: What is the connection pool of HTTPX??",
+             "# What is the connection pool of HTTPX??\n\nThe pool holds 500 connections "
+             "[Connection pool](../storage/connection-pool.md).\n",
+             {"topic": "answers", "kind": "answer", "citations": ["storage/connection-pool.md"]})
+    twin = ("ops/connection-pool-notes.md", "Connection pool", "Notes on the pool.", "# Connection pool\n\nNotes.\n")
+    kb = build_kb(tmp_path, pool, linked, saved, twin, BACKENDS, LIMITS)
+    out = _ask_json(kb, "What is the maximum number of connections in the pool?", "--suggest")
+    suggestions = out["suggestions"]
+    assert suggestions and suggestions[0] == "What does the wiki say about Replication?"
+    assert not any("HTTPX" in s for s in suggestions)
+    assert len(set(suggestions)) == len(suggestions)
+    assert not any("Connection pool" in s for s in suggestions)  # the question's own subject
+
+
+def test_eval_reports_facts_held_and_abstention_with_gold_pages_deleted(tmp_path):
+    kb = _kb(tmp_path)
+    questions = tmp_path / "questions.jsonl"
+    questions.write_text("\n".join(json.dumps(q) for q in [
+        {"id": "pool", "question": "What is the default maximum number of connections in the pool?",
+         "gold_pages": ["storage/connection-pool.md"], "facts": ["500"]},
+        {"id": "timeout", "question": "What is the default timeout of outgoing calls?",
+         "gold_pages": ["Limits"], "facts": ["timeout", "30 seconds"]},
+        {"id": "port", "question": "What is GLIMMER_PORT?", "gold_pages": ["ops/variables.md"],
+         "facts": ["port to listen on"]},
+    ]) + "\n")
+    nonsense = tmp_path / "nonsense.jsonl"
+    nonsense.write_text(json.dumps({"question": "How tall is the Eiffel Tower in bananas?", "answerable": False}) + "\n")
+    runner = CliRunner()
+    env = {"KAAS_MODEL": ""}
+
+    def run(*args: str) -> dict:
+        out = tmp_path / "report.json"
+        result = runner.invoke(cli, ["--kb", str(kb.root), "eval", *args, "--json-out", str(out)], env=env)
+        assert result.exit_code == 0, result.output
+        return json.loads(out.read_text())["summary"]
+
+    answered = run(str(questions))
+    assert answered["facts_held"] == 1.0 and answered["questions_with_facts"] == 3
+    assert answered["false_abstention_rate"] == 0.0
+    assert run(str(nonsense))["abstention_rate"] == 1.0
+    before = sorted(p.relative_to(kb.root) for p in (kb.root / "wiki").rglob("*.md"))
+    deleted = run(str(questions), "--delete-gold")
+    assert deleted["unanswerable"] == 3 and deleted["abstention_rate"] == 1.0
+    assert sorted(p.relative_to(kb.root) for p in (kb.root / "wiki").rglob("*.md")) == before  # a copy was used
+
+
+def test_a_unit_that_says_it_is_prefixed_by_its_subject(tmp_path):
+    airport = ("places/logan-airport.md", "Logan International Airport", "An airport in Boston.",
+               "# Logan International Airport\n\nLogan International Airport is in East Boston. "
+               "It is the largest airport in the New England region and the 17th busiest in the country.\n")
+    out = _ask_json(build_kb(tmp_path, airport), "Which is the largest airport in the New England region?")
+    _bullet_with(out["answer"], "Logan International Airport: It is the largest airport in the New England region")
+
+
+def test_each_unit_knows_its_page_heading_and_exact_quote(tmp_path):
+    """What a passage-level citation needs: the unit's page, the heading it sits under (as the
+    rendered page titles it), and its quote, the page text exactly."""
+    from kb_ai.offline.units import page_units
+    from kb_ai.server.render import render_markdown
+
+    body = ("# Café\n\nThe café opens at 7.\n\n## Prix & *horaires*\n\nCoffee costs 2 euros. Tea too.\n\n"
+            "## Drinks\n\n| Drink | Price |\n| --- | --- |\n| tea | 2 |\n\n## `OPEN_DAYS`\n\n- Open daily\n")
+    units = page_units("food/cafe.md", "Café", body)
+    titles = [entry.title for entry in render_markdown(body, from_path="food/cafe.md", exists=lambda _p: True).toc]
+    assert {u.heading for u in units} <= set(titles)
+    assert [u.heading for u in units if u.kind == "table-row"] == ["Drinks"]
+    assert [u.heading for u in units if "Coffee" in u.text][0] == "Prix & horaires"
+    assert all(body[u.start:u.end] == u.quote and u.path == "food/cafe.md" for u in units)
+
+
+def test_quoted_code_cannot_close_its_fence_early(tmp_path):
+    tricky = ("ops/fences.md", "Fences", "Writing fenced blocks.",
+              "# Fences\n\nTo write a fence block, type:\n\n````\nfence start\n~~~~\n[x](javascript:alert(1))\n~~~~\n````\n")
+    out = _ask_json(build_kb(tmp_path, tricky), "How do I write a fence block?")
+    lines = out["answer"].splitlines()
+    opening = next(i for i, line in enumerate(lines) if line.strip().startswith("~~~~~"))
+    fence = lines[opening].strip()
+    closing = next(i for i in range(opening + 1, len(lines)) if lines[i].strip() == fence)
+    assert "  ~~~~" in lines[opening + 1:closing] and "  [x](javascript:alert(1))" in lines[opening + 1:closing]
+    assert page_refs(out["citations"]) == [{"path": "ops/fences.md", "title": "Fences"}]

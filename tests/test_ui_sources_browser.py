@@ -1,0 +1,215 @@
+"""Issue 17 in a real browser (Debian's Chromium driven by playwright, like test_ui_browser.py):
+a refused token says so and the prompt comes back; an admin adds a file and a web page (from a
+site on 127.0.0.1) and compiles, watching the stages stream in; the open Wiki tab shows a page
+added on disk without a reload; a reader's token gets no Sources tab."""
+
+from __future__ import annotations
+
+import pytest
+
+from helpers import write_page
+from browser_support import KaasServer, wait_until, watch_errors
+from web_fakes import FakeSite, article
+
+pytestmark = pytest.mark.slow  # drives a real browser
+
+TOKEN = "right-token-5f1e0c9a7d3b"
+READER = "reader-token-0123456789abcdef"
+
+
+@pytest.fixture(autouse=True)
+def _no_proxy(monkeypatch):
+    for name in ("http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def _page(browser, kaas_url=None, *, token=None):  # noqa: F811
+    context = browser.new_context(viewport={"width": 1280, "height": 820})
+    page = context.new_page()
+    page.set_default_timeout(15_000)
+    if token is not None:  # what an earlier visit left in this origin's storage
+        page.goto(kaas_url + "/static/favicon.svg")
+        page.evaluate(f"localStorage.setItem('kaas-token', {token!r})")
+    return context, page
+
+
+def test_a_refused_token_says_so_and_the_prompt_comes_back(browser, ui_kb):  # noqa: F811
+    with KaasServer(ui_kb.root, env={"KAAS_API_TOKEN": TOKEN}) as kaas:
+        context, page = _page(browser, kaas.url, token="an-old-wrong-token")
+        errors = watch_errors(page)
+        page.goto(kaas.url + "/")
+        page.wait_for_selector("#token-dialog[open]")
+        assert page.is_visible("#token-refused") and not page.is_visible("#token-needed")
+        assert "refused" in page.inner_text("#token-refused")
+        page.fill("#token-input", "still-wrong")
+        page.click("#token-dialog button[value=ok]")
+        wait_until(page, "document.querySelector('#token-dialog').open && "
+                          "document.querySelector('#token-input').value === ''")  # asked again, not dropped
+        assert page.is_visible("#token-refused")
+        page.fill("#token-input", TOKEN)
+        page.click("#token-dialog button[value=ok]")
+        page.wait_for_selector("body.ready")
+        page.wait_for_selector("#wiki-tree a", state="attached")  # the catalog loaded with the token
+        assert page.evaluate("localStorage.getItem('kaas-token')") == TOKEN
+        assert not [e for e in errors if "401" not in e and "404" not in e], errors  # (404: the setup page's /favicon.ico)
+        context.close()
+
+
+def test_an_admin_adds_a_file_and_a_web_page_and_compiles(browser, ui_kb, tmp_path):  # noqa: F811
+    upload = tmp_path / "kettle-guide.md"
+    upload.write_text("# Kettle guide\n\nThe kettle is descaled every month with citric acid.\n")
+    with FakeSite() as site, KaasServer(ui_kb.root, env={"KAAS_ADD_PRIVATE_URLS": "1"}) as kaas:
+        url = site.page("/leave", article("Leave policy", "Everyone gets thirty days of paid leave a year."))
+        context, page = _page(browser)
+        errors = watch_errors(page)
+        page.goto(kaas.url + "/")
+        page.wait_for_selector("body.ready")
+        page.click("[data-view-link=sources]")
+        page.wait_for_selector("#view-sources:not([hidden])")
+        page.set_input_files("#source-files", str(upload))
+        page.wait_for_selector("#source-results li.ok:has-text('raw/kettle-guide.md')")
+        page.fill("#source-urls", url + "\nftp://example.com/nope")
+        page.click("#add-urls")
+        page.wait_for_selector("#source-results li.ok:has-text('Leave policy')")
+        page.wait_for_selector("#source-results li.error:has-text('only http and https')")
+        assert page.input_value("#source-urls") == "ftp://example.com/nope"  # kept, to fix and retry
+        from kb_ai.store.lock import CompileLock
+
+        with CompileLock(ui_kb.state_dir):  # `kaas compile` in a terminal holds the knowledge base
+            page.click("#compile-start")
+            page.wait_for_selector("#compile-progress .error:has-text('another kaas compile is running')")
+        wait_until(page, "!document.querySelector('#compile-start').disabled")
+        page.click("#compile-start")
+        page.wait_for_selector("#compile-progress .compile-done")
+        stages = page.locator("#compile-progress .stage").evaluate_all("rows => rows.map(r => r.dataset.stage)")
+        assert "ingest" in stages and "write" in stages
+        assert "2 articles created" in page.inner_text("#compile-progress .compile-report")
+        page.click("[data-view-link=wiki]")
+        page.wait_for_selector("#wiki-tree a:has-text('Leave policy')")
+        page.wait_for_selector("#wiki-tree a:has-text('Kettle guide')")
+        assert not errors, errors
+        context.close()
+
+
+def test_the_open_wiki_tab_shows_pages_changed_on_disk(browser, ui_kb):  # noqa: F811
+    with KaasServer(ui_kb.root) as kaas:
+        context, page = _page(browser)
+        errors = watch_errors(page)
+        page.goto(kaas.url + "/#/wiki/retrieval/catalog.md")
+        page.wait_for_selector(".wiki-article h1:has-text('The catalog')")
+        wait_until(page, "document.body.classList.contains('ready')")
+        page.wait_for_timeout(500)  # the change stream is open
+        write_page(ui_kb.wiki_dir, "ops/backups.md", "Backups", "Nightly backups.", "# Backups\n\nTaken at 02:00.",
+                   topic="ops")
+        page.wait_for_selector("#wiki-tree a:has-text('Backups')", timeout=20_000)  # no reload
+        catalog = ui_kb.wiki_dir / "retrieval" / "catalog.md"
+        catalog.write_text(catalog.read_text().replace("lists every article", "lists each and every article"))
+        page.wait_for_selector(".wiki-article:has-text('lists each and every article')", timeout=20_000)
+        assert page.evaluate("performance.getEntriesByType('navigation').length") == 1
+        assert not errors, errors
+        context.close()
+
+
+def test_a_reader_gets_no_sources_tab(browser, ui_kb):  # noqa: F811
+    (ui_kb.root / "kaas.toml").write_text(f'[users.rita]\ntoken = "{READER}"\ngroups = ["staff"]\n')
+    with KaasServer(ui_kb.root) as kaas:
+        context, page = _page(browser, kaas.url, token=READER)
+        page.goto(kaas.url + "/")
+        page.wait_for_selector("body.ready")
+        assert page.is_hidden("[data-view-link=sources]")
+        page.goto(kaas.url + "/#/sources")
+        page.wait_for_timeout(300)
+        assert page.is_hidden("#view-sources")
+        context.close()
+
+
+def test_chats_are_kept_listed_renamed_deleted_and_answers_copied_regenerated_and_voted(browser, ui_kb):  # noqa: F811
+    with KaasServer(ui_kb.root) as kaas:
+        context, page = _page(browser)
+        context.grant_permissions(["clipboard-read", "clipboard-write"], origin=kaas.url)
+        errors = watch_errors(page)
+        page.goto(kaas.url + "/")
+        page.wait_for_selector("body.ready")
+        page.fill("#question", "How does the navigator read the catalog?")
+        page.keyboard.press("Enter")
+        page.wait_for_selector(".turn .answer-tools .copy-answer")
+        answer = page.locator(".turn .answer-body").first.inner_text()
+        # copy the answer
+        page.click(".turn .copy-answer")
+        wait_until(page, "document.querySelector('.turn .copy-answer').textContent === 'Copied'")
+        copied = page.evaluate("navigator.clipboard.readText()")
+        assert "catalog" in copied.lower() and "[" in copied  # the Markdown, citations included
+        # vote it down: written to .kaas/feedback.jsonl with the question, pages read and citations
+        page.click(".turn .vote[data-vote=down]")
+        page.wait_for_selector(".turn .vote[data-vote=down][aria-pressed=true]")
+        import json
+
+        record = json.loads((ui_kb.root / ".kaas" / "feedback.jsonl").read_text().splitlines()[-1])
+        assert record["vote"] == "down" and record["question"] == "How does the navigator read the catalog?"
+        assert record["pages"] and record["citations"] and set(record["citations"]) <= set(record["pages"])
+        # regenerate: the same question again, in place of the answer
+        page.click(".turn .regenerate")
+        page.wait_for_selector(".turn .answer-tools .copy-answer")
+        assert page.locator(".turn").count() == 1
+        # a second question, then a reload: the chat is still there, with both turns
+        page.fill("#question", "How are citations validated?")
+        page.keyboard.press("Enter")
+        wait_until(page, "document.querySelectorAll('.turn .answer-tools .copy-answer').length === 2")
+        assert page.locator(".turn").first.locator(".regenerate").count() == 0  # only on the last answer
+        page.reload()
+        page.wait_for_selector("body.ready")
+        assert page.locator(".turn").count() == 2
+        assert page.locator(".turn .answer-body").first.inner_text() == answer or "catalog" in page.locator(".turn .answer-body").first.inner_text().lower()
+        assert page.locator(".turn .sources li").count() >= 1
+        # a new chat; the first one is listed, can be renamed, opened and deleted
+        page.click("#new-chat")
+        assert page.locator(".turn").count() == 0
+        page.fill("#question", "What does the wiki say about deployment?")
+        page.keyboard.press("Enter")
+        page.wait_for_selector(".turn .answer-tools .copy-answer")
+        page.click("#chat-list summary")
+        items = page.locator("#chat-list li")
+        assert items.count() == 2
+        page.once("dialog", lambda dialog: dialog.accept("Catalog questions"))
+        page.locator("#chat-list li", has_text="How does the navigator").locator(".chat-rename").click()
+        page.wait_for_selector("#chat-list li .chat-open:has-text('Catalog questions')")
+        page.click("#chat-list .chat-open:has-text('Catalog questions')")
+        wait_until(page, "document.querySelectorAll('.turn').length === 2")
+        page.once("dialog", lambda dialog: dialog.accept())
+        page.locator("#chat-list li", has_text="Catalog questions").locator(".chat-delete").click()
+        wait_until(page, "document.querySelectorAll('#chat-list li').length === 1")
+        assert page.locator(".turn").count() == 0  # the open chat was the one deleted
+        kept = page.evaluate("JSON.parse(localStorage.getItem('kaas-chats'))")
+        assert [c["title"] for c in kept] == ["What does the wiki say about deployment?"]
+        assert not errors, errors
+        context.close()
+
+
+def test_code_blocks_in_answers_get_a_copy_button(browser, ui_kb):  # noqa: F811
+    from helpers import write_page as write
+
+    write(ui_kb.wiki_dir, "ops/install.md", "Install", "How to install.",
+          "# Install\n\nRun this command to install the tool:\n\n```sh\npip install kaas-tool\n```\n", topic="ops")
+    ui_kb.reindex()
+    with KaasServer(ui_kb.root) as kaas:
+        context, page = _page(browser)
+        context.grant_permissions(["clipboard-read", "clipboard-write"], origin=kaas.url)
+        page.goto(kaas.url + "/")
+        page.wait_for_selector("body.ready")
+        chats = [{"id": "x1", "title": "Install", "created": 1, "updated": 1, "turns": [
+            {"question": "How do I install it?", "answer": "Run:\n\n```sh\npip install kaas-tool\n```\n\n[Install](ops/install.md)",
+             "citations": [{"path": "ops/install.md", "title": "Install"}], "pages": [{"path": "ops/install.md", "title": "Install"}],
+             "mode": "offline", "failed": False}]}]
+        page.evaluate(f"localStorage.setItem('kaas-chats', {json_text(chats)}); localStorage.setItem('kaas-chat-current', 'x1')")
+        page.reload()
+        page.wait_for_selector(".turn pre .copy-code")
+        page.click(".turn pre .copy-code")
+        wait_until(page, "document.querySelector('.turn pre .copy-code').textContent === 'Copied'")
+        assert page.evaluate("navigator.clipboard.readText()").strip() == "pip install kaas-tool"
+        context.close()
+
+
+def json_text(value) -> str:
+    import json
+
+    return json.dumps(json.dumps(value))
