@@ -1,22 +1,22 @@
 """The chat UI shows each further round of reading in the pages display ("round 2: ..."), in a
-real headless Chromium against the real server (see test_ui_browser.py)."""
+real headless Chromium against the real server (tests/browser_support.py)."""
 
 from __future__ import annotations
 
 import pytest
 
+from browser_support import KaasServer, watch_errors
 from test_multihop import COMPOSER, QUESTION, chain_kb
-from test_ui_browser import KaasServer, _watch_errors, browser  # noqa: F401 (browser is a fixture)
 
 pytestmark = pytest.mark.slow  # drives a real browser
 
 
-def test_the_pages_display_shows_round_two_and_why(browser, tmp_path):  # noqa: F811
+def test_the_pages_display_shows_round_two_and_why(browser, tmp_path):
     kb = chain_kb(tmp_path, toml="max_pages = 3\n")
     with KaasServer(kb.root) as server:
         page = browser.new_context(viewport={"width": 1280, "height": 820}).new_page()
         page.set_default_timeout(15_000)
-        errors = _watch_errors(page)
+        errors = watch_errors(page)
         page.goto(server.url + "/")
         page.wait_for_selector("body.ready")
         page.fill("#question", QUESTION)
