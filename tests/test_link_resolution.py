@@ -7,9 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-from kb_ai.cli import cli
 from kb_ai.config import Settings
 from kb_ai.navigate.citations import validate_citations
 from kb_ai.navigate.records import AskResult, ReadPage
@@ -42,14 +40,17 @@ Answers cite pages. See [Configuration](ops/configuration.md), [again](../ops/co
 
 @pytest.fixture
 def generated_kb(tmp_path) -> KnowledgeBase:
-    """A wiki compiled offline from a small raw/ whose sources link to each other every way."""
+    """A wiki whose pages link to each other every way (written as pages: a compile points the
+    links of its sources at their articles, ``compile.source_links``), with raw/ beside it."""
     (tmp_path / "raw" / "ops").mkdir(parents=True)
     (tmp_path / "raw" / "retrieval").mkdir()
     (tmp_path / "raw" / "ops" / "configuration.md").write_text(CONFIGURATION)
     (tmp_path / "raw" / "retrieval" / "citations.md").write_text(CITATIONS)
-    result = CliRunner().invoke(cli, ["--kb", str(tmp_path), "compile", "--offline"])
-    assert result.exit_code == 0, result.output
+    write_page(tmp_path / "wiki", "ops/configuration.md", "Configuration", "Settings.", CONFIGURATION, topic="ops")
+    write_page(tmp_path / "wiki", "retrieval/citations.md", "Citations", "Answers cite pages.", CITATIONS,
+               topic="retrieval")
     kb = KnowledgeBase(tmp_path)
+    kb.reindex()
     assert {"ops/configuration.md", "retrieval/citations.md"} <= set(kb.catalog().by_path)
     return kb
 

@@ -66,7 +66,8 @@ class SourceWork:
     change: str  # new | changed | pending | full | duplicate
     record: SourceRecord | None
     revision_of: str | None = None
-    renamed_from: str | None = None  # a deleted source with this one's checksum (``relink``)
+    renamed_from: str | None = None  # the path this document had (``relink.find_renames``)
+    renamed_same: bool = False  # ... with the same bytes: a new name only
     plan: list[PlanTarget] | None = None
     rejected: list[str] = field(default_factory=list)
 

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import re
 from difflib import SequenceMatcher
+from pathlib import PurePosixPath
 
 from kb_ai.compile.dedup import blocks
 from kb_ai.store.articles import clean_summary
-from kb_ai.store.words import words
+from kb_ai.store.words import title_key, words
 from kb_ai.store.markdown_text import (
     atx_heading,
     clip,
@@ -167,3 +168,41 @@ def supersede(old_body: str, new_body: str, *, date: str, source: str) -> tuple[
         out.extend(trails)
     body = "\n\n".join(b.strip("\n") for b in out if b.strip())
     return (f"{new_h1}\n\n{body}".strip() + "\n") if new_h1 else body.strip() + "\n", added
+
+
+# ---------------------------------------------------------------------------------------------
+# one article from several sources with the same title: a section per source
+
+
+def source_heading(title: str, source: str) -> str:
+    """The ``##`` heading of the section that source ``source`` has in an article it shares with
+    other sources of the same title (``title``): its file name made readable, which does not
+    change when its text does (so the section is found again when the source changes)."""
+    name = PurePosixPath(source).name
+    stem = name.rsplit(".", 1)[0] if "." in name[1:] else name
+    readable = " ".join(re.sub(r"[-_.]+", " ", stem).split()) or name
+    readable = readable[:1].upper() + readable[1:]
+    return f"{readable} ({name})" if title_key(readable) == title_key(title) else readable
+
+
+def source_sections(body: str, headings: dict[str, str]) -> tuple[str, dict[str, str]]:
+    """``body`` split into its lead (the H1 and the text of the first source) and the sections of
+    the other sources, by their ``##`` heading (``headings``: heading -> source path): (lead,
+    {source path: the section's text, heading included})."""
+    lead: list[str] = []
+    sections: dict[str, list[str]] = {}
+    current: list[str] = lead
+    for line, in_fence in iter_lines_outside_fences(body):
+        heading = None if in_fence else atx_heading(line)
+        if heading and heading[0] == 2 and heading[1].strip() in headings:
+            current = sections.setdefault(headings[heading[1].strip()], [])
+        current.append(line)
+    return "\n".join(lead).strip("\n"), {s: "\n".join(lines).strip("\n") for s, lines in sections.items()}
+
+
+def section_of(title: str, source: str, text: str) -> str:
+    """The section source ``source`` adds to the article titled ``title``: its heading, then its
+    text (its own title left out, its headings below the section's)."""
+    fresh = article_body(title, text)
+    rest = fresh.split("\n", 1)[1] if "\n" in fresh else ""
+    return f"## {source_heading(title, source)}\n\n{demote_headings(rest.strip(chr(10)), 1)}".rstrip()

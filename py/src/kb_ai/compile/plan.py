@@ -30,16 +30,28 @@ async def plan(run: CompileRun, engine: Engine, work: dict[str, SourceWork]) -> 
     """Give every source in ``work`` its plan (``SourceWork.plan``; None when planning failed,
     reported). A dry run with a model plans nothing: it estimates what planning would cost."""
     with stage_timer(run.report, "plan") as stage:
-        counts = {"planned": 0, "reused": 0, "revisions": 0, "failed": 0}
+        counts = {"planned": 0, "reused": 0, "revisions": 0, "renamed": 0, "failed": 0}
         stage.counts = counts
-        to_plan = [w for _, w in sorted(work.items()) if w.revision_of is None]
+        renamed = [w for _, w in sorted(work.items()) if w.revision_of is None and w.renamed_same and w.previous]
+        to_plan = [w for _, w in sorted(work.items()) if w.revision_of is None and w not in renamed]
         revisions = sorted((w for w in work.values() if w.revision_of is not None),
                            key=lambda w: (w.source.date or "9999", len(w.source.path), w.source.path))
-        if not to_plan and not revisions:
+        if not to_plan and not revisions and not renamed:
             return
         need, reused = _reusable(run, engine, to_plan, counts)
         catalog = plan_catalog(run, work, {t.path for w in to_plan if w.path in reused
                                            for t in (w.plan or []) if t.new})
+        for item in renamed:  # the same document under a new name: its articles, no planner asked
+            if all(p in catalog.items for p in item.previous):
+                item.plan = [PlanTarget.update_of(catalog.items[p], reason="renamed") for p in item.previous]
+                counts["renamed"] += 1
+                if not run.dry_run:
+                    record_planned(run, engine, item)
+            else:
+                to_plan.append(item)
+                need.append(item)
+        to_plan.sort(key=lambda w: w.path)
+        need.sort(key=lambda w: w.path)
         assign_topics(run, need + revisions, catalog)
         if run.dry_run and engine.mode == "llm":
             from kb_ai.compile.estimate import estimate  # noqa: PLC0415
@@ -104,7 +116,11 @@ def plan_catalog(run: CompileRun, work: dict[str, SourceWork], replayed: set[str
         except (FileNotFoundError, ArticleFormatError, UnsafePathError, OSError):
             continue
         items.append(entry_from_article(article))
-    return PlanCatalog(items)
+    catalog = PlanCatalog(items)
+    for path, record in sorted(run.state.sources.items()):
+        for article in record.articles:
+            catalog.add_source(article, path)
+    return catalog
 
 
 class _Planning:
@@ -137,8 +153,7 @@ class _Planning:
             return None
         result = self.engine.planner.resolve(proposal, work.source, self.catalog, work.previous)
         for target in result.targets:
-            if target.new:
-                self.catalog.add_target(target)
+            self.catalog.add_target(target, work.path)
         for detail in result.rejected:
             self.run.report.rejected.append({"source": work.path, "detail": detail})
         for note in result.notes:
@@ -157,8 +172,7 @@ class _Planning:
             for work in wave:
                 if work.path in reused:
                     for target in work.plan or []:
-                        if target.new:
-                            self.catalog.add_target(target)
+                        self.catalog.add_target(target, work.path)
                     continue
                 self.run.progress.advance(work.path)
                 targets = self.settle(work, proposals[work.path])

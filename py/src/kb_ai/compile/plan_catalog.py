@@ -4,6 +4,7 @@ with lexical lookup (BM25 over titles and summaries, ``offline.lexical.TermIndex
 
 from __future__ import annotations
 
+import posixpath
 import re
 from difflib import SequenceMatcher
 
@@ -34,15 +35,26 @@ class PlanCatalog:
         self.restricted: set[str] = set()  # paths of items with an access rule
         self._public_topics: set[str] = set()
         self._by_key: dict[str, str] = {}
+        # article path -> the raw/ folders of the sources it is made from (known ones: the
+        # manifest's and this run's plans), for ``OfflinePlanner``'s same-title rule
+        self.source_folders: dict[str, set[str]] = {}
         from kb_ai.offline.lexical import TermIndex  # noqa: PLC0415 (bm25s only when planning)
 
         self._lexical = TermIndex()
         for item in items:
             self.add(item)
 
-    def add_target(self, target: PlanTarget) -> None:
-        """A new article planned in this run, so later plans see it (with the access it gets)."""
-        self.add(target.entry())
+    def add_target(self, target: PlanTarget, source: str | None = None) -> None:
+        """An article planned in this run (by ``source``), so later plans see it (a new one with
+        the access it gets)."""
+        if target.new:
+            self.add(target.entry())
+        if source is not None:
+            self.add_source(target.path, source)
+
+    def add_source(self, article: str, source: str) -> None:
+        """``source`` (a raw/ path) feeds ``article``."""
+        self.source_folders.setdefault(article, set()).add(posixpath.dirname(source))
 
     def add(self, item: CatalogEntry) -> None:
         if item.path in self.items:

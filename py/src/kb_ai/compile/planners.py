@@ -14,6 +14,7 @@ instead of a twin. The stage that runs them is ``plan.plan``.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import PurePosixPath
@@ -29,6 +30,7 @@ from kb_ai.store.articles import RESERVED_NAMES, SUMMARY_LIMIT
 from kb_ai.store.catalog import CatalogEntry
 from kb_ai.store.markdown_text import clip, first_sentence
 from kb_ai.store.paths import normalize_wiki_path, slugify, topic_folder
+from kb_ai.store.words import title_key
 
 PLAN_PROMPT = "compile_plan"
 MAX_UPDATES = 4
@@ -109,12 +111,35 @@ class OfflinePlanner:
         kept = [p for p in previous if p in catalog.items]
         if kept:
             return PlanResult([replace(PlanTarget.update_of(catalog.items[kept[0]]), summary=target.summary)])
-        path, n = target.path, 2
-        while path in catalog.items:
-            path = f"{target.topic}/{source_slug(source)}-{n}.md"
-            n += 1
-        target.path = path
-        return PlanResult([target])
+        slug, folder = source_slug(source), slugify(PurePosixPath(source.path).parent.name, fallback="")
+        # Taken by another subject: the name of its own folder first ("docs/cli-overview.md"
+        # beside "docs/overview.md"), then a number.
+        own_folder = [f"{target.topic}/{folder}-{slug}.md"] if folder and folder != target.topic else []
+        for path in itertools.chain([target.path], own_folder, (f"{target.topic}/{slug}-{n}.md" for n in itertools.count(2))):
+            if path not in catalog.items:
+                target.path = path
+                return PlanResult([target])
+            if same_subject(catalog, path, source):
+                return PlanResult([PlanTarget.update_of(catalog.items[path], reason=SAME_TITLE)],
+                                  notes=[f"same title as the other source(s) of {path} in its folder: one article"])
+        raise AssertionError("unreachable")
+
+
+SAME_TITLE = "same title"  # a PlanTarget's reason: the source joins the article of its title
+_MARKUP_TITLE = re.compile(r"\s*(?:[.:<{\[!#|>=~`*_-]|.*::)")  # markup read as a title
+
+
+def same_subject(catalog: PlanCatalog, path: str, source: Source) -> bool:
+    """THE offline identity rule for a source whose article path is taken: it is about the same
+    subject as article ``path`` (and joins it, a section each, or a supersession trail for a
+    later-dated revision) when the article has the same title (``title_key``: case, accents,
+    punctuation ignored) and is made from a source in the same raw/ folder. The same title in
+    another folder (``api/overview.md``, ``cli/overview.md``) is another subject."""
+    entry = catalog.items[path]
+    if _MARKUP_TITLE.match(source.title):
+        return False  # ".. currentmodule:: flask", ":orphan:": a reader's misreading, not a title to share
+    return (bool(title_key(source.title)) and title_key(entry.title) == title_key(source.title)
+            and PurePosixPath(source.path).parent.as_posix() in catalog.source_folders.get(path, ()))
 
 
 # ---------------------------------------------------------------------------------------------

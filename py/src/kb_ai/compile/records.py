@@ -78,6 +78,7 @@ class SourceRecord:
     plan_prompt: str | None = None
     notes: list[str] = field(default_factory=list)
     boilerplate_removed: int = 0
+    unlinked: list[str] = field(default_factory=list)  # its links to nothing compiled (kept as text)
 
     def to_json(self) -> dict[str, Any]:
         # Hand-rolled rather than asdict(): this runs for every journal entry (asdict deep-copies).
@@ -118,19 +119,24 @@ class ArticleRecord:
     # Short hashes of the lines a person wrote (``hand_line_keys``), carried from run to run so
     # that text merged once is still protected from the next model edit.
     hand_lines: list[str] = field(default_factory=list)
+    # Sources it was made from that left raw/ (deleted, or moved out): path -> last checksum, so
+    # that the document coming back (there or elsewhere) gets this article again (``relink``).
+    former: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         data = {"path": self.path, "written_hash": self.written_hash, "merged": dict(self.merged),
                 "hand_edited": self.hand_edited, "orphaned": self.orphaned}
         if self.hand_lines:
             data["hand_lines"] = list(self.hand_lines)
+        if self.former:
+            data["former"] = dict(self.former)
         return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "ArticleRecord":
         values = _fields(cls, data)
         _article_path(values["path"])
-        for path in values.get("merged") or {}:
+        for path in [*(values.get("merged") or {}), *(values.get("former") or {})]:
             if not path.startswith("raw/"):
                 raise ValueError(f"not a source path: {path!r}")
         return cls(**values)

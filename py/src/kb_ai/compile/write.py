@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -36,8 +36,11 @@ from kb_ai.compile.writers import (
     LinkRefused,
     WriteRefused,
     guard_body,
+    renamed_section,
 )
+from kb_ai.compile.planners import SAME_TITLE
 from kb_ai.compile.records import COMPILED, DUPLICATE, ArticleRecord, PlanTarget, SourceRecord, text_hash
+from kb_ai.compile.source_links import SourceLinks, run_links
 from kb_ai.compile.state import CompileState
 from kb_ai.errors import ArticleFormatError, KaasError, LLMError, UnsafePathError
 from kb_ai.faults import fault_point
@@ -64,6 +67,19 @@ class ArticleJob:
     # Sources to add to ``sources:`` whose text the article already has (a source renamed in
     # raw/, same checksum): source path -> checksum. No writer is asked.
     adopt: dict[str, str] = field(default_factory=dict)
+    gone: set[str] = field(default_factory=set)  # of ``detach``: the sources that left raw/
+    # A renamed source whose new text is a contribution: new path -> the checksum the article
+    # holds of it under its old name. Used when the merge is held (a hand edit, offline): the
+    # article then takes the new name with the text it has, and the new text waits.
+    renames: dict[str, str] = field(default_factory=dict)
+    renamed: dict[str, str] = field(default_factory=dict)  # new source path -> the path it had
+    # Links kept as text when their target was not compiled, whose target is now:
+    # (source, its ``unlinked`` entry, link text, the source the link names, fragment).
+    relinks: list[tuple[str, str, str, str, str]] = field(default_factory=list)
+
+    def adopt_renamed(self) -> list[tuple[str, str]]:
+        """(new path, old path) of the sources this job only renames."""
+        return [(new, old) for new, old in sorted(self.renamed.items()) if new in self.adopt]
 
 
 @dataclass
@@ -112,12 +128,15 @@ def compose_meta(existing: dict[str, Any], *, title: str, summary: Any, topic: s
 class ArticleWriter:
     """Runs the jobs of one compile: reads, asks the writer, validates, journals, writes."""
 
-    def __init__(self, wiki_dir: Path, state: CompileState, writer, today: str, dry_run: bool = False):
+    def __init__(self, wiki_dir: Path, state: CompileState, writer, today: str, dry_run: bool = False,
+                 links: SourceLinks | None = None):
         self.wiki_dir = wiki_dir
         self.state = state
         self.writer = writer
         self.today = today
         self.dry_run = dry_run
+        self.links = links
+        self.relinked: set[tuple[str, str]] = set()  # (source, unlinked entry) made links again
 
     def current(self, job: ArticleJob) -> tuple[CurrentArticle, str | None]:
         rel, file = safe_wiki_file(self.wiki_dir, job.path)
@@ -152,7 +171,7 @@ class ArticleWriter:
                               article.body, hand_edited, latest, rejected, hand), text
 
     def _commit(self, article: CurrentArticle, old_text: str | None, meta: dict[str, Any], body: str,
-                merged: dict[str, str], orphaned: bool) -> tuple[bool, str]:
+                merged: dict[str, str], orphaned: bool, former: dict[str, str] | None = None) -> tuple[bool, str]:
         """Check, keep, journal, then replace the file. Returns (file changed, text now on disk).
 
         Refused (``WriteRefused``) when the text would not read back as an article (the reader's
@@ -167,7 +186,10 @@ class ArticleWriter:
         if same:
             text = old_text  # keep the old date: nothing changed
         hand_lines = article.hand.keys() if article.hand else []
-        new_record = ArticleRecord(article.path, text_hash(text), merged, article.hand_edited, orphaned, hand_lines)
+        if former is None:
+            former = dict(record.former) if record is not None else {}
+        new_record = ArticleRecord(article.path, text_hash(text), merged, article.hand_edited, orphaned, hand_lines,
+                                   former)
         if same and record is not None and record.to_json() == new_record.to_json():
             return False, text
         _, file = safe_wiki_file(self.wiki_dir, article.path)
@@ -200,6 +222,7 @@ class ArticleWriter:
         except WriteRefused as exc:
             if exc.tell_model and getattr(self.writer, "mode", "") == "llm":
                 self.state.set_rejection(job.path, str(exc))
+            await self._names_only(job)
             return ArticleOutcome(job.path, "held", str(exc))
         except LLMError as exc:
             if exc.stops_compile:
@@ -221,13 +244,19 @@ class ArticleWriter:
         model = getattr(self.writer, "mode", "") == "llm"
         for chunk in _chunks(sorted(job.contributions, key=lambda c: (c.source.date or "", c.path))):
             draft = await self.writer.write(article, chunk)
+            draft.body = self._settle_links(article, chunk, draft.body)
+            for new, old in job.adopt_renamed():  # a same-title section follows its source's new name
+                draft.body = renamed_section(draft.body, article.title, old, new)
+            draft.body, relinked = self._relink(job, article, draft.body)
             guard_body(article, draft.body, model=model)
             summary, tags = _kept_by_hand(article, draft.summary, draft.tags)
             sources = _sources_after(article, job, chunk, merged)
             meta = compose_meta(article.meta, title=article.title, summary=summary, topic=article.topic,
                                 tags=tags, sources=sources, updated=self.today,
                                 access=job.target.access if article.body is None else None)
-            changed, old_text = self._commit(article, old_text, meta, draft.body, dict(merged), orphaned=not sources)
+            changed, old_text = self._commit(article, old_text, meta, draft.body, dict(merged), orphaned=not sources,
+                                             former=_former_after(record, job, merged))
+            self.relinked.update(relinked)
             wrote = wrote or changed
             outcome.merged.extend(c.path for c in chunk)
             outcome.trails += draft.trails
@@ -236,11 +265,48 @@ class ArticleWriter:
             latest = max([article.latest_date or "", *dates]) or None
             article = CurrentArticle(article.path, article.title, article.topic, summary, meta,
                                      draft.body, article.hand_edited, latest, None, article.hand)
-        if (job.detach or job.adopt) and not job.contributions:
+        if (job.detach or job.adopt or job.relinks) and not job.contributions:
             return self._detach(job, article, old_text, merged)
         if wrote:
             outcome.action = "updated" if existed else "created"
         return outcome
+
+    async def _names_only(self, job: ArticleJob) -> None:
+        """A held merge still renames: the article's ``sources:`` follow a source renamed or
+        moved in raw/ and drop the ones that left it, its text unchanged."""
+        if not job.contributions or not (job.renames or job.gone):
+            return
+        names = ArticleJob(job.path, job.target, [], set(job.detach), dict(job.renames), set(job.gone),
+                           renamed=dict(job.renamed))
+        try:
+            await self._run(names)
+        except (WriteRefused, KaasError):
+            pass
+
+    def _relink(self, job: ArticleJob, article: CurrentArticle, body: str) -> tuple[str, list[tuple[str, str]]]:
+        """``body`` with the links of ``job.relinks`` made again where their text is (once, as a
+        whole phrase), never in a line a person wrote; and the (source, entry) made again."""
+        done: list[tuple[str, str]] = []
+        if self.links is None:
+            return body, done
+        for source, entry, text, target, fragment in job.relinks:
+            new = self.links.relinked(body, article.path, text, target, fragment)
+            if new is not None and not (article.hand and article.hand.lost_in(new)):
+                body = new
+                done.append((source, entry))
+        return body, done
+
+    def _settle_links(self, article: CurrentArticle, chunk: list[Contribution], body: str) -> str:
+        """Links of the new body that lead nowhere (a model's guess, a source path) pointed at
+        their target's article or made plain text (``SourceLinks.settle``); a line a person
+        wrote is never touched (the body is kept as the writer made it then)."""
+        if self.links is None:
+            return body
+        sources = [c.path for c in chunk] + _string_list(article.meta.get("sources"))
+        settled = self.links.settle(body, article.path, sources)
+        if settled != body and article.hand and article.hand.lost_in(settled):
+            return body
+        return settled
 
     def _detach(self, job: ArticleJob, article: CurrentArticle, old_text: str | None,
                 merged: dict[str, str]) -> ArticleOutcome:
@@ -260,10 +326,33 @@ class ArticleWriter:
         meta = dict(article.meta)
         meta["sources"] = sources
         orphaned = not sources
-        wrote, _ = self._commit(article, old_text, meta, article.body, merged, orphaned)
+        body = article.body
+        for new, old in job.adopt_renamed():
+            body = renamed_section(body, article.title, old, new)
+        body, relinked = self._relink(job, article, body)
+        wrote, _ = self._commit(article, old_text, meta, body, merged, orphaned,
+                                former=_former_after(self.state.articles.get(article.path), job, merged))
+        self.relinked.update(relinked)
         reason = "no source left: flagged, not deleted" if orphaned else ""
-        return ArticleOutcome(article.path, "detached" if wrote else "unchanged", reason,
-                              orphaned=orphaned)
+        action = "unchanged" if not wrote else "detached" if job.detach or job.adopt else "updated"
+        return ArticleOutcome(article.path, action, reason, orphaned=orphaned)
+
+
+MAX_FORMER = 32  # sources remembered per article after they left raw/
+
+
+def _former_after(record: ArticleRecord | None, job: ArticleJob, merged: dict[str, str]) -> dict[str, str]:
+    """``ArticleRecord.former`` once ``job`` is done: the sources that left raw/ in this job
+    join it (with the checksum the article last merged), the ones merged again leave it."""
+    former = dict(record.former) if record is not None else {}
+    for path in sorted(job.gone):
+        checksum = record.merged.get(path) if record is not None else None
+        if checksum:
+            former.pop(path, None)
+            former[path] = checksum
+    for path in merged:
+        former.pop(path, None)
+    return dict(list(former.items())[-MAX_FORMER:])
 
 
 def _kept_by_hand(article: CurrentArticle, summary: Any, tags: Any) -> tuple[Any, Any]:
@@ -339,8 +428,10 @@ async def write(run: CompileRun, engine: Engine, work: dict[str, SourceWork], de
     """Write every article the plans name (in parallel, one job per article), remove deleted
     sources and copies from the articles they fed; returns whether any article file changed."""
     with stage_timer(run.report, "write") as stage:
-        jobs = article_jobs(run, work, deleted, became_duplicate)
-        writer = ArticleWriter(run.kb.wiki_dir, run.state, engine.writer, run.today)
+        links = run_links(run, work, deleted)
+        jobs = article_jobs(run, work, deleted, became_duplicate, links)
+        _relink_jobs(run, links, jobs, work, deleted)
+        writer = ArticleWriter(run.kb.wiki_dir, run.state, engine.writer, run.today, links=links)
         semaphore = asyncio.Semaphore(run.settings.concurrency)
         run.progress.start("write", len(jobs))
 
@@ -354,15 +445,17 @@ async def write(run: CompileRun, engine: Engine, work: dict[str, SourceWork], de
         stage.counts = {"articles": len(jobs), "created": 0, "updated": 0, "unchanged": 0, "held": 0, "failed": 0,
                         "detached": 0, "trail_lines": 0}
         written = _report_outcomes(run, outcomes, stage.counts)
-        _settle_sources(run, work, deleted, became_duplicate)
+        _settle_sources(run, work, deleted, became_duplicate, links.dead, writer.relinked)
         run.progress.done()
         stage.add_usage(engine.write_meter)
     return written
 
 
 def article_jobs(run: CompileRun, work: dict[str, SourceWork], deleted: list[str],
-                 became_duplicate: dict[str, list[str]]) -> dict[str, ArticleJob]:
-    """Article path -> what to merge into it (and which sources to remove from it)."""
+                 became_duplicate: dict[str, list[str]], links: SourceLinks | None = None) -> dict[str, ArticleJob]:
+    """Article path -> what to merge into it (and which sources to remove from it). A source's
+    links to other sources are pointed at their articles, relative to the article it goes into
+    (``links``)."""
     state = run.state
     jobs: dict[str, ArticleJob] = {}
 
@@ -371,8 +464,11 @@ def article_jobs(run: CompileRun, work: dict[str, SourceWork], deleted: list[str
             jobs[target.path] = ArticleJob(target.path, target)
         return jobs[target.path]
 
-    def detach(path: str, article: str) -> None:
-        job_for(PlanTarget(article, "", "", article.split("/", 1)[0], new=False)).detach.add(path)
+    def detach(path: str, article: str, gone: bool = False) -> None:
+        job = job_for(PlanTarget(article, "", "", article.split("/", 1)[0], new=False))
+        job.detach.add(path)
+        if gone:
+            job.gone.add(path)
 
     for path, item in sorted(work.items()):
         if not item.plan:
@@ -382,19 +478,30 @@ def article_jobs(run: CompileRun, work: dict[str, SourceWork], deleted: list[str
             merged = record.merged.get(path) if record else None
             if merged == item.source.checksum and not run.full:
                 continue
-            if (item.renamed_from and record is not None and not run.full
-                    and record.merged.get(item.renamed_from) == item.source.checksum):
+            was = None  # the checksum the article holds of the document under its old name
+            if item.renamed_from and record is not None:
+                was = record.merged.get(item.renamed_from) or record.former.get(item.renamed_from)
+            if item.renamed_from:
+                job_for(target).renamed[path] = item.renamed_from
+            if was == item.source.checksum and not run.full:
                 job_for(target).adopt[path] = item.source.checksum  # its text is there: a new name only
                 continue
-            status = "revision" if item.revision_of else ("revised" if merged else "new")
-            job_for(target).contributions.append(Contribution(item.source, status))
+            status = "revision" if item.revision_of else ("revised" if merged or was else "new")
+            if was:
+                job_for(target).renames[path] = was
+            source = item.source
+            if links is not None:
+                source = replace(source, text=links.repoint_source(source.path, source.text, target.path,
+                                                                   item.renamed_from))
+            join = target.reason == SAME_TITLE and not merged and not was and not item.revision_of
+            job_for(target).contributions.append(Contribution(source, status, join, item.renamed_from))
         planned = {t.path for t in item.plan}
         for article in item.previous:
             if article not in planned:
                 detach(path, article)
     for path in deleted:
         for article in state.sources[path].articles:
-            detach(path, article)
+            detach(path, article, gone=True)
     for path, articles in became_duplicate.items():
         for article in articles:
             detach(path, article)
@@ -425,6 +532,22 @@ def _adopt_copies(run: CompileRun, work: dict[str, SourceWork], deleted: set[str
             job.adopt[path] = record.checksum
 
 
+def _relink_jobs(run: CompileRun, links: SourceLinks, jobs: dict[str, ArticleJob], work: dict[str, SourceWork],
+                 deleted: list[str]) -> None:
+    """Links an unchanged source kept as text because their target was not compiled (a file
+    added later, a source whose plan failed), whose target is compiled now: made links again
+    in the articles of that source (a deterministic edit, no writer asked)."""
+    state = run.state
+    gone = set(deleted)
+    waiting = {p: r.unlinked for p, r in state.sources.items()
+               if r.unlinked and r.status == COMPILED and p not in work and p not in gone}
+    for source, found in links.revivable(waiting).items():
+        for article in state.sources[source].articles:
+            job = jobs.get(article) or jobs.setdefault(
+                article, ArticleJob(article, PlanTarget(article, "", "", article.split("/", 1)[0], new=False)))
+            job.relinks.extend((source, entry, text, named, fragment) for entry, text, named, fragment in found)
+
+
 def _report_outcomes(run: CompileRun, outcomes: list[ArticleOutcome], counts: dict[str, int]) -> bool:
     report = run.report
     written = False
@@ -442,9 +565,11 @@ def _report_outcomes(run: CompileRun, outcomes: list[ArticleOutcome], counts: di
 
 
 def _settle_sources(run: CompileRun, work: dict[str, SourceWork], deleted: list[str],
-                    became_duplicate: dict[str, list[str]]) -> None:
+                    became_duplicate: dict[str, list[str]], dead: dict[str, set[str]] | None = None,
+                    relinked: set[tuple[str, str]] = frozenset()) -> None:
     """The manifest after the writes: sources whose every article now holds their current
-    version are compiled; deleted sources go; copies list the articles their original feeds."""
+    version are compiled (with the links of theirs that lead to nothing compiled, ``unlinked``:
+    ``kaas lint`` reports them); deleted sources go; copies list the articles their original feeds."""
     state = run.state
     for path, item in sorted(work.items()):
         if not item.plan:
@@ -458,6 +583,13 @@ def _settle_sources(run: CompileRun, work: dict[str, SourceWork], deleted: list[
             record.status = COMPILED
             record.articles = targets
             record.reason = None
+            record.unlinked = sorted((dead or {}).get(path, ()))
+            state.record_source(record)
+    for source in sorted({s for s, _ in relinked}):
+        record = state.sources.get(source)
+        if record is not None and source not in work:
+            record = SourceRecord.from_json(record.to_json())
+            record.unlinked = [e for e in record.unlinked if (source, e) not in relinked]
             state.record_source(record)
     for path in deleted:
         state.drop_source(path)

@@ -12,7 +12,16 @@ from typing import Any
 
 from kb_ai.compile.hand_text import HandText, _string_list
 from kb_ai.compile.ingest import Source
-from kb_ai.compile.offline import TRAIL, article_body, lead_summary, supersede, trail_lines
+from kb_ai.compile.offline import (
+    TRAIL,
+    article_body,
+    lead_summary,
+    section_of,
+    source_heading,
+    source_sections,
+    supersede,
+    trail_lines,
+)
 from kb_ai.llm.plausible import implausible, one_line
 from kb_ai.llm.tokens import chars_for_tokens, estimate_tokens
 from kb_ai.offline.lexical import by_shared_terms
@@ -66,6 +75,8 @@ class Contribution:
 
     source: Source
     status: str
+    join: bool = False  # a source with the article's title joining it (``planners.same_subject``)
+    was: str | None = None  # the path it had before a rename (``relink.find_renames``)
 
     @property
     def path(self) -> str:
@@ -161,30 +172,88 @@ class OfflineWriter:
         trails = 0
         warnings: list[str] = []
         latest = article.latest_date
+        listed = _string_list(article.meta.get("sources"))
+        rewrote = False  # text already in the article was changed (not only a section added)
         for contribution in chunk:
             source = contribution.source
             fresh = article_body(article.title, source.text)
+            others = [s for s in listed if s != source.path]
             if body is None:
                 body = fresh
             elif latest and source.date and source.date < latest:
                 warnings.append(f"{source.path} ({source.date}) is older than what the article states "
                                 f"({latest}); listed as a source, text not applied")
                 continue
-            else:
+            elif others and contribution.status != "revision" and \
+                    not (contribution.join and source.date and latest and source.date > latest):
+                # an article of several sources: this source's own part (its section, or the
+                # lead for the source that made it); a new one of the same title adds a section
+                body, added, changed = _into_section(body, article.title, source, others, self.today,
+                                                     contribution.was)
+                trails += added
+                rewrote = rewrote or changed
+            else:  # the article's one source, changed, or a later-dated revision: trail lines
                 body, added = supersede(body, fresh, date=source.date or self.today, source=source.path)
                 trails += added
+                rewrote = True
+            if source.path not in listed:
+                listed.append(source.path)
             if source.date and (latest is None or source.date > latest):
                 latest = source.date
         assert body is not None
-        if article.body is not None and article.hand_edited and body != article.body:
+        if article.body is not None and article.hand_edited and rewrote and body != article.body:
             # (A hand-edited article that already says what its sources say needs no merge: an
-            # article kaas wrote whose record was lost with .kaas/ is kept as it is.)
+            # article kaas wrote whose record was lost with .kaas/ is kept as it is. A section
+            # added for a source of the same title changes no line a person wrote.)
             raise WriteRefused("edited by hand since kaas last wrote it; offline compile cannot merge "
                                "into hand edits, so it was left unchanged")
         tags = [str(t) for t in article.meta.get("tags") or []] if isinstance(article.meta.get("tags"), list) else []
         for contribution in chunk:
             tags += [t for t in clean_tags(contribution.source.tags) if t not in tags]
         return Draft(lead_summary(body.split("\n", 1)[-1], article.title), tags, body, trails, warnings)
+
+
+def _into_section(body: str, title: str, source: Source, others: list[str], today: str,
+                  was: str | None = None) -> tuple[str, int, bool]:
+    """``body`` of an article several sources of one title feed, with ``source``'s text in its
+    own ``##`` section (added at the end the first time; later versions superseded within it) or,
+    for the source that made the article, in the lead before those sections. ``was``: the path
+    the source had before a rename (its section is found under that name). Returns (body, trail
+    lines added, whether text already there changed)."""
+    headings = {source_heading(title, s): s for s in others if s != was}
+    headings[source_heading(title, source.path)] = source.path
+    if was:
+        headings.setdefault(source_heading(title, was), source.path)
+    lead, sections = source_sections(body, headings)
+    section = section_of(title, source.path, source.text)
+    if source.path in sections:
+        old = sections[source.path]
+        new, added = supersede(old, section, date=source.date or today, source=source.path)
+        return body.replace(old, new.strip("\n"), 1), added, True
+    if source_is_lead(lead, sections, [s for s in others if s != was]):
+        new, added = supersede(lead, article_body(title, source.text), date=source.date or today, source=source.path)
+        return new.strip("\n") + body[len(lead):], added, True
+    return body.rstrip("\n") + "\n\n" + section + "\n", 0, False
+
+
+def renamed_section(body: str, title: str, old: str, new: str) -> str:
+    """``body`` with the ``##`` heading of source ``old``'s section named for ``new`` (a source
+    renamed in raw/ keeps its section, under its new name)."""
+    before, after = source_heading(title, old), source_heading(title, new)
+    if before == after:
+        return body
+    lines = body.split("\n")
+    for i, line in enumerate(lines):
+        if line.rstrip() == f"## {before}":
+            lines[i] = f"## {after}"
+            return "\n".join(lines)
+    return body
+
+
+def source_is_lead(lead: str, sections: dict[str, str], others: list[str]) -> bool:
+    """Whether a source without a section of its own is the one whose text is the lead: every
+    other source of the article has its section (the lead's source is the one left)."""
+    return all(s in sections for s in others)
 
 
 class LLMWriter:

@@ -1,8 +1,12 @@
 """``kaas lint --fix``: the mechanical repairs, and nothing else.
 
-* **Dead links** are replaced by their text: ``see [Old page](old.md)`` becomes ``see Old page``.
-  A dead reference definition (``[r1]: old.md``) is removed with its line, and its uses
-  (``[Old page][r1]``) become their text. Links in code are not links and stay. Only the link
+* **Dead links** are first pointed at the article that now holds their target: the article
+  compiled from the source the link names (read relative to the article's ``sources:``, as a
+  source wrote it, through the compile manifest: ``compile.source_links``), else the one article
+  with the file name the link names (an article moved or renamed), else the one article whose
+  title is the link's text or file name. Only a link none of these finds is replaced by its
+  text: ``see [Old page](old.md)`` becomes ``see Old page``. A dead reference definition
+  (``[r1]: old.md``) is removed with its line, and its uses (``[Old page][r1]``) become their text. Links in code are not links and stay. Only the link
   spans change; the frontmatter and the rest of the file stay byte for byte, and the file is
   replaced atomically.
 * **Index drift** is repaired by re-indexing (``KnowledgeBase.reindex``), which regenerates
@@ -15,11 +19,16 @@ with a compile writing the same files.
 
 from __future__ import annotations
 
-from kb_ai.store.lock import CompileLock
-from kb_ai.quality.lint_context import Finding, LintContext, dead_links
+import posixpath
+
+from kb_ai.compile.source_links import SourceLinks, apply_link_changes, manifest_links
+from kb_ai.quality.lint_context import KIND_ANSWER, Finding, LintContext, dead_links
 from kb_ai.store.articles import write_article, write_article_text
 from kb_ai.store.kb import KnowledgeBase
-from kb_ai.store.markdown_text import replace_links
+from kb_ai.store.links import link_to
+from kb_ai.store.lock import CompileLock
+from kb_ai.store.markdown_text import Link, find_links
+from kb_ai.store.words import title_key
 
 
 def apply_fixes(kb: KnowledgeBase, ctx: LintContext, findings: list[Finding]) -> list[str]:
@@ -30,8 +39,17 @@ def apply_fixes(kb: KnowledgeBase, ctx: LintContext, findings: list[Finding]) ->
     done: list[str] = []
     with CompileLock(kb.state_dir):
         link_pages = sorted({f.path for f in fixable if f.check == "broken-link"})
+        named: dict[str, list[str]] = {}
+        for page, article in sorted(ctx.articles.items()):
+            if article.kind != KIND_ANSWER:
+                for source in dict.fromkeys(article.sources):
+                    named.setdefault(source, []).append(page)
+        links = manifest_links(kb, ctx.manifest, named) if link_pages else None
         for path in link_pages:
-            removed = _drop_dead_links(kb, ctx, path)
+            repointed, removed = _fix_dead_links(kb, ctx, path, links)
+            if repointed:
+                done.append(f"wiki/{path}: pointed {repointed} dead link{'s' if repointed != 1 else ''} "
+                            "at the article that now holds the target")
             if removed:
                 done.append(f"wiki/{path}: removed {removed} dead link{'s' if removed != 1 else ''}, kept the text")
         if any(f.check == "index-drift" for f in fixable):
@@ -40,16 +58,37 @@ def apply_fixes(kb: KnowledgeBase, ctx: LintContext, findings: list[Finding]) ->
     return done
 
 
-def _drop_dead_links(kb: KnowledgeBase, ctx: LintContext, path: str) -> int:
+def _fix_dead_links(kb: KnowledgeBase, ctx: LintContext, path: str, sources: SourceLinks) -> tuple[int, int]:
+    """(links pointed elsewhere, links removed) in article ``path``."""
     links = [link for link, _target in dead_links(ctx, path)]
     article, file = ctx.articles.get(path), ctx.files.get(path)
     if not links or article is None or file is None or file.text is None:
-        return 0
-    body = replace_links(article.body, links)
+        return 0, 0
+    changes: list[tuple[Link, str | None]] = []
+    for link in links:
+        if link.kind != "reference":
+            changes.append((link, sources.repoint(link.target, path, article.sources) or _holder(ctx, path, link)))
+    body = apply_link_changes(article.body, changes, find_links(article.body))
     text = file.text
     if text.endswith(article.body):
         # Keep the frontmatter exactly as written (comments, quoting, key order).
         write_article_text(kb.wiki_dir, path, text[: len(text) - len(article.body)] + body)
     else:
         write_article(kb.wiki_dir, path, article.meta, body)
-    return sum(1 for link in links if link.kind != "reference")  # as lint counted them
+    repointed = sum(1 for _link, new in changes if new is not None)
+    return repointed, len(changes) - repointed  # (references are counted at their definition, as lint does)
+
+
+def _holder(ctx: LintContext, path: str, link: Link) -> str | None:
+    """The link from ``path`` to the one article that holds what ``link`` pointed at when the
+    compile manifest does not say: the only article with that file name (moved or renamed by
+    hand), else the only article titled like the link's text or file name."""
+    target, _, fragment = link.target.partition("#")
+    name = posixpath.basename(target.split("?", 1)[0])
+    stem = posixpath.splitext(name)[0]
+    for wanted in (lambda p, a: posixpath.basename(p) == name,
+                   lambda p, a: title_key(a.title) in {title_key(link.text), title_key(stem.replace("-", " "))} - {""}):
+        found = [p for p, a in ctx.articles.items() if p != path and a.kind != KIND_ANSWER and wanted(p, a)]
+        if len(found) == 1:
+            return link_to(path, found[0]) + (f"#{fragment}" if fragment else "")
+    return None

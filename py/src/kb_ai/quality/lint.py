@@ -25,7 +25,7 @@ from typing import Any, Callable
 
 from kb_ai.config import Settings
 from kb_ai.errors import ConfigError
-from kb_ai.quality.lint_checks.links import check_index_drift, check_links, check_orphans
+from kb_ai.quality.lint_checks.links import check_index_drift, check_links, check_orphans, check_unlinked
 from kb_ai.quality.lint_checks.pages import check_access, check_frontmatter, check_oversized, check_summaries, check_titles
 from kb_ai.quality.lint_checks.sources import check_no_sources, check_sources, check_stale
 from kb_ai.quality.lint_context import (  # noqa: F401  (INFO, WARNING: re-exported with the report's names)
@@ -43,6 +43,7 @@ CHECKS: list[Callable[[LintContext], list[Finding]]] = [
     check_frontmatter,
     check_index_drift,
     check_links,
+    check_unlinked,
     check_sources,
     check_orphans,
     check_summaries,

@@ -25,7 +25,7 @@ from urllib.parse import unquote
 from kb_ai.errors import UnsafePathError
 from kb_ai.store.paths import normalize_wiki_path
 
-__all__ = ["LinkTarget", "link_candidates", "link_to", "resolve_link"]
+__all__ = ["LinkTarget", "link_candidates", "link_to", "resolve_in_kb", "resolve_link"]
 
 WIKI = "wiki"
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*+:")
@@ -123,6 +123,12 @@ def resolve_link(from_path: str, target: str, exists: Exists | None = None) -> L
     if rel is not None:
         return LinkTarget("wiki", f"{WIKI}/{rel}", rel, fragment)
     return LinkTarget("kb", chosen, fragment=fragment)
+
+
+def resolve_in_kb(from_kb_path: str, target: str) -> LinkTarget:
+    """``resolve_link`` for a link written in any file of the KB (``raw/guide/a.md``, relative
+    to the KB root), read relative to that file's folder: where a source's own link points."""
+    return resolve_link(posixpath.join("..", from_kb_path), target)
 
 
 def link_to(from_path: str, page: str) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from kb_ai.compile.source_links import parse_dead_entry
 from kb_ai.quality.lint_context import ERROR, INFO, KIND_ANSWER, WARNING, Finding, LintContext, dead_links
 from kb_ai.store.catalog import Catalog, entry_from_article, render_master_index
 from kb_ai.store.markdown_text import Link
@@ -60,6 +61,24 @@ def check_links(ctx: LintContext) -> list[Finding]:
             kind = "image" if link.image else "link"
             findings.append(Finding("broken-link", ERROR, path, f"{kind} to {link.target} ({shown}): {what}",
                                     fixable=True, line=_body_line(ctx, path, link)))
+    return findings
+
+
+def check_unlinked(ctx: LintContext) -> list[Finding]:
+    """Links of a source to something that was not compiled (a missing file, a file outside raw/,
+    not a document): the compile kept their text, without the link (``compile.source_links``).
+    Worth knowing, nothing is broken."""
+    state = ctx.manifest
+    if state is None:
+        return []
+    findings: list[Finding] = []
+    for source, record in sorted(state.sources.items()):
+        for article in (a for a in record.articles if a in ctx.articles):
+            for entry in record.unlinked:
+                text, target = parse_dead_entry(entry)
+                shown = f" ({text!r})" if text else ""
+                findings.append(Finding("unlinked", INFO, article,
+                                        f"{source} links to {target}{shown}, which was not compiled: kept as plain text"))
     return findings
 
 
