@@ -52,7 +52,11 @@ class Settings:
     # Over the budget: "shortlist" (keyword shortlist, one call) or "topics" (topics, then pages).
     navigation: str = "shortlist"
     read_budget: int = 12_000
-    max_pages: int = 5
+    max_pages: int = 5  # pages read per question, all rounds together
+    # Multi-hop (navigate/rounds.py): rounds of reading per question (1: no second look), and the
+    # model calls one question may spend choosing pages in all rounds (rewrite included).
+    max_rounds: int = 2
+    max_calls: int = 4
     # When the model fails the answer step (unreachable, timeout, 5xx after retries): answer with
     # the offline extract of the pages read, saying why (true), or fail with the error (false).
     answer_fallback: bool = True
@@ -72,7 +76,8 @@ class Settings:
 
 
 _INT_FIELDS = {"max_retries", "breaker_failures", "concurrency", "select_budget", "read_budget", "max_pages",
-               "serve_concurrency", "serve_streams", "stream_concurrency", "user_concurrency", "user_rate"}
+               "serve_concurrency", "serve_streams", "stream_concurrency", "user_concurrency", "user_rate",
+               "max_rounds", "max_calls"}
 _ZERO_ALLOWED = {"max_retries", "breaker_failures", "user_concurrency", "user_rate"}
 _FLOAT_FIELDS = {"timeout", "call_deadline", "breaker_cooldown"}
 _BOOL_FIELDS = {"cache", "debug", "direct_http", "answer_fallback"}
