@@ -125,9 +125,8 @@ def rank_bridges(question: str, candidates: Iterable[str], index: LexicalIndex) 
     candidates = list(candidates)
     if not candidates:
         return []
-    scores = index.scores(question)
-    position = {p: i for i, p in enumerate(index.paths)}
-    scored = [(p, float(scores[position[p]]) if p in position else 0.0) for p in candidates]
+    scores = index.scores(question)  # {path: score}, pages that score 0 left out
+    scored = [(p, scores.get(p, 0.0)) for p in candidates]
     order = sorted(range(len(scored)), key=lambda i: (-scored[i][1], i))
     return [scored[i] for i in order]
 
@@ -164,11 +163,10 @@ def next_round(question: str, latest: list[ReadPage], read: set[str], index: Lex
     question plus that of the best page read that leads to them: a page named by the page that
     matches the question best comes first, and a middle page of a chain, which may share no word
     with the question, is still reached; at most ``max_pages``."""
-    scores = index.scores(question)
-    position = {p: i for i, p in enumerate(index.paths)}
+    scores = index.scores(question)  # {path: score}, pages that score 0 left out
 
     def score(path: str) -> float:
-        return float(scores[position[path]]) if path in position else 0.0
+        return scores.get(path, 0.0)
 
     via: dict[str, float] = {}
     for page in [p for p in latest if p.is_evidence][: options.seeds]:

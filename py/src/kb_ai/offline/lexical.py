@@ -404,22 +404,21 @@ class LexicalIndex:
         return [ScoredPage(self.paths[i], float(scores[i])) for i in ranked]
 
     def page_count(self) -> int:
-        """Pages this index scores (a restricted view: the visible ones)."""
-        return len(self.paths) if self._mask is None else int(self._mask.sum())
+        """Pages this index scores: the live ones (in a restricted view: the visible ones)."""
+        return int(self._live.sum()) if self._mask is None else int((self._mask & self._live).sum())
 
     def position(self, path: str) -> int:
         """The position of ``path`` in ``paths`` (what ``pages_with`` returns)."""
-        return self._positions()[path]
+        return self._position[path]
 
     def pages_with(self, term: str) -> np.ndarray:
-        """Positions (in ``paths``) of the pages whose text holds ``term`` (a tokenized term),
-        visible pages only in a restricted view; empty for a term no page holds."""
+        """Positions (in ``paths``) of the live pages whose text holds ``term`` (a tokenized
+        term), visible pages only in a restricted view; empty for a term no page holds."""
         term_id = self._vocab.get(term)
-        scores = getattr(self._retriever, "scores", None)
-        if term_id is None or not scores or term_id + 1 >= len(scores["indptr"]):
+        if term_id is None or self._df[term_id] <= 0:
             return np.zeros(0, dtype=np.int64)
-        indptr = scores["indptr"]
-        docs = np.asarray(scores["indices"][indptr[term_id]:indptr[term_id + 1]], dtype=np.int64)
+        docs, _tfs = self._postings(term_id)
+        docs = docs[self._live[docs]].astype(np.int64)
         return docs if self._mask is None else docs[self._mask[docs]]
 
     def known_terms(self, query: str) -> tuple[list[str], list[str]]:
