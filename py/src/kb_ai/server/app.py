@@ -269,7 +269,7 @@ def run_server(settings: Settings, host: str = DEFAULT_HOST, port: int = DEFAULT
 
     if host not in LOOPBACK_HOSTS and not host.startswith("127.") and not UserDirectory(settings.kb, settings.api_token).required():
         log.warning("serving on %s without KAAS_API_TOKEN: anyone who can reach this port can read "
-                    "and edit the wiki", host)
+                    "and edit the wiki, add sources, fetch web pages into raw/ and run a compile", host)
     loopback = host in LOOPBACK_HOSTS or host.startswith("127.")
     bracketed = f"[{host}]" if ":" in host else host
     announce = f"http://{'127.0.0.1' if host == 'localhost' else bracketed}:{port}" if loopback and port else None
