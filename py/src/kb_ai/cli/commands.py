@@ -38,7 +38,7 @@ def _setup_logging(verbose: bool) -> None:
     root.handlers[:] = [handler]
     root.setLevel(logging.INFO if verbose else logging.WARNING)
     root.propagate = False
-    for noisy in ("LiteLLM", "litellm", "httpx", "httpcore", "bm25s"):
+    for noisy in ("LiteLLM", "litellm", "httpx", "httpcore"):
         logging.getLogger(noisy).setLevel(logging.ERROR)
 
 
