@@ -19,11 +19,10 @@ import anyio
 from kb_ai.llm.gateway import LLMGateway
 from kb_ai.llm.plausible import one_line
 from kb_ai.llm.prompts import PromptLibrary
-from kb_ai.llm.tokens import estimate_tokens
 from kb_ai.llm.usage import UsageMeter
 from kb_ai.navigate.bridge import BridgeOptions, TitleMentions, bridge_candidates, expansion_query, linked_pages
 from kb_ai.navigate.records import ReadPage, Selection
-from kb_ai.navigate.select import catalog_tokens, resolve_paths, selection_max_tokens, shortlist
+from kb_ai.navigate.select import catalog_tokens, fill_budget, resolve_paths, selection_max_tokens, shortlist
 from kb_ai.offline.lexical import LexicalIndex
 from kb_ai.store.catalog import Catalog, CatalogEntry
 
@@ -53,19 +52,7 @@ def follow_up_shortlist(catalog: Catalog, question: str, pages: list[ReadPage], 
     options = BridgeOptions(seeds=len(pages))
     bridges = [catalog.by_path[p] for p in bridge_candidates(pages, catalog, options)]
     ranked, _ = shortlist(catalog, expansion_query(question, pages, catalog, options), budget_tokens, lexical)
-    chosen: list[CatalogEntry] = []
-    seen = set(read)
-    used = 0
-    for entry in itertools.chain(bridges, ranked):
-        if entry.path in seen:
-            continue
-        seen.add(entry.path)
-        cost = estimate_tokens(entry.line())
-        if used + cost > budget_tokens:
-            break
-        chosen.append(entry)
-        used += cost
-    return chosen, True
+    return fill_budget((e for e in itertools.chain(bridges, ranked) if e.path not in read), budget_tokens), True
 
 
 def _names(page: ReadPage, catalog: Catalog) -> list[str]:

@@ -11,6 +11,7 @@ import difflib
 import itertools
 import re
 from pathlib import PurePosixPath
+from typing import Iterable
 
 import anyio
 
@@ -126,15 +127,25 @@ def shortlist(catalog: Catalog, question: str, budget_tokens: int, lexical: Lexi
     ranked = [catalog.by_path[p.path] for p in lexical.search(question, wanted)] if lexical else []
     seen = {e.path for e in ranked}
     unscored = (e for e in catalog.entries if e.path not in seen)  # then catalog order, lazily
+    return fill_budget(itertools.chain(ranked, unscored), budget_tokens), True
+
+
+def fill_budget(entries: Iterable[CatalogEntry], budget_tokens: int) -> list[CatalogEntry]:
+    """``entries`` in their order, each page once, while their catalog lines fit in
+    ``budget_tokens`` (a shortlist: the first line that does not fit ends it)."""
     chosen: list[CatalogEntry] = []
+    seen: set[str] = set()
     used = 0
-    for entry in itertools.chain(ranked, unscored):
+    for entry in entries:
+        if entry.path in seen:
+            continue
+        seen.add(entry.path)
         cost = estimate_tokens(entry.line())
         if used + cost > budget_tokens:
             break
         chosen.append(entry)
         used += cost
-    return chosen, True
+    return chosen
 
 
 def catalog_tokens(catalog: Catalog) -> int:
