@@ -126,19 +126,25 @@ def test_an_open_stream_keeps_flowing_while_another_request_rebuilds_after_an_ed
     _assert_kept_pace(times, events, index_spans[:1], "keyword index rebuild")
 
 
+def _edit_and_wait_for_the_watcher(app, wiki_dir) -> None:
+    """Write a page as an editor would, and wait until the server's watcher re-indexed it (its
+    count goes up once the caches are warmed, after the re-index)."""
+    watcher = app.state.kaas.watcher
+    seen = watcher.reindexed
+    write_page(wiki_dir, *NEW_PAGE)
+    deadline = time.monotonic() + 20
+    while watcher.reindexed == seen and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert watcher.reindexed > seen, "the watcher did not re-index the hand edit"
+
+
 def test_the_first_question_after_a_hand_edit_finds_the_index_already_built(sample_kb, monkeypatch):
     slow = SlowRebuilds(monkeypatch)  # never armed: counts builds only
     app = create_app(Settings(kb=sample_kb.root), mcp=False, watch_interval=0.1)
     with ServerThread(app) as server, httpx.Client(base_url=server.url, timeout=60) as client:
         first = client.post("/api/chat", json={"question": "How are citations validated?"})
         assert "event: done" in first.text
-        watcher = app.state.kaas.watcher
-        seen = watcher.reindexed
-        write_page(sample_kb.wiki_dir, *NEW_PAGE)
-        deadline = time.monotonic() + 20
-        while watcher.reindexed == seen and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert watcher.reindexed > seen, "the watcher did not re-index the hand edit"
+        _edit_and_wait_for_the_watcher(app, sample_kb.wiki_dir)
 
         builds = slow.builds
         answer = client.post("/api/chat", json={"question": "How is the wiki backed up?"})
@@ -227,14 +233,7 @@ def test_a_reader_who_sees_part_of_the_wiki_finds_his_index_built_after_a_hand_e
     with ServerThread(app) as server, httpx.Client(base_url=server.url, timeout=60, headers=headers) as bob:
         first = bob.post("/api/chat", json={"question": "How are citations validated?"})
         assert "event: done" in first.text, first.text
-        watcher = app.state.kaas.watcher
-        seen = watcher.reindexed
-        write_page(kb.wiki_dir, *NEW_PAGE)
-        deadline = time.monotonic() + 20
-        while watcher.reindexed == seen and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert watcher.reindexed > seen, "the watcher did not re-index the hand edit"
-        # (the count goes up once the caches are warmed, after the re-index)
+        _edit_and_wait_for_the_watcher(app, kb.wiki_dir)
 
         builds = slow.builds
         answer = bob.post("/api/chat", json={"question": "How is the wiki backed up?"})
