@@ -32,14 +32,8 @@ from kb_ai.compile.records import DUPLICATE, SKIPPED
 from kb_ai.errors import ArticleFormatError, UnsafePathError
 from kb_ai.store.articles import load_article
 from kb_ai.store.links import link_to, resolve_in_kb, resolve_link
-from kb_ai.store.markdown_text import (
-    Link,
-    find_links,
-    heading_anchor,
-    heading_anchors,
-    iter_lines_outside_fences,
-    replace_links,
-)
+from kb_ai.store.anchors import heading_id, heading_ids
+from kb_ai.store.markdown_text import Link, find_links, iter_lines_outside_fences, replace_links
 from kb_ai.store.words import title_key
 
 if TYPE_CHECKING:
@@ -118,7 +112,7 @@ class SourceLinks:
         anchors = self.headings(article)
         if not anchors:
             return ""
-        for candidate in (fragment, heading_anchor(fragment.replace("_", " ")), fragment.lower().replace("_", "-")):
+        for candidate in (fragment, heading_id(fragment.replace("_", " ")), fragment.lower().replace("_", "-")):
             if candidate in anchors:
                 return candidate
         return ""
@@ -328,7 +322,7 @@ def run_links(run: "CompileRun", work: dict[str, "SourceWork"], deleted: Iterabl
     def headings(article: str) -> set[str] | None:
         if article not in cache:
             if article in planned:
-                cache[article] = set().union(*(heading_anchors(t) for t in planned[article]))
+                cache[article] = set().union(*(heading_ids(t) for t in planned[article]))
             else:
                 cache[article] = _file_headings(wiki, article)
         return cache[article]
@@ -357,7 +351,7 @@ def _manifest_articles(state: "CompileState | None", source: str) -> list[str]:
 
 def _file_headings(wiki: Path, article: str) -> set[str] | None:
     try:
-        return heading_anchors(load_article(wiki, article).body)
+        return heading_ids(load_article(wiki, article).body)
     except (ArticleFormatError, UnsafePathError, OSError):
         return None
 

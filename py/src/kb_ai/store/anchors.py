@@ -77,6 +77,17 @@ def heading_anchors(body: str) -> list[HeadingAnchor]:
     return found
 
 
+def heading_ids(body: str) -> set[str]:
+    """The ids of ``body``'s headings, without ``ANCHOR_PREFIX``: what ``other.md#<id>`` may name
+    (the renderer prefixes a link's fragment as it prefixes the ids)."""
+    return {a.id[len(ANCHOR_PREFIX):] for a in heading_anchors(body)}
+
+
+def heading_id(heading: str) -> str:
+    """The id (without prefix) a heading with this Markdown text gets, before it is made unique."""
+    return heading_slug(html.unescape(plain_text(heading)))
+
+
 def anchor_at(anchors: list[HeadingAnchor], offset: int) -> HeadingAnchor | None:
     """The heading a position of the body is under (the last one before it), or None (the lead)."""
     at = bisect.bisect_right([a.start for a in anchors], offset) - 1

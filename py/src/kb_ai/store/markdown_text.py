@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import bisect
 import re
-import unicodedata
 from dataclasses import dataclass
 
 _FENCE = re.compile(r"[ \t]*+(`{3,}+|~{3,}+)")
@@ -47,8 +46,6 @@ _BRACKET_TOKEN = re.compile(r"\\.|!\[|[\[\]]", re.DOTALL)
 _TICK_TOKEN = re.compile(r"\\++|`++")
 _NOT_NEWLINE = re.compile(r"[^\n]++")
 _ESCAPED = re.compile(r"\\([!-/:-@\[-`{-~])")
-_ANCHOR_DROP = re.compile(r"[^\w\s-]++")
-_ANCHOR_DASH = re.compile(r"[-\s]++")
 
 
 @dataclass(frozen=True)
@@ -402,25 +399,6 @@ def replace_links(text: str, links: list[Link]) -> str:
 
 # ---------------------------------------------------------------------------------------------
 # plain text, paragraphs, sentences, sections
-
-
-def heading_anchor(heading: str) -> str:
-    """The ``#anchor`` of a heading as the renderer (Python-Markdown's toc, as MkDocs) makes it:
-    plain text, accents folded, punctuation dropped, lower case, runs of spaces and dashes as one
-    dash."""
-    text = unicodedata.normalize("NFKD", plain_text(heading)).encode("ascii", "ignore").decode("ascii")
-    text = _ANCHOR_DROP.sub("", text).strip().lower()
-    return _ANCHOR_DASH.sub("-", text)
-
-
-def heading_anchors(body: str) -> set[str]:
-    """The anchors of every heading of ``body`` outside code (``heading_anchor``)."""
-    found: set[str] = set()
-    for line, in_fence in iter_lines_outside_fences(body):
-        heading = None if in_fence else atx_heading(line)
-        if heading:
-            found.add(heading_anchor(heading[1]))
-    return found
 
 
 def first_heading(body: str) -> str | None:
