@@ -2,6 +2,8 @@
 
     .venv/bin/python benchmarks/bench_realdocs.py [CORPUS]
         (default: ../shared/eval-data/realdocs-dev, i.e. /work/shared/eval-data/realdocs-dev)
+    .venv/bin/python benchmarks/bench_realdocs.py --corpus DIR [--keep OUT] [-v]
+        (any one folder of documents, compiled as one knowledge base; --keep leaves it in OUT)
 
 Each project folder of CORPUS (uvicorn: MkDocs Markdown, flask: Sphinx reST) is compiled on its
 own, then all of them together (each under raw/<project>/), offline, into a temp dir. For each
@@ -125,12 +127,31 @@ def _rst_title(text: str) -> str | None:
     return None
 
 
+def _html_title(text: str) -> str | None:
+    """<title> without a trailing " | Site name" / " - Site name" part, else the first <h1>."""
+    import html as html_lib
+
+    match = re.search(r"(?is)<title[^>]*>(.*?)</title>", text)
+    if match:
+        title = html_lib.unescape(re.sub(r"<[^>]+>", "", match.group(1))).strip()
+        title = re.split(r"\s+[|\u2013\u2014-]\s+", title)[0].strip()
+        if title:
+            return title
+    match = re.search(r"(?is)<h1[^>]*>(.*?)</h1>", text)
+    return html_lib.unescape(re.sub(r"<[^>]+>", "", match.group(1))).strip() if match else None
+
+
 def own_title(file: Path, raw_path: str) -> tuple[str, str]:
     """(title, where it came from) for a raw file (``raw_path``: raw/...)."""
     text = file.read_text(encoding="utf-8", errors="replace")
     found = _frontmatter_title(text)
     if found:
         return found, "frontmatter"
+    if file.suffix in (".html", ".htm"):
+        found = _html_title(text)
+        if found:
+            return found, "html title"
+        return readable_filename(raw_path), "file name"
     if file.suffix == ".rst":
         found = _rst_title(text)
         if found:
@@ -307,15 +328,22 @@ def report(run: Run, verbose: bool) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("corpus", nargs="?", type=Path, default=DEFAULT_CORPUS)
+    parser.add_argument("--corpus", dest="folder", type=Path, default=None,
+                        help="measure one folder of documents (any layout) as a single knowledge base "
+                             "instead of a folder of projects")
+    parser.add_argument("--keep", type=Path, default=None,
+                        help="build the knowledge bases under this folder and keep them (to read by eye)")
     parser.add_argument("-v", "--verbose", action="store_true", help="print the examples of each measure")
     args = parser.parse_args()
-    if not args.corpus.is_dir():
-        sys.exit(f"no corpus at {args.corpus}")
-    projects = sorted(p for p in args.corpus.iterdir() if p.is_dir())
-    print(f"corpus {args.corpus} ({', '.join(p.name for p in projects)}); python {platform.python_version()}, "
-          f"{os.cpu_count()} cores")
+    corpus = args.folder or args.corpus
+    if not corpus.is_dir():
+        sys.exit(f"no corpus at {corpus}")
+    projects = [corpus] if args.folder else sorted(p for p in corpus.iterdir() if p.is_dir())
+    print(f"corpus {corpus} ({', '.join(p.name for p in projects)}); python {platform.python_version()}, "
+          f"{os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}")
     with tempfile.TemporaryDirectory() as tmp:
-        work = Path(tmp)
+        work = args.keep or Path(tmp)
+        work.mkdir(parents=True, exist_ok=True)
         for project in projects:
             report(compile_corpus(project.name, [project], work, nested=False), args.verbose)
         if len(projects) > 1:

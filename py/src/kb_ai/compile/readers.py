@@ -378,15 +378,17 @@ def _looks_like_html(text: str) -> bool:
     return head.startswith(("<!doctype html", "<html")) or ("<body" in head and "</" in head)
 
 
-# Permalink anchors after headings (Sphinx's and MkDocs' "¶", "#"): not part of the heading.
-_HEADERLINK = re.compile(r"<a\b[^<>]*+\bheaderlink\b[^<>]*+>[^<]{0,20}+</a>", re.I)
+# Permalink anchors after headings (Sphinx's and MkDocs' "¶", Node's `<a class="mark"
+# href="#id">#</a>`): an anchor to the page itself whose text is a mark. Not part of the heading.
+_HEADERLINK = re.compile(r"<a\b[^<>]{0,300}?\bheaderlink\b[^<>]{0,300}+>[^<]{0,20}+</a>"
+                         r"|<a\b[^<>]{0,300}?\bhref=[\"']#[^<>]{0,300}+>[ \t]*+(?:#|¶|§|🔗|&para;|&sect;|&#182;)[ \t]*+</a>", re.I)
 _PERMALINK_MARK = re.compile(r"(?<![ \t])[ \t]*+[¶🔗][ \t]*+$", re.M)
 
 
 def _read_html(text: str) -> Parsed:
     """HTML: its main content (trafilatura) as Markdown, permalink marks removed; the title from
     ``<title>`` (cut to the page's H1 when it contains it: "Pricing | Acme" -> "Pricing")."""
-    parsed = _read_html_content(_HEADERLINK.sub("", text) if "headerlink" in text else text)
+    parsed = _read_html_content(_HEADERLINK.sub("", text) if "headerlink" in text or "href=" in text else text)
     parsed.text = _PERMALINK_MARK.sub("", parsed.text)
     if parsed.title:
         parsed.title = _PERMALINK_MARK.sub("", parsed.title).strip() or None
@@ -398,7 +400,7 @@ def _read_html_content(text: str) -> Parsed:
         import trafilatura  # noqa: PLC0415 (heavy; only when an HTML file turns up)
     except ImportError:
         trafilatura = None
-    body = title = date = None
+    body = title = date = sitename = None
     notes: list[str] = []
     if trafilatura is not None:
         try:
@@ -406,7 +408,7 @@ def _read_html_content(text: str) -> Parsed:
                                        include_comments=False, include_links=False, include_images=False)
             meta = trafilatura.extract_metadata(text)
             if meta is not None:
-                title, date = meta.title, normalize_date(meta.date)
+                title, date, sitename = meta.title, normalize_date(meta.date), meta.sitename
         except Exception as exc:  # noqa: BLE001 - fall back to the plain extractor below
             notes.append(f"main-content extraction failed ({type(exc).__name__}); used all text")
     else:
@@ -414,11 +416,48 @@ def _read_html_content(text: str) -> Parsed:
     if not body or not body.strip():
         body, fallback_title = _html_text(text)
         title = title or fallback_title
+    site = _site_name(text, sitename)
+    if site and body:  # the site's banner <h1> opening the content is not the page's heading
+        body = _SITE_H1.sub(lambda m: "" if _same(m.group(1), site) else m.group(0), body, count=1)
+    if site and (not title or _same(title, site)):
+        title = _page_title(text, site) or title  # "File system | Node.js Docs" -> "File system"
     if title and body:
         heading = title_heading(body)
         if heading and heading.casefold() in title.casefold():
             title = heading  # "Pricing | Acme" -> "Pricing"
     return Parsed("html", body or "", title or title_heading(body or ""), date, notes)
+
+
+_TITLE_ELEMENT = re.compile(r"<title\b[^<>]*+>([^<]{1,500}+)</title", re.I)
+_TITLE_SEPARATOR = re.compile(r"\s[|\u2013\u2014\u00b7-]\s|\s::\s")
+_SITE_H1 = re.compile(r"\A\s*#[ \t]+([^\n]*)\n*")
+
+
+def _same(a: str, b: str) -> bool:
+    return " ".join(a.split()).casefold() == " ".join(b.split()).casefold()
+
+
+def _site_name(html: str, sitename: str | None) -> str | None:
+    """The site's name as trafilatura reads it (``og:site_name``, the page's banner, ...)."""
+    if sitename and sitename.strip():
+        return sitename.strip()
+    return None
+
+
+def _page_title(html: str, site: str) -> str | None:
+    """The ``<title>`` without its site-name part: "File system | Node.js v20 Documentation"
+    -> "File system" when the site is "Node.js v20 Documentation"."""
+    import html as html_lib  # noqa: PLC0415
+
+    match = _TITLE_ELEMENT.search(html[:200_000])
+    if match is None:
+        return None
+    full = " ".join(html_lib.unescape(match.group(1)).split())
+    parts = [part.strip() for part in _TITLE_SEPARATOR.split(full)]
+    kept = [part for part in parts if part and not _same(part, site)]
+    if not kept or len(kept) == len(parts):
+        return None
+    return " - ".join(kept)
 
 
 _SKIP_TAGS = {"script", "style", "nav", "header", "footer", "noscript", "template", "svg"}

@@ -1,0 +1,129 @@
+"""Defects found compiling held-out real documentation (issue 14, checked from outside): each
+test is a small sample written in the style of what was found, compiled offline.
+
+* API reference Markdown (Node.js style) with collapsed reference links whose text is code,
+  ``[`fs.readFile()`][]``, defined further down: the links are links, not leaked ``[...][]``;
+* a site's HTML pages whose ``<h1>`` is the site's banner and whose ``<title>`` is
+  "Page | Site": each page keeps its own title (and its own article), permalink marks
+  (``<a class="mark" href="#id">#</a>``) are not part of the headings;
+* a README that opens with an HTML ``<h1 align="center">`` and ends with a ``# Changelog``
+  section: the title is the opening one, not the subsection.
+"""
+
+from __future__ import annotations
+
+import re
+import textwrap
+from pathlib import Path
+
+from kb_ai.store.articles import load_article
+
+from compile_checks import compile_offline, manifest
+
+
+def _kb(root: Path, files: dict[str, str]) -> Path:
+    for rel, content in files.items():
+        path = root / "raw" / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(content).lstrip("\n"), encoding="utf-8")
+    return root
+
+
+def _articles(root: Path) -> dict[str, object]:
+    data = manifest(root)
+    return {source: load_article(root / "wiki", record["articles"][0])
+            for source, record in data["sources"].items() if record.get("articles")}
+
+
+def test_collapsed_reference_links_with_code_text_become_links(tmp_path):
+    root = _kb(tmp_path, {
+        "timers.md": """
+            # Timers
+
+            <!-- YAML
+            added: v0.9.1
+            -->
+
+            The timer module exposes a global API (such as [`setTimeout()`][]) for scheduling
+            functions, see [`queueMicrotask()`][] and [the loop][`event loop`].
+
+            ## `setTimeout(callback, delay)`
+
+            Schedules `callback`.
+
+            [`event loop`]: events.md#the-event-loop
+            [`queueMicrotask()`]: #settimeoutcallback-delay
+            [`setTimeout()`]: #settimeoutcallback-delay
+            """,
+        "events.md": """
+            # Events
+
+            Much of the core API is built around an asynchronous event-driven architecture.
+
+            ## The event loop
+
+            It loops.
+            """,
+    })
+    compile_offline(root)
+    article = _articles(root)["raw/timers.md"]
+    assert article.summary.startswith("The timer module exposes a global API (such as setTimeout()) for"), \
+        article.summary
+    assert "][" not in article.summary and "][" not in article.body, article.body
+    assert "[`setTimeout()`](#settimeoutcallback-delay)" in article.body, article.body
+    events = _articles(root)["raw/events.md"]
+    events_name = Path(events.path).name
+    assert re.search(r"\[the loop\]\([^)]*" + re.escape(events_name) + r"#the-event-loop\)", article.body), \
+        article.body
+
+
+_NODE_STYLE_PAGE = """<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">
+<title>{title} | Acme.js v9.1 Documentation</title>
+<meta property="og:site_name" content="Acme.js v9.1 Documentation"></head><body>
+<div id="content"><header><h1>Acme.js v9.1 documentation</h1></header>
+<div id="apicontent">
+<h2>{title}<span><a class="mark" href="#{anchor}" id="{anchor}">#</a></span></h2>
+<p>{prose}</p>
+<h3>Example<span><a class="mark" href="#{anchor}-example" id="{anchor}-example">#</a></span></h3>
+<p>An example of the module is shown in the next paragraphs of this page, with notes.</p>
+</div></div></body></html>"""
+
+
+def test_html_pages_of_one_site_keep_their_own_titles(tmp_path):
+    pages = {
+        "file-system.html": ("File system", "file-system",
+                             "The fs module enables interacting with the file system in a way modeled on POSIX."),
+        "path.html": ("Path", "path",
+                      "The path module provides utilities for working with file and directory paths."),
+    }
+    root = _kb(tmp_path, {name: _NODE_STYLE_PAGE.format(title=title, anchor=anchor, prose=prose)
+                          for name, (title, anchor, prose) in pages.items()})
+    compile_offline(root)
+    articles = _articles(root)
+    assert {articles[f"raw/{name}"].title for name in pages} == {"File system", "Path"}
+    assert articles["raw/file-system.html"].path != articles["raw/path.html"].path
+    body = articles["raw/path.html"].body
+    assert "Acme.js v9.1 documentation" not in body
+    assert not re.search(r"(?m)^#+ .*#$", body), body
+
+
+def test_readme_opening_with_an_html_h1_is_titled_by_it(tmp_path):
+    root = _kb(tmp_path, {"charset_tool.md": """
+        <h1 align="center">Charset Detection, for Everyone</h1>
+
+        <p align="center"><img src="https://example.org/badge.svg" /></p>
+
+        This project offers an alternative to the usual charset detector, with speed in mind.
+
+        ## Installation
+
+        Use pip.
+
+        # Changelog
+
+        ## 3.4.0
+
+        - Fixed things.
+        """})
+    compile_offline(root)
+    assert _articles(root)["raw/charset_tool.md"].title == "Charset Detection, for Everyone"
