@@ -94,6 +94,9 @@ def _markdown_title(text: str) -> str | None:
             continue
         if fence:
             continue
+        html_h1 = re.search(r"(?is)<h1\b[^>]*>(.*?)</h1>", line)
+        if html_h1 and re.sub(r"<[^>]+>", "", html_h1.group(1)).strip():
+            return re.sub(r"<[^>]+>", "", html_h1.group(1)).strip()
         match = re.match(r"#\s+(.+?)\s*#*\s*$", line)
         if match:
             return match.group(1)
@@ -183,6 +186,7 @@ MARKUP = {
     "html tag": re.compile(r"</?[a-zA-Z][\w-]*(?:\s[^<>]*)?/?>"),
     "mkdocstrings": re.compile(r"(?:^|\s):::\s"),
     "control character": re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]"),
+    "bare urls": re.compile(r"^(?:\S*https?://\S+\s*)+$"),
 }
 
 
@@ -248,12 +252,20 @@ def measure_duplicate_titles(run: Run) -> dict:
     return {"count": sum(len(paths) - 1 for paths in groups.values()), "examples": dupes}
 
 
+def measure_left_out(run: Run) -> dict:
+    """Source files no article lists in its ``sources:`` (left alone, skipped, dropped)."""
+    listed = {source for article in run.articles.values() for source in article["sources"]}
+    missing = sorted(source for source in run.sources if source not in listed)
+    return {"count": len(missing), "examples": missing}
+
+
 MEASURES: dict[str, Callable[[Run], dict]] = {
     "lint errors": measure_lint,
     "titles not the document's own": measure_titles,
     "summaries with markup": measure_summary_markup,
     "broken links": measure_broken_links,
     "duplicate-title articles": measure_duplicate_titles,
+    "sources in no article": measure_left_out,
 }
 
 

@@ -127,3 +127,32 @@ def test_readme_opening_with_an_html_h1_is_titled_by_it(tmp_path):
         """})
     compile_offline(root)
     assert _articles(root)["raw/charset_tool.md"].title == "Charset Detection, for Everyone"
+
+
+def test_rst_readme_with_badges_and_backslash_escapes_is_compiled(tmp_path):
+    root = _kb(tmp_path, {"web_cors.rst": r"""
+        Web-CORS
+        ========
+
+        |Build Status| |Latest Version|
+
+        A web extension for handling Cross Origin Resource Sharing, making cross-origin calls possible.
+
+        Installation
+        ------------
+
+        Install the extension with pip, or easy\_install.
+
+        .. |Build Status| image:: https://ci.example.org/web-cors.svg
+           :target: https://ci.example.org/web-cors
+        .. |Latest Version| image:: https://img.example.org/v/web-cors.svg
+           :target: https://pypi.example.org/web-cors/
+        """})
+    compile_offline(root)
+    article = _articles(root).get("raw/web_cors.rst")
+    assert article is not None, manifest(root)["sources"]["raw/web_cors.rst"]
+    assert article.title == "Web-CORS"
+    assert article.summary == ("A web extension for handling Cross Origin Resource Sharing, making cross-origin "
+                               "calls possible.")
+    assert "easy_install" in article.body and "\x00" not in article.body
+    assert "ci.example.org" not in article.body

@@ -65,7 +65,17 @@ class Parsed:
 def parse_document(path: str, data: bytes, *, depth: int = 0, context: ReadContext | None = None) -> Parsed:
     """Dispatch on the file name; ``depth`` > 0 for archive members (no nested archives).
     ``context``: the other sources of raw/, for includes and cross-references (none: nothing
-    outside this file is read)."""
+    outside this file is read). Whatever the reader, the text and title carry no NUL or other
+    control character (an article with one is not valid: the document would be left out)."""
+    parsed = _parse(path, data, depth=depth, context=context)
+    if _CONTROL_CHARS.search(parsed.text):
+        parsed.text = _CONTROL_CHARS.sub("", parsed.text)
+    if parsed.title and _CONTROL_CHARS.search(parsed.title):
+        parsed.title = _CONTROL_CHARS.sub("", parsed.title).strip() or None
+    return parsed
+
+
+def _parse(path: str, data: bytes, *, depth: int, context: ReadContext | None) -> Parsed:
     name = PurePosixPath(path).name.lower()
     suffix = PurePosixPath(name).suffix
     if name.endswith(ARCHIVE_EXT):

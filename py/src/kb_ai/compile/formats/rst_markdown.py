@@ -105,7 +105,7 @@ class MarkdownWriter:
             inner = [b for c in node.children if not isinstance(c, nodes.label) for b in self._block(c, depth)]
             return [f"[{label}] " + "\n\n".join(inner)] if inner else []
         if isinstance(node, nodes.Text):
-            return [str(node)] if str(node).strip() else []
+            return [node.astext()] if node.astext().strip() else []
         if isinstance(node, nodes.Inline):
             text = self._inline_one(node).strip()
             return [text] if text else []
@@ -262,7 +262,7 @@ class MarkdownWriter:
 
     def _inline_one(self, node: nodes.Node) -> str:
         if isinstance(node, nodes.Text):
-            return str(node)
+            return node.astext()  # str() keeps backslash escapes as NUL characters
         if isinstance(node, _SKIP):
             return ""
         if isinstance(node, nodes.problematic):
@@ -280,7 +280,10 @@ class MarkdownWriter:
             inner = self._inline(node).strip()
             return f"**{inner}**" if inner else ""
         if isinstance(node, nodes.reference):
-            text = self._inline(node).strip() or node.get("refuri", "")
+            text = self._inline(node).strip()
+            if not text and next(iter(node.findall(nodes.image)), None) is not None:
+                return ""  # a linked image (a "|Build Status|" badge): images are not kept
+            text = text or node.get("refuri", "")
             uri = node.get("refuri")
             if uri and text and not uri.startswith("#"):
                 uri = uri.replace(" ", "%20").replace(")", "%29").replace("(", "%28")
