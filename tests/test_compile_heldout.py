@@ -84,6 +84,8 @@ _NODE_STYLE_PAGE = """<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"
 <div id="apicontent">
 <h2>{title}<span><a class="mark" href="#{anchor}" id="{anchor}">#</a></span></h2>
 <p>{prose}</p>
+<p>It can be accessed using:</p>
+<pre class="with-30-chars"><input class="js-flavor-toggle" type="checkbox" checked aria-label="Show modern ES modules syntax"><code class="language-js mjs">import {anchor} from 'acme:{anchor}';</code><code class="language-js cjs">const {anchor} = require('acme:{anchor}');</code></pre>
 <h3>Example<span><a class="mark" href="#{anchor}-example" id="{anchor}-example">#</a></span></h3>
 <p>An example of the module is shown in the next paragraphs of this page, with notes.</p>
 </div></div></body></html>"""
@@ -105,6 +107,9 @@ def test_html_pages_of_one_site_keep_their_own_titles(tmp_path):
     body = articles["raw/path.html"].body
     assert "Acme.js v9.1 documentation" not in body
     assert not re.search(r"(?m)^#+ .*#$", body), body
+    assert "## Path" not in body, body  # the page's own heading is the article's title, not repeated
+    assert "```\nimport path from 'acme:path';\n```" in body, body
+    assert "```\nconst path = require('acme:path');\n```" in body, body
 
 
 def test_readme_opening_with_an_html_h1_is_titled_by_it(tmp_path):
@@ -156,3 +161,58 @@ def test_rst_readme_with_badges_and_backslash_escapes_is_compiled(tmp_path):
                                "calls possible.")
     assert "easy_install" in article.body and "\x00" not in article.body
     assert "ci.example.org" not in article.body
+
+
+def test_html_tags_shown_in_code_do_not_hide_the_rest_of_the_page(tmp_path):
+    """``<script>`` and ``<!--`` written in backticks or a code block are what the page shows;
+    they once swallowed everything after them (half of an API page, its link definitions too)."""
+    root = _kb(tmp_path, {"contexts.md": """
+        # Contexts
+
+        <!-- YAML
+        added: v0.3.1
+        -->
+
+        A context can emulate a browser window and then run all `<script>` tags together within it.
+
+        ```html
+        <!-- a page -->
+        <style>body { color: red }</style>
+        ```
+
+        ## Isolation
+
+        Globals of the [contextified][] object stay apart.
+
+        [contextified]: #contexts
+        """})
+    compile_offline(root)
+    body = _articles(root)["raw/contexts.md"].body
+    assert "run all `<script>` tags together within it." in body, body
+    assert "<!-- a page -->\n<style>body { color: red }</style>" in body, body
+    assert "## Isolation" in body and "[contextified](#contexts)" in body, body
+    assert "YAML" not in body and "added: v0.3.1" not in body, body
+
+
+def test_a_table_of_contents_page_is_summarized_by_its_entries(tmp_path):
+    """A page that is only a list of links has no prose sentence: its catalog line names its
+    first entries, not whichever entry happens to have four words."""
+    root = _kb(tmp_path, {"index.md": """
+        <!-- if you move this file, update the site generator -->
+
+        * [About these docs](about.md)
+        * [Usage](usage.md)
+
+        <hr class="line"/>
+
+        * [Assertion testing](assert.md)
+        * [C/C++ addons with Node-API](addons.md)
+        """,
+        "about.md": "# About these docs\n\nThese docs describe the runtime and its modules in detail.\n",
+        "usage.md": "# Usage\n\nRun the program with a script file as its argument.\n",
+        "assert.md": "# Assertion testing\n\nThe assert module provides a set of assertion functions.\n",
+        "addons.md": "# C/C++ addons with Node-API\n\nNode-API is an API for building native addons.\n"})
+    compile_offline(root)
+    article = _articles(root)["raw/index.md"]
+    assert article.summary == ("Contents: About these docs, Usage, Assertion testing, "
+                               "C/C++ addons with Node-API"), article.summary

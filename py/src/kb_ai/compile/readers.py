@@ -395,11 +395,23 @@ _HEADERLINK = re.compile(r"<a\b[^<>]{0,300}?\bheaderlink\b[^<>]{0,300}+>[^<]{0,2
 _PERMALINK_MARK = re.compile(r"(?<![ \t])[ \t]*+[¶🔗][ \t]*+$", re.M)
 
 
+# A line of code spans glued together ("`import x from 'x';``const x = require('x');`"): how the
+# extractor writes a <pre> holding several one-line <code> elements (one per language flavour).
+_GLUED_CODE_LINE = re.compile(r"^(?:`[^`\n]++`){2,}+[ \t]*+$", re.M)
+_CODE_SPAN = re.compile(r"`([^`\n]++)`")
+
+
+def _fenced_code_lines(match: re.Match) -> str:
+    return "\n".join(f"\n```\n{code}\n```\n" for code in _CODE_SPAN.findall(match.group(0)))
+
+
 def _read_html(text: str) -> Parsed:
     """HTML: its main content (trafilatura) as Markdown, permalink marks removed; the title from
     ``<title>`` (cut to the page's H1 when it contains it: "Pricing | Acme" -> "Pricing")."""
     parsed = _read_html_content(_HEADERLINK.sub("", text) if "headerlink" in text or "href=" in text else text)
     parsed.text = _PERMALINK_MARK.sub("", parsed.text)
+    if "``" in parsed.text:
+        parsed.text = _GLUED_CODE_LINE.sub(_fenced_code_lines, parsed.text)
     if parsed.title:
         parsed.title = _PERMALINK_MARK.sub("", parsed.title).strip() or None
     return parsed

@@ -280,6 +280,19 @@ def _blank_code_spans(text: str) -> str:
     return "".join(out)
 
 
+def code_blanked(text: str) -> str:
+    """``text`` with its code (fenced blocks, code spans of each line) blanked out, every other
+    character at its offset: where to look for markup that code only shows (an ``<!--`` or a
+    ``<script>`` in backticks is not one). ``text`` itself when its lines are not all ``\n``-
+    separated (offsets could not be kept)."""
+    lines = [(" " * len(line) if in_fence else _blank_code_spans(line)) for line, in_fence in
+             iter_lines_outside_fences(text)]
+    blanked = "\n".join(lines)
+    if len(blanked) != len(text) and len(blanked) + 1 == len(text) and text.endswith("\n"):
+        blanked += "\n"
+    return blanked if len(blanked) == len(text) else text
+
+
 def _inline_links(original: str, base: int, definitions: dict[str, str], found: list[Link]) -> None:
     """Append the links of one paragraph (``original``, at offset ``base`` of the whole text) to
     ``found``. Brackets are matched with a stack, as CommonMark does, on the text with its code
