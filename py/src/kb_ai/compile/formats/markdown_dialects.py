@@ -255,43 +255,27 @@ def inline_reference_links(text: str) -> str:
     return "".join(out)
 
 
-_HIDDEN_OPEN = re.compile(r"<!--|^[ ]{0,3}<(style|script)\b", re.I | re.M)
-
-
-def _starts_line(text: str, at: int) -> bool:
-    """Whether ``at`` is at most three spaces into its line."""
-    before = text[max(0, at - 4):at]
-    head = before.rsplit("\n", 1)[-1] if "\n" in before or at <= 3 else None
-    return head is not None and len(head) <= 3 and not head.strip(" ")
+_HIDDEN_OPEN = re.compile(r"<!--|<(style|script)\b", re.I)
 
 
 def _without_hidden_html(text: str) -> str:
-    """``text`` without HTML comments and ``<style>``/``<script>`` blocks (one that starts a
-    line, as CommonMark's HTML blocks do); one forward scan. Code is not looked into: an
-    ``<!--`` or ``<script>`` in a code span or a fenced block is what the page shows. An
-    unclosed block runs to the end, as a browser reads it; an unclosed comment inside a line
-    is no comment (kept)."""
+    """``text`` without ``<style>``/``<script>`` elements and HTML comments; one forward scan
+    (an unclosed one runs to the end, as a browser reads it). Code is not looked into: an
+    ``<!--`` or a ``<script>`` in a code span or a fenced block is what the page shows."""
     out: list[str] = []
     position = 0
     masked = code_blanked(text) if "`" in text or "~~~" in text else text
     lowered = masked.lower()
-    unclosed: set[str] = set()  # closings not found once: not found later either (linear time)
     while True:
         match = _HIDDEN_OPEN.search(masked, position)
         if match is None:
             break
+        out.append(text[position:match.start()])
         closing = "-->" if match.group(0) == "<!--" else f"</{match.group(1).lower()}"
-        end = -1 if closing in unclosed else lowered.find(closing, match.end())
+        end = lowered.find(closing, match.end())
         if end < 0:
-            unclosed.add(closing)
-            if closing == "-->" and not _starts_line(masked, match.start()):
-                out.append(text[position:match.end()])
-                position = match.end()
-                continue
-            out.append(text[position:match.start()])
             position = len(text)
             break
-        out.append(text[position:match.start()])
         after = masked.find(">", end + len(closing) - 1)
         position = after + 1 if after >= 0 else len(text)
     out.append(text[position:])
