@@ -136,6 +136,10 @@ def test_readme_opening_with_an_html_h1_is_titled_by_it(tmp_path):
 
 def test_rst_readme_with_badges_and_backslash_escapes_is_compiled(tmp_path):
     root = _kb(tmp_path, {"web_cors.rst": r"""
+        .. image:: https://img.example.org/v/web-cors.svg
+            :target: https://pypi.example.org/web-cors/
+            :alt: Latest Version
+
         Web-CORS
         ========
 
@@ -146,7 +150,11 @@ def test_rst_readme_with_badges_and_backslash_escapes_is_compiled(tmp_path):
         Installation
         ------------
 
-        Install the extension with pip, or easy\_install.
+        Install the extension with pip, or easy\_install. If it helps you, please |donate| to the authors.
+
+        .. |donate| image:: https://pay.example.org/button.gif
+           :target: https://pay.example.org/give
+           :alt: Donate with Paypal
 
         .. |Build Status| image:: https://ci.example.org/web-cors.svg
            :target: https://ci.example.org/web-cors
@@ -160,7 +168,8 @@ def test_rst_readme_with_badges_and_backslash_escapes_is_compiled(tmp_path):
     assert article.summary == ("A web extension for handling Cross Origin Resource Sharing, making cross-origin "
                                "calls possible.")
     assert "easy_install" in article.body and "\x00" not in article.body
-    assert "ci.example.org" not in article.body
+    assert "ci.example.org" not in article.body and "img.example.org" not in article.body, article.body
+    assert "please [Donate with Paypal](https://pay.example.org/give) to the authors." in article.body, article.body
 
 
 def test_html_tags_shown_in_code_do_not_hide_the_rest_of_the_page(tmp_path):

@@ -32,6 +32,11 @@ def _escape_cell(text: str) -> str:
     return " ".join(text.replace("|", "\\|").split())
 
 
+def _images_only(node: nodes.Node) -> bool:
+    """An element with images and no text of its own (alt texts are not text)."""
+    return not any(text.astext().strip() for text in node.findall(nodes.Text))
+
+
 class MarkdownWriter:
     def __init__(self) -> None:
         self.title: str | None = None
@@ -68,6 +73,8 @@ class MarkdownWriter:
         if isinstance(node, nodes.title):
             return [f"{'#' * min(6, depth + 1)} {self._inline(node)}"]
         if isinstance(node, (nodes.paragraph, nodes.line)):
+            if _images_only(node):
+                return []  # "|Build Status| |PyPI|" badges: images are not kept
             text = self._inline(node).strip()
             return [text] if text else []
         if isinstance(node, nodes.rubric):
@@ -106,6 +113,8 @@ class MarkdownWriter:
             return [f"[{label}] " + "\n\n".join(inner)] if inner else []
         if isinstance(node, nodes.Text):
             return [node.astext()] if node.astext().strip() else []
+        if isinstance(node, nodes.Inline) and _images_only(node):
+            return []  # a linked block image (".. image:: badge.svg" with ":target:")
         if isinstance(node, nodes.Inline):
             text = self._inline_one(node).strip()
             return [text] if text else []
@@ -263,6 +272,8 @@ class MarkdownWriter:
     def _inline_one(self, node: nodes.Node) -> str:
         if isinstance(node, nodes.Text):
             return node.astext()  # str() keeps backslash escapes as NUL characters
+        if isinstance(node, nodes.image):  # in running text ("please |donate| to"): its alt text
+            return " ".join(str(node.get("alt", "")).split())
         if isinstance(node, _SKIP):
             return ""
         if isinstance(node, nodes.problematic):
@@ -280,10 +291,7 @@ class MarkdownWriter:
             inner = self._inline(node).strip()
             return f"**{inner}**" if inner else ""
         if isinstance(node, nodes.reference):
-            text = self._inline(node).strip()
-            if not text and next(iter(node.findall(nodes.image)), None) is not None:
-                return ""  # a linked image (a "|Build Status|" badge): images are not kept
-            text = text or node.get("refuri", "")
+            text = self._inline(node).strip() or node.get("refuri", "")
             uri = node.get("refuri")
             if uri and text and not uri.startswith("#"):
                 uri = uri.replace(" ", "%20").replace(")", "%29").replace("(", "%28")
