@@ -16,7 +16,11 @@ run it prints:
 * catalog summaries (and catalog lines) that contain markup: reST directives/roles, admonition
   markers, GitHub alerts, link syntax, code fences, HTML tags, NUL and control characters;
 * broken links (lint's `broken-link` errors);
-* articles that share a title (case and spacing aside).
+* articles that share a title (case and spacing aside);
+* source files in no article's `sources:` (left alone, dropped);
+* source markup left in article bodies outside code (reference links left as text, permalink
+  marks in headings, HTML comments, reST directives and roles);
+* Markdown/reST articles with under 60% of their single source's words (text lost).
 
 One function per measure (``measure_*``), each taking a compiled ``Run`` and returning a dict
 (``count`` and ``examples``); add one to ``MEASURES`` to extend the report.
@@ -252,6 +256,53 @@ def measure_duplicate_titles(run: Run) -> dict:
     return {"count": sum(len(paths) - 1 for paths in groups.values()), "examples": dupes}
 
 
+BODY_LEFTOVERS = {
+    "reference link left as text": re.compile(r"\[[^\]\[,]+\]\[[^\],]*\]"),
+    "permalink mark in heading": re.compile(r"^#{1,6} .*\S(?:#|¶)$"),
+    "html comment": re.compile(r"<!--"),
+    "rst directive": re.compile(r"^\s*\.\. [\w:-]+::"),
+    "rst role": re.compile(r":[\w:.-]+:`"),
+}
+
+
+def measure_body_leftovers(run: Run) -> dict:
+    """Source markup left in article bodies, outside code (fences and code spans): what a
+    reader of the page would see as debris."""
+    kinds: Counter = Counter()
+    examples: list[str] = []
+    for path, article in sorted(run.articles.items()):
+        fence = False
+        for line in article["body"].splitlines():
+            if line.lstrip().startswith(("```", "~~~")):
+                fence = not fence
+                continue
+            if fence:
+                continue
+            line = re.sub(r"`[^`]*`", lambda m: "x" if "[" in m.group() else m.group(), line)
+            for kind, pattern in BODY_LEFTOVERS.items():
+                if pattern.search(line):
+                    kinds[kind] += 1
+                    if len(examples) < 40:
+                        examples.append(f"{path}: {kind}: {line[:120]!r}")
+    return {"count": sum(kinds.values()), "kinds": dict(kinds), "examples": examples}
+
+
+def measure_text_lost(run: Run) -> dict:
+    """Markdown/reST articles from one source with fewer than 60% of its words (HTML comments
+    not counted): text lost on the way (an unclosed construct swallowing the rest of a page)."""
+    short: list[str] = []
+    for path, article in sorted(run.articles.items()):
+        sources = [s for s in article["sources"] if s in run.sources]
+        if len(sources) != 1 or run.sources[sources[0]].suffix not in (".md", ".rst", ".markdown"):
+            continue
+        source = run.sources[sources[0]].read_text(encoding="utf-8", errors="replace")
+        source_words = len(re.sub(r"(?s)<!--.*?-->", " ", source).split())  # comments are not text
+        words = len(article["body"].split())
+        if source_words >= 200 and words < 0.6 * source_words:
+            short.append(f"{path}: {words} words of {source_words} in {sources[0]}")
+    return {"count": len(short), "examples": short}
+
+
 def measure_left_out(run: Run) -> dict:
     """Source files no article lists in its ``sources:`` (left alone, skipped, dropped)."""
     listed = {source for article in run.articles.values() for source in article["sources"]}
@@ -266,6 +317,8 @@ MEASURES: dict[str, Callable[[Run], dict]] = {
     "broken links": measure_broken_links,
     "duplicate-title articles": measure_duplicate_titles,
     "sources in no article": measure_left_out,
+    "markup left in bodies": measure_body_leftovers,
+    "articles with text lost": measure_text_lost,
 }
 
 
