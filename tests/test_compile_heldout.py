@@ -225,3 +225,17 @@ def test_a_table_of_contents_page_is_summarized_by_its_entries(tmp_path):
     article = _articles(root)["raw/index.md"]
     assert article.summary == ("Contents: About these docs, Usage, Assertion testing, "
                                "C/C++ addons with Node-API"), article.summary
+
+
+def test_an_h1_in_a_code_example_is_not_the_title(tmp_path):
+    root = _kb(tmp_path, {"templates.md": """
+        Templates are rendered with the context you pass, for example:
+
+        ```html
+        <h1>Hello, {{ name }}!</h1>
+        ```
+
+        Write `<h1>` only once per page.
+        """})
+    compile_offline(root)
+    assert _articles(root)["raw/templates.md"].title == "Templates"

@@ -472,8 +472,9 @@ def title_heading(body: str) -> str | None:
 
 
 def _html_h1(body: str) -> str | None:
-    """The text of the first ``<h1>`` element (tags inside dropped); one forward scan."""
-    lowered = body.lower()
+    """The text of the first ``<h1>`` element outside code (tags inside dropped; an ``<h1>`` in
+    a template example is not the page's); one forward scan."""
+    lowered = (code_blanked(body) if "`" in body or "~~~" in body else body).lower()
     start = _HTML_H1_OPEN.search(lowered)
     if start is None:
         return None
