@@ -239,3 +239,16 @@ def test_an_h1_in_a_code_example_is_not_the_title(tmp_path):
         """})
     compile_offline(root)
     assert _articles(root)["raw/templates.md"].title == "Templates"
+
+
+def test_mkdocstrings_autorefs_read_as_their_text(tmp_path):
+    root = _kb(tmp_path, {"lifespan.md": """
+        # Lifespan
+
+        The lifespan task runs apart: if you create a [`ContextVar`][contextvars.ContextVar] in it,
+        requests will not see it. See [the config][myserver.Config] too, and `[a][b.c]` stays code.
+        """})
+    compile_offline(root)
+    body = _articles(root)["raw/lifespan.md"].body
+    assert "if you create a `ContextVar` in it," in body and "See the config too" in body, body
+    assert "`[a][b.c]`" in body, body

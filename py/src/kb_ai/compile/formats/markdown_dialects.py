@@ -12,7 +12,8 @@
   (``{ #id .class }``), icon shortcodes (``:material-clock:``) and abbreviation definitions
   (``*[HTML]: ...``) removed; pymdownx snippets (``--8<-- "file.md"``) included from raw/;
 * reference-style links (``[text][ref]``, ``[text][]``, ``[ref]`` with a ``[ref]: url``
-  definition) -> inline links, definitions removed.
+  definition) -> inline links, definitions removed; mkdocstrings autorefs with no definition
+  (``[`ContextVar`][contextvars.ContextVar]``) -> their text.
 
 Code (fenced, or indented outside these blocks) is left as it is. Runs in linear time.
 """
@@ -291,4 +292,23 @@ def plain_markdown(text: str, context: ReadContext | None = None, notes: list[st
         text = _convert_blocks(text, 0, context, notes)
     if "]" in text:
         text = inline_reference_links(text)
+    if "][" in text:
+        text = _autorefs_as_text(text)
     return re.sub(r"\n{3,}", "\n\n", text)
+
+
+# mkdocstrings' autorefs: "[`ContextVar`][contextvars.ContextVar]", a link to an API object
+# with no definition in the page (the plugin resolves it on the site): its text.
+_AUTOREF = re.compile(r"\[([^\[\]\n]++)\]\[[A-Za-z_]\w*+(?:\.\w++)++\]")
+
+
+def _autorefs_as_text(text: str) -> str:
+    masked = code_blanked(text) if "`" in text or "~~~" in text else text
+    out: list[str] = []
+    position = 0
+    for match in _AUTOREF.finditer(masked):
+        out.append(text[position:match.start()])
+        out.append(text[match.start(1):match.end(1)])
+        position = match.end()
+    out.append(text[position:])
+    return "".join(out)
