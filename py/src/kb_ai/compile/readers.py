@@ -19,6 +19,7 @@ from kb_ai.compile.formats.context import ReadContext
 from kb_ai.errors import ArticleFormatError
 from kb_ai.store.articles import split_frontmatter
 from kb_ai.store.markdown_text import plain_text, title_heading
+from kb_ai.untrusted_text import terminal_safe
 
 MAX_PDF_PAGES = 1_000
 # docutils' inline parser is quadratic in a paragraph's unclosed markup ("*[*[*[..."): above
@@ -65,13 +66,14 @@ class Parsed:
 def parse_document(path: str, data: bytes, *, depth: int = 0, context: ReadContext | None = None) -> Parsed:
     """Dispatch on the file name; ``depth`` > 0 for archive members (no nested archives).
     ``context``: the other sources of raw/, for includes and cross-references (none: nothing
-    outside this file is read). Whatever the reader, the text and title carry no NUL or other
-    control character (an article with one is not valid: the document would be left out)."""
+    outside this file is read). Whatever the reader, the text and title carry no NUL, other
+    control character or terminal escape sequence (``untrusted_text.terminal_safe``; an article
+    with a NUL is not valid: the document would be left out)."""
     parsed = _parse(path, data, depth=depth, context=context)
-    if _CONTROL_CHARS.search(parsed.text):
-        parsed.text = _CONTROL_CHARS.sub("", parsed.text)
+    if _CONTROL_CHARS.search(parsed.text):  # whole terminal escape sequences go, not only their ESC
+        parsed.text = terminal_safe(parsed.text)
     if parsed.title and _CONTROL_CHARS.search(parsed.title):
-        parsed.title = _CONTROL_CHARS.sub("", parsed.title).strip() or None
+        parsed.title = terminal_safe(parsed.title).strip() or None
     return parsed
 
 
