@@ -252,3 +252,36 @@ def test_mkdocstrings_autorefs_read_as_their_text(tmp_path):
     body = _articles(root)["raw/lifespan.md"].body
     assert "if you create a `ContextVar` in it," in body and "See the config too" in body, body
     assert "`[a][b.c]`" in body, body
+
+
+def test_readme_logo_and_sponsor_image_blocks_are_dropped(tmp_path):
+    root = _kb(tmp_path, {"classy.md": """
+        <p align="center">
+          <a href="https://classy.example.org/">
+            <img src="https://classy.example.org/logo.svg" width="35%" alt="classy" />
+          </a>
+        </p>
+
+        *classy* brings back the joy of writing classes without the boilerplate.
+
+        ## Sponsors
+
+        <p align="center">
+
+        <a href="https://one.example.org/"><img title="One" src="https://one.example.org/logo.svg" /></a>
+        <a href="https://two.example.org/"><img title="Two" src="https://two.example.org/logo.svg" /></a>
+
+        </p>
+
+        <p align="center"><strong>Please consider joining them.</strong></p>
+
+        ```html
+        <p align="center"><img src="kept-in-code.svg"></p>
+        ```
+        """})
+    compile_offline(root)
+    body = _articles(root)["raw/classy.md"].body
+    assert "logo.svg" not in body and '<p align="center">\n\n</p>' not in body, body
+    assert "<strong>Please consider joining them.</strong>" in body, body
+    assert '<p align="center"><img src="kept-in-code.svg"></p>' in body, body
+    assert "*classy* brings back the joy" in body, body

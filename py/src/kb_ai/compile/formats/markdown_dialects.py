@@ -290,11 +290,42 @@ def plain_markdown(text: str, context: ReadContext | None = None, notes: list[st
         text = _without_hidden_html(text)
     if any(mark in text for mark in ("!!!", "???", "===", ":::", "[!", "\n=", "\n-", "8<", "*[", "{", ":")):
         text = _convert_blocks(text, 0, context, notes)
+    if "<img" in text.lower():
+        text = _without_image_blocks(text)
     if "]" in text:
         text = inline_reference_links(text)
     if "][" in text:
         text = _autorefs_as_text(text)
     return re.sub(r"\n{3,}", "\n\n", text)
+
+
+_TAG = re.compile(r"<[^<>]*+>")
+_IMAGE_TAG = re.compile(r"<img\b", re.I)
+
+
+_WRAPPER_TAG = re.compile(r"</?(?:p|div|a|span|center|picture|source|br)\b[^<>]*+>", re.I)
+
+
+def _only_wrappers(block: str) -> bool:
+    """A block of layout tags only (``<p align="center">`` left empty around images)."""
+    return not _WRAPPER_TAG.sub("", block).strip()
+
+
+def _without_image_blocks(text: str) -> str:
+    """``text`` without its HTML blocks of images only (a README's centred logo, badge and
+    sponsor rows: ``<p align="center"><a href=...><img ...></a></p>``) and the empty layout
+    tags left around them: blocks that start a line with ``<`` and have no text outside tags.
+    Code is not looked into."""
+    masked = code_blanked(text) if "`" in text or "~~~" in text else text
+    out: list[str] = []
+    position = 0
+    for match in re.finditer(r"(?:^|\n\n)(<[^\n]*+(?:\n(?!\n)[^\n]*+)*+)", masked):
+        block = masked[match.start(1):match.end(1)]
+        if not _TAG.sub("", block).strip() and (_IMAGE_TAG.search(block) or _only_wrappers(block)):
+            out.append(text[position:match.start(1)])
+            position = match.end(1)
+    out.append(text[position:])
+    return "".join(out)
 
 
 # mkdocstrings' autorefs: "[`ContextVar`][contextvars.ContextVar]", a link to an API object
