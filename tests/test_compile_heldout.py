@@ -108,6 +108,7 @@ def test_html_pages_of_one_site_keep_their_own_titles(tmp_path):
     assert "Acme.js v9.1 documentation" not in body
     assert not re.search(r"(?m)^#+ .*#$", body), body
     assert "## Path" not in body, body  # the page's own heading is the article's title, not repeated
+    assert "\n## Example\n" in body, body  # and its sections are the article's sections
     assert "```\nimport path from 'acme:path';\n```" in body, body
     assert "```\nconst path = require('acme:path');\n```" in body, body
 
