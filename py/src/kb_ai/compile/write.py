@@ -167,12 +167,8 @@ class ArticleWriter:
                            record is None or text_hash(text) != record.written_hash, rel)
         title = article.title if _present(article.meta.get("title")) else job.target.title
         topic = article.topic if _present(article.meta.get("topic")) else job.target.topic
-        listed = article.meta.get("sources")
-        copies = frozenset(path for path in (listed if isinstance(listed, list) else [])
-                           if isinstance(path, str) and (source := self.state.sources.get(path)) is not None
-                           and source.status == DUPLICATE and source.duplicate_of)
         return CurrentArticle(rel, one_line(title), one_line(topic), article.summary, dict(article.meta),
-                              article.body, hand_edited, latest, rejected, hand, copies), text
+                              article.body, hand_edited, latest, rejected, hand), text
 
     def _commit(self, article: CurrentArticle, old_text: str | None, meta: dict[str, Any], body: str,
                 merged: dict[str, str], orphaned: bool, former: dict[str, str] | None = None) -> tuple[bool, str]:
@@ -268,7 +264,7 @@ class ArticleWriter:
             dates = [c.source.date for c in chunk if c.source.date]
             latest = max([article.latest_date or "", *dates]) or None
             article = CurrentArticle(article.path, article.title, article.topic, summary, meta,
-                                     draft.body, article.hand_edited, latest, None, article.hand, article.copies)
+                                     draft.body, article.hand_edited, latest, None, article.hand)
         if (job.detach or job.adopt or job.relinks) and not job.contributions:
             return self._detach(job, article, old_text, merged)
         if wrote:

@@ -97,9 +97,6 @@ class CurrentArticle:
     latest_date: str | None  # newest date among the sources already merged
     rejected: str | None = None  # why the model's previous output for this article was refused
     hand: "HandText | None" = None  # what a person wrote in it (None: nothing)
-    # sources that are copies of another source (listed in ``sources:`` so nothing is lost; their
-    # text is another source's, so they own no section of their own)
-    copies: frozenset[str] = frozenset()
 
 
 @dataclass
@@ -180,7 +177,7 @@ class OfflineWriter:
         for contribution in chunk:
             source = contribution.source
             fresh = article_body(article.title, source.text)
-            others = [s for s in listed if s != source.path and s not in article.copies]
+            others = [s for s in listed if s != source.path]
             if body is None:
                 body = fresh
             elif latest and source.date and source.date < latest:
