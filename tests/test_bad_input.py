@@ -470,7 +470,7 @@ STATE_FILES = {
     "journal line": (".kaas/journal.jsonl", ["compile", "--offline"]),
     "dedup fingerprints": (".kaas/fingerprints.json", ["compile", "--offline"]),
     "server announcement": (".kaas/server.json", ["ask", "reverse proxy"]),
-    "lexical index paths": (".kaas/lexical-index/kaas-paths.json", ["ask", "reverse proxy"]),
+    "lexical index postings": (".kaas/lexical-index/kaas-extra.json", ["ask", "reverse proxy"]),
 }
 
 

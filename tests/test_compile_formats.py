@@ -644,3 +644,28 @@ def test_sphinx_built_html_page_has_its_own_title(tmp_path):
     assert article.title == "Quickstart"
     assert article.summary == "This page gives a good introduction to Flask and how to write a first application."
     assert "¶" not in article.body and "## A Minimal Application\n" in article.body
+
+
+def test_markdown_snippets_are_bounded_like_includes(tmp_path):
+    """A snippet that includes another file many times at every level (or itself) costs at most
+    MAX_INCLUDES reads per document, each file once, like reST includes: not N ** depth."""
+    many = "\n".join(['--8<-- "part.md"'] * 10)
+    root = _kb(tmp_path, {
+        "docs/page.md": f"# Page\n\nText of the page that pulls in shared parts for its readers.\n\n{many}\n\n--8<-- \"page.md\"\n",
+        "docs/part.md": f"Shared part text.\n\n{many}\n",
+    })
+    calls = []
+    from kb_ai.compile.formats.context import ReadContext
+    real = ReadContext.include
+
+    def counting(self, target):
+        calls.append(target)
+        return real(self, target)
+
+    import pytest
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(ReadContext, "include", counting)
+        compile_offline(root)
+    body = _articles(root)["raw/docs/page.md"].body
+    assert body.count("Shared part text.") == 1
+    assert len(calls) <= 200, len(calls)  # on main: 10 + 100 + 1,000 + 10,000 + ... reads

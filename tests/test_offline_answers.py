@@ -157,7 +157,9 @@ def test_follow_ups_follow_links_from_the_quoted_passage_never_saved_answers_or_
              "[Connection pool](../storage/connection-pool.md).\n",
              {"topic": "answers", "kind": "answer", "citations": ["storage/connection-pool.md"]})
     twin = ("ops/connection-pool-notes.md", "Connection pool", "Notes on the pool.", "# Connection pool\n\nNotes.\n")
-    kb = build_kb(tmp_path, pool, linked, saved, twin, BACKENDS, LIMITS)
+    # One round of reading: a second round (multi-hop, navigate/rounds.py) would read the linked
+    # page, and a page read is not a follow-up.
+    kb = build_kb(tmp_path, pool, linked, saved, twin, BACKENDS, LIMITS, toml="max_rounds = 1\n")
     out = _ask_json(kb, "What is the maximum number of connections in the pool?", "--suggest")
     suggestions = out["suggestions"]
     assert suggestions and suggestions[0] == "What does the wiki say about Replication?"

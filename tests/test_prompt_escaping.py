@@ -79,6 +79,8 @@ def contexts(value: str) -> dict[str, list[dict]]:
         "answer": [dict(question=v, history=history, pages=[page, dict(page, saved_answer=False, truncated=False)])],
         "rewrite": [dict(question=v, history=history)],
         "select": [dict(question=v, catalog_lines=[v, v], max_pages=5, shortlisted=True, total_pages=9)],
+        "select_more": [dict(question=v, pages=[{"path": v, "title": v, "excerpt": v, "names": [v, v]}] * 2,
+                             catalog_lines=[v, v], max_pages=5, shortlisted=True, total_pages=9)],
         "select_topics": [dict(question=v, topic_lines=[v, v], total_pages=9, max_topics=3, cut=2)],
         "suggest": [dict(question=v, answer=v, pages=[{"path": v, "title": v}] * 2, other_titles=[v, v])],
         "topic_summary": [dict(topic=v, count=5, catalog_lines=[v, v], shown=2)],

@@ -353,12 +353,12 @@ def test_a_source_replaced_by_a_fifo_after_the_scan_is_skipped_with_its_reason(t
 
 # -- ask offline: the saved lexical index ---------------------------------------------------------
 
-LEXICAL_FILES = ["kaas-fingerprint", "kaas-paths.json", "kaas-vocab.json", "params.index.json",
-                 "vocab.index.json", "data.csc.index.npy", "indices.csc.index.npy", "indptr.csc.index.npy"]
+LEXICAL_FILES = ["kaas-fingerprint", "kaas-paths.txt", "kaas-vocab.txt", "kaas-extra.json",
+                 "indptr.npy", "docs.npy", "tfs.npy", "lengths.npy", "live.npy", "keys.npy", "df.npy"]
 
 
 @pytest.mark.parametrize("name, kind", [(name, kind) for name in LEXICAL_FILES
-                                        for kind in (["fifo"] if name.endswith(".npy") else ["fifo", "zero", "huge"])])
+                                        for kind in ["fifo", "zero", "huge"]])
 def test_ask_rebuilds_a_lexical_index_with_a_file_that_is_not_a_file(templates, tmp_path, name, kind):
     root = copy_of(templates, "offline", tmp_path)
     plant(root / ".kaas" / "lexical-index" / name, kind, tmp_path)
@@ -369,11 +369,12 @@ def test_ask_rebuilds_a_lexical_index_with_a_file_that_is_not_a_file(templates, 
 
 
 @pytest.mark.parametrize("name, content", [
-    ("kaas-paths.json", '{"a": 1}'),
-    ("kaas-paths.json", '["ops/nope.md"]'),
-    ("kaas-vocab.json", '{"deploy": 99999, "releases": 99999}'),
-    ("params.index.json", '{"nope": 1}'),
-    ("params.index.json", '{"k1": "x"}'),
+    ("kaas-paths.txt", '{"a": 1}'),
+    ("kaas-paths.txt", 'ops/nope.md'),
+    ("kaas-vocab.txt", 'deploy\x00deploy'),
+    ("kaas-vocab.txt", 'deploy'),
+    ("kaas-extra.json", '[[0, 99999, 1]]'),
+    ("kaas-extra.json", '{"k1": "x"}'),
 ])
 def test_ask_rebuilds_a_lexical_index_whose_content_does_not_fit(templates, tmp_path, name, content):
     root = copy_of(templates, "offline", tmp_path)
@@ -540,8 +541,8 @@ SERVE = textwrap.dedent('''
 
 
 @pytest.mark.parametrize("target, kind", [
-    ("lexical-index/params.index.json", "fifo"),
-    ("lexical-index/kaas-vocab.json", "zero"),
+    ("lexical-index/docs.npy", "fifo"),
+    ("lexical-index/kaas-vocab.txt", "zero"),
     ("lexical-index/kaas-fingerprint", "fifo"),
     ("compile.lock", "fifo"),
     ("compile.lock", "folder"),

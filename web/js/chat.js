@@ -212,6 +212,7 @@ class AnswerView {
     this.question = question;
     this.earlierPages = earlierPages; // pages read for the earlier answers in this question's history
     this.pagesRead = [];
+    this.rounds = []; // the pages events of rounds 2 and later (multi-hop reading): round, why, added
     this.citations = [];
     this.offline = null; // {reason, message} when the model failed and the answer is the offline extract
     this.mode = "llm";
@@ -251,10 +252,12 @@ class AnswerView {
         this.rewriteLine.hidden = false;
         this.rewriteLine.replaceChildren("Searched for: ", h("q", {}, data.query));
         break;
-      case "pages":
+      case "pages": // one per round of reading; each carries every page read so far
         this.pagesData = data.pages || [];
         this.method = data.method || null;
         this.pagesRead = (data.pages || []).map((p) => p.path);
+        if ((data.round || 1) > 1) this.rounds.push(data);
+        else this.rounds = [];
         this.showPages(data.pages || [], data.method);
         break;
       case "notice": (this.answer ? this.laterNotices : this.notices).append(h("p.notice", {}, data.message)); break;
@@ -294,6 +297,8 @@ class AnswerView {
       h("ul", {}, pages.map((p) => h("li", {},
         h("a.page-link", { href: "/wiki/" + p.path, dataset: { path: p.path } }, p.title),
         h("span.path", {}, p.path), p.truncated ? h("span.tag", {}, "shortened") : null))),
+      ...this.rounds.map((r) => h("p.round", {}, `round ${r.round}: ${r.why || ""}`,
+        h("span.muted", {}, ` (${(r.added || []).length} page${(r.added || []).length === 1 ? "" : "s"})`))),
     );
   }
 

@@ -37,7 +37,14 @@ class Settings:
     max_retries: int = 3
     breaker_failures: int = 3  # calls in a row the model did not answer, after which it is treated as down (0: never)
     breaker_cooldown: float = 60.0  # seconds it is then treated as down (calls fail at once) before one call probes it
-    concurrency: int = 4
+    concurrency: int = 4  # model calls in flight for one compile or CLI process
+    # Serving (server/limits.py): model calls in flight for one `kaas serve`, all users together;
+    # per user (a token of kaas.toml's [users]): answers in flight, and questions a minute (0: no limit).
+    serve_concurrency: int = 256
+    serve_streams: int = 32  # of those, streamed answers: the rest stay free for the calls that start a question
+    stream_concurrency: int | None = None  # set from serve_streams by the server (llm/config.py)
+    user_concurrency: int = 8
+    user_rate: int = 60
     cache: bool = True
     direct_http: bool = True  # talk to OpenAI-compatible servers over httpx, not through litellm
     # Navigation budgets, in estimated tokens. select_budget None = derived from the model's context.
@@ -45,7 +52,11 @@ class Settings:
     # Over the budget: "shortlist" (keyword shortlist, one call) or "topics" (topics, then pages).
     navigation: str = "shortlist"
     read_budget: int = 12_000
-    max_pages: int = 5
+    max_pages: int = 5  # pages read per question, all rounds together
+    # Multi-hop (navigate/rounds.py): rounds of reading per question (1: no second look), and the
+    # model calls one question may spend choosing pages in all rounds (rewrite included).
+    max_rounds: int = 2
+    max_calls: int = 4
     # When the model fails the answer step (unreachable, timeout, 5xx after retries): answer with
     # the offline extract of the pages read, saying why (true), or fail with the error (false).
     answer_fallback: bool = True
@@ -64,8 +75,10 @@ class Settings:
         return replace(self, **{k: v for k, v in changes.items() if v is not None})
 
 
-_INT_FIELDS = {"max_retries", "breaker_failures", "concurrency", "select_budget", "read_budget", "max_pages"}
-_ZERO_ALLOWED = {"max_retries", "breaker_failures"}
+_INT_FIELDS = {"max_retries", "breaker_failures", "concurrency", "select_budget", "read_budget", "max_pages",
+               "serve_concurrency", "serve_streams", "stream_concurrency", "user_concurrency", "user_rate",
+               "max_rounds", "max_calls"}
+_ZERO_ALLOWED = {"max_retries", "breaker_failures", "user_concurrency", "user_rate"}
 _FLOAT_FIELDS = {"timeout", "call_deadline", "breaker_cooldown"}
 _BOOL_FIELDS = {"cache", "debug", "direct_http", "answer_fallback"}
 _PATH_FIELDS = {"kb", "prompts_dir"}

@@ -38,7 +38,7 @@ def _setup_logging(verbose: bool) -> None:
     root.handlers[:] = [handler]
     root.setLevel(logging.INFO if verbose else logging.WARNING)
     root.propagate = False
-    for noisy in ("LiteLLM", "litellm", "httpx", "httpcore", "bm25s"):
+    for noisy in ("LiteLLM", "litellm", "httpx", "httpcore"):
         logging.getLogger(noisy).setLevel(logging.ERROR)
 
 
@@ -207,7 +207,11 @@ def index(ctx: click.Context) -> None:
 
     settings = _settings(ctx)
     try:
-        result = KnowledgeBase(settings.kb).reindex()
+        kb = KnowledgeBase(settings.kb)
+        result = kb.reindex()
+        from kb_ai.offline.lexical import save_keyword_index
+
+        save_keyword_index(kb)  # the catalog's snapshot and keyword index: the first question loads them
     except KaasError as exc:
         _fail(exc)
     for warning in result.warnings:

@@ -85,7 +85,11 @@ def _write_estimate(run: CompileRun, engine: Engine, works: list[SourceWork]) ->
 def _cost(model: str | None, prompt_tokens: int, completion_tokens: int) -> float | None:
     if not model:
         return None
-    from kb_ai.llm.transports.litellm import token_cost  # noqa: PLC0415
+    from kb_ai.llm.transports.litellm import map_cost, model_map_entry, token_cost  # noqa: PLC0415
 
-    cost = token_cost(model, prompt_tokens, completion_tokens)
+    # The model map's per-token prices, read without importing litellm (seconds and ~150 MB);
+    # litellm itself only for a model the map knows but prices otherwise.
+    cost = map_cost(model, prompt_tokens, completion_tokens)
+    if cost is None and model_map_entry(model) is not None:
+        cost = token_cost(model, prompt_tokens, completion_tokens)
     return None if cost is None else round(cost, 6)

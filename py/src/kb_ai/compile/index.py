@@ -13,6 +13,9 @@ def index(run: CompileRun, written: bool) -> None:
     with stage_timer(run.report, "index") as stage:
         if written or run.full or not run.kb.master_index.exists() or run.state.resumed_units:
             result = run.kb.reindex()
+            from kb_ai.offline.lexical import save_keyword_index  # noqa: PLC0415 (numpy only when indexing)
+
+            save_keyword_index(run.kb)  # the first question after a compile loads it, not builds it
             stage.counts = {"articles": result.articles, "topics": result.topics, "written": int(result.written)}
             run.report.warnings.extend(w for w in result.warnings if "no summary" not in w)
         else:

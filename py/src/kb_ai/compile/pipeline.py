@@ -97,6 +97,8 @@ async def _compile(settings: Settings, kb: KnowledgeBase, engine: Engine, report
     state = CompileState.load(kb.state_dir, kb.wiki_dir, read_only=dry_run)
     shown = progress if isinstance(progress, Progress) else Progress(progress)
     run = CompileRun(settings, kb, state, report, shown, today, full=full, dry_run=dry_run)
+    if engine.gateway is not None and hasattr(engine.gateway, "in_flight"):
+        run.progress.in_flight = lambda: engine.gateway.in_flight
     if state.resumed_units:
         report.notes.append(f"resumed an interrupted compile: {state.resumed_units} finished units of work kept")
     if engine.mode == "llm" and not dry_run and hasattr(engine.gateway, "preflight"):

@@ -38,7 +38,7 @@ class PlanCatalog:
         # article path -> the raw/ folders of the sources it is made from (known ones: the
         # manifest's and this run's plans), for ``OfflinePlanner``'s same-title rule
         self.source_folders: dict[str, set[str]] = {}
-        from kb_ai.offline.lexical import TermIndex  # noqa: PLC0415 (bm25s only when planning)
+        from kb_ai.offline.lexical import TermIndex  # noqa: PLC0415 (the index only when planning)
 
         self._lexical = TermIndex()
         for item in items:

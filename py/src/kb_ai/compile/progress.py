@@ -32,6 +32,8 @@ class Progress:
         self.count = 0
         self._last = 0.0
         self._width = 0
+        # Model calls in flight now (the gateway's ``in_flight``), shown while a stage runs.
+        self.in_flight: Callable[[], int] | None = None
 
     def start(self, stage: str, total: int) -> None:
         self.stage, self.total, self.count = stage, total, 0
@@ -70,7 +72,9 @@ class Progress:
         total = max(self.total, 1)
         filled = int(BAR_WIDTH * min(self.count, total) / total)
         # The label is a source's file name: anything in it that could act on the terminal goes.
-        line = f"{self.stage:<7} [{'#' * filled}{'.' * (BAR_WIDTH - filled)}] {self.count}/{self.total} {terminal_safe(label)}"
+        flying = self.in_flight() if self.in_flight is not None else 0
+        calls = f" ({flying} calls in flight)" if flying else ""
+        line = f"{self.stage:<7} [{'#' * filled}{'.' * (BAR_WIDTH - filled)}] {self.count}/{self.total}{calls} {terminal_safe(label)}"
         line = line[:100]
         pad = max(0, self._width - len(line))
         self.stream.write("\r" + line + " " * pad)

@@ -78,7 +78,7 @@ def _texts_of_sources(sources: list[tuple[str, str, str]]) -> tuple[dict[str, st
 
 
 def _split_folder(folder: str, items: list[SourceWork], articles: list[CatalogEntry]) -> None:
-    from kb_ai.offline.lexical import term_groups  # noqa: PLC0415 (bm25s only when a topic is split)
+    from kb_ai.offline.lexical import term_groups  # noqa: PLC0415 (the index only when a topic is split)
 
     texts, titles = _texts_of_sources([(w.path, w.source.title, w.source.text) for w in items])
     texts.update({f"a:{e.path}": f"{e.title} {e.summary}" for e in articles})

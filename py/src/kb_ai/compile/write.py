@@ -167,8 +167,11 @@ class ArticleWriter:
                            record is None or text_hash(text) != record.written_hash, rel)
         title = article.title if _present(article.meta.get("title")) else job.target.title
         topic = article.topic if _present(article.meta.get("topic")) else job.target.topic
+        listed = article.meta.get("sources")
+        copies = frozenset(s for s in (listed if isinstance(listed, list) else []) if isinstance(s, str)
+                           and s in self.state.sources and self.state.sources[s].status == DUPLICATE)
         return CurrentArticle(rel, one_line(title), one_line(topic), article.summary, dict(article.meta),
-                              article.body, hand_edited, latest, rejected, hand), text
+                              article.body, hand_edited, latest, rejected, hand, copies), text
 
     def _commit(self, article: CurrentArticle, old_text: str | None, meta: dict[str, Any], body: str,
                 merged: dict[str, str], orphaned: bool, former: dict[str, str] | None = None) -> tuple[bool, str]:
@@ -264,7 +267,7 @@ class ArticleWriter:
             dates = [c.source.date for c in chunk if c.source.date]
             latest = max([article.latest_date or "", *dates]) or None
             article = CurrentArticle(article.path, article.title, article.topic, summary, meta,
-                                     draft.body, article.hand_edited, latest, None, article.hand)
+                                     draft.body, article.hand_edited, latest, None, article.hand, article.copies)
         if (job.detach or job.adopt or job.relinks) and not job.contributions:
             return self._detach(job, article, old_text, merged)
         if wrote:

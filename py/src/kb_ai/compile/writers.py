@@ -97,6 +97,9 @@ class CurrentArticle:
     latest_date: str | None  # newest date among the sources already merged
     rejected: str | None = None  # why the model's previous output for this article was refused
     hand: "HandText | None" = None  # what a person wrote in it (None: nothing)
+    # Sources listed in ``sources:`` that are copies dedup dropped (their text is their original's):
+    # they list the article but have no part of their own in it.
+    copies: frozenset[str] = frozenset()
 
 
 @dataclass
@@ -177,7 +180,7 @@ class OfflineWriter:
         for contribution in chunk:
             source = contribution.source
             fresh = article_body(article.title, source.text)
-            others = [s for s in listed if s != source.path]
+            others = [s for s in listed if s != source.path and s not in article.copies]
             if body is None:
                 body = fresh
             elif latest and source.date and source.date < latest:

@@ -19,6 +19,7 @@ class GatewayConfig:
     breaker_failures: int = 3  # calls in a row without an answer after which the model is treated as down (0: never)
     breaker_cooldown: float = 60.0  # seconds the model is then treated as down before one call probes it
     concurrency: int = 4
+    stream_concurrency: int | None = None  # streamed replies in flight, within ``concurrency`` (a server); None: no own limit
     cache_dir: Path | None = None  # None: no response cache
     trace_file: Path | None = None  # JSONL of every prompt and raw reply, when set
     # Talk to OpenAI-compatible servers (openai/<model> + api_base) over httpx directly instead
@@ -39,6 +40,7 @@ def gateway_config(settings: Settings, model: str, state_dir: Path) -> GatewayCo
         breaker_failures=settings.breaker_failures,
         breaker_cooldown=settings.breaker_cooldown,
         concurrency=settings.concurrency,
+        stream_concurrency=settings.stream_concurrency,
         cache_dir=(state_dir / "cache" / "llm") if settings.cache else None,
         trace_file=(state_dir / "logs" / "llm-trace.jsonl") if settings.debug else None,
         direct_http=settings.direct_http,

@@ -120,6 +120,10 @@ class LLMGateway:
         self._semaphores: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
             weakref.WeakKeyDictionary()
         )
+        self.in_flight = 0  # requests the model is working on now (``flying``)
+        self._stream_semaphores: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
+            weakref.WeakKeyDictionary()
+        )
         self.books = Books(config, cost=lambda p, c: self.transport.cost(p, c), clock=clock)
         self._shapes = structured.ShapeMemory(
             Path(config.cache_dir).parent / structured.CAPABILITIES_FILE if config.cache_dir else None)
@@ -319,6 +323,28 @@ class LLMGateway:
             self._semaphores[loop] = semaphore
         return semaphore
 
+    @contextlib.contextmanager
+    def flying(self):
+        """Counts a request the model is working on (``in_flight``: the compile's progress line)."""
+        self.in_flight += 1
+        try:
+            yield
+        finally:
+            self.in_flight -= 1
+
+    def stream_slot(self) -> contextlib.AbstractAsyncContextManager:
+        """Taken by a streamed reply before its ``slot``, when ``stream_concurrency`` is set (a
+        server): long answers cannot take every slot, so the short calls that start a new
+        question (selection) do not queue behind the answers streaming ahead of them."""
+        if not self.config.stream_concurrency:
+            return contextlib.nullcontext()
+        loop = asyncio.get_running_loop()
+        semaphore = self._stream_semaphores.get(loop)
+        if semaphore is None:
+            semaphore = asyncio.Semaphore(max(1, int(self.config.stream_concurrency)))
+            self._stream_semaphores[loop] = semaphore
+        return semaphore
+
     async def send(self, messages: list[Message], *, temperature: float, call: Call, stream: bool,
                    response_format: dict[str, Any] | None = None) -> Any:
         """One attempt through the transport: a ``Reply``, or a stream of ``ReplyChunk`` when
@@ -336,7 +362,8 @@ class LLMGateway:
                 async with asyncio.timeout_at(deadline_at) as limit:
                     if stream:
                         return await self.transport.stream(request)
-                    return await self.transport.complete(request)
+                    with self.flying():
+                        return await self.transport.complete(request)
             except (ReplyTooLarge, LLMError):
                 raise
             except Exception as exc:  # noqa: BLE001 (mapped below; cancellation passes through)

@@ -85,13 +85,14 @@ async def stream_reply(gateway: LLMGateway, messages: list[Message], *, purpose:
             started = gateway.clock()
             received = _Received(call.limits)
             delay: float | None = None
-            async with gateway.slot():
+            async with gateway.stream_slot(), gateway.slot():
                 deadline_at = call.start()  # the first wait for a slot is not the call's time
                 try:
                     texts = _attempt(gateway, received, messages, temperature, call, deadline_at, purpose)
-                    async with contextlib.aclosing(texts):
-                        async for text in texts:
-                            yield text
+                    with gateway.flying():
+                        async with contextlib.aclosing(texts):
+                            async for text in texts:
+                                yield text
                 except (GeneratorExit, asyncio.CancelledError):
                     # The consumer stopped early (client went away): the tokens were still spent.
                     if received.pieces:

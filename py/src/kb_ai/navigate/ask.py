@@ -3,7 +3,7 @@
 ``on_event`` callback on the way: the CLI (in-process and through a running ``kaas serve``), the
 MCP tools and ``kaas eval`` call ``ask``; the HTTP chat streams ``ask_events`` itself.
 
-Order (DESIGN.md): rewrite?, pages, abstained? or offline?, token*, citations, suggestions?, usage, done — with
+Order (DESIGN.md): rewrite?, pages (once per round of reading, ``navigate/rounds.py``), abstained? or offline?, token*, citations, suggestions?, usage, done — with
 ``notice`` events wherever something was degraded, trimmed or dropped, and ``error`` (then the
 stream ends) when a ``KaasError`` stops the answer.
 
@@ -42,7 +42,8 @@ from kb_ai.navigate.offline_navigator import OfflineNavigator
 from kb_ai.navigate.read import read_pages
 from kb_ai.navigate.records import AskEvent, AskRequest, Selection
 from kb_ai.navigate.records import ask as ask  # the one fold of events into a result (re-exported)
-from kb_ai.navigate.topic_select import TopicIndexCache
+from kb_ai.offline.lexical import index_folder
+from kb_ai.navigate.rounds import further_rounds, pages_event, round_usage
 from kb_ai.store.access import Reader
 from kb_ai.store.kb import KnowledgeBase
 from kb_ai.store.pages import load_page
@@ -104,14 +105,15 @@ class AskService:
 def build_service(settings: Settings) -> AskService:
     """The navigator the settings call for: a model when one is configured, else offline."""
     kb = KnowledgeBase(settings.kb)
-    lexical = LexicalIndexCache(kb.wiki_dir, kb.state_dir / "lexical-index")
+    lexical = LexicalIndexCache(kb.wiki_dir, index_folder(kb.state_dir))
     if settings.offline:
         from kb_ai.navigate.offline_navigator import OfflineNavigator
 
-        return AskService(kb, settings, OfflineNavigator(lexical), lexical)
+        return AskService(kb, settings, OfflineNavigator(lexical, rounds=settings.max_rounds), lexical)
     from kb_ai.llm.gateway import build_gateway
     from kb_ai.llm.prompts import PromptLibrary
     from kb_ai.navigate.llm_navigator import LLMNavigator
+    from kb_ai.navigate.topic_select import TopicIndexCache
 
     gateway = build_gateway(settings, kb)
     navigator = LLMNavigator(gateway, PromptLibrary(settings.prompts_dir), lexical, settings.select_budget,
@@ -246,9 +248,12 @@ async def ask_events(service: AskService, request: AskRequest) -> AsyncIterator[
         pages, read_notices = await anyio.to_thread.run_sync(
             lambda: read_pages(service.kb, selection.paths, service.settings.read_budget, query,
                                catalog=catalog, reader=request.reader))
-        yield AskEvent("pages", {"pages": [p.ref() for p in pages], "method": selection.method})
+        yield pages_event(pages, selection, 1, pages, round_usage(meter, (0, 0, 0)))
         for message in read_notices:
             yield AskEvent("notice", {"message": message})
+        async with aclosing(further_rounds(service, request, query, catalog, pages, list(pages), meter)) as rounds:
+            async for event in rounds:  # multi-hop: the pages the pages read lead to (navigate/rounds.py)
+                yield event
 
         answer_parts: list[str] = []
         offline_reason: str | None = None

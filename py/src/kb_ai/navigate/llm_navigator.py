@@ -16,11 +16,12 @@ from typing import AsyncIterator
 
 import anyio
 
-from kb_ai.errors import LLMError, LLMUnreachableError
+from kb_ai.errors import ConfigError, LLMError, LLMUnreachableError
 from kb_ai.llm.gateway import LLMGateway
 from kb_ai.llm.plausible import one_line, plausible, unique
 from kb_ai.llm.prompts import PromptLibrary
 from kb_ai.llm.usage import UsageMeter
+from kb_ai.navigate.follow_up import select_more_llm
 from kb_ai.navigate.navigator import LexicalIndexCache
 from kb_ai.navigate.offline_navigator import OfflineNavigator, lexical_selection
 from kb_ai.navigate.records import ReadPage, Selection, Turn
@@ -123,6 +124,28 @@ class LLMNavigator:
             fallback.notices[:0] = selection.notices
             return fallback
         return selection
+
+    async def follow_up(self, question: str, catalog: Catalog, pages: list[ReadPage], latest: list[ReadPage],
+                        max_pages: int, meter: UsageMeter) -> Selection:
+        """The model, having read ``pages``, names the pages they lead to (``follow_up.select_more_llm``).
+        A model that does not answer is not asked again: the offline bridge expansion instead. A
+        failed call ends the rounds with a notice: the answer is made from the pages read."""
+        if meter.model_down:
+            return await self._offline().follow_up(question, catalog, pages, latest, max_pages, meter)
+        budget = select_budget_for(self.gateway.context_window(), self.select_budget)
+        lexical = await anyio.to_thread.run_sync(self.lexical.get, catalog)
+        try:
+            return await select_more_llm(question, catalog, pages, gateway=self.gateway, prompts=self.prompts,
+                                         max_pages=max_pages, budget_tokens=budget, lexical=lexical, meter=meter)
+        except ConfigError as exc:  # a prompts folder of one's own without select_more.md
+            return Selection(paths=[], method="llm", notices=[f"No further round of reading: {exc.message}"])
+        except LLMError as exc:
+            if exc.fatal:
+                raise
+            if meter.model_down:
+                return await self._offline().follow_up(question, catalog, pages, latest, max_pages, meter)
+            return Selection(paths=[], method="llm", notices=[
+                f"A further round of page selection failed ({exc.message}); the answer uses the pages read."])
 
     async def _fallback(self, question: str, catalog: Catalog, max_pages: int, reason: str) -> Selection:
         log.info("%s; falling back to keyword selection", reason)  # the person reads it as a notice

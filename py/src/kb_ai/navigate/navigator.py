@@ -47,6 +47,12 @@ class Navigator(Protocol):
     def not_covered(self) -> str:
         """The honest answer when no page was selected."""
 
+    async def follow_up(self, question: str, catalog: Catalog, pages: list[ReadPage], latest: list[ReadPage],
+                        max_pages: int, meter: UsageMeter) -> Selection:
+        """After reading ``pages`` (``latest``: those of the last round), at most ``max_pages``
+        more pages they lead to (none: enough was read). Optional: a navigator without it reads
+        one round (``navigate/rounds.py``)."""
+
 
 class LexicalIndexCache:
     """Lexical indexes shared by both navigators (selection fallback, shortlists, offline ranking).

@@ -12,6 +12,7 @@ from typing import AsyncIterator
 import anyio
 
 from kb_ai.llm.usage import UsageMeter
+from kb_ai.navigate import bridge
 from kb_ai.navigate.navigator import LexicalIndexCache
 from kb_ai.navigate.records import ReadPage, Selection, Turn
 from kb_ai.offline.coverage import coverage
@@ -115,9 +116,10 @@ def abstention_selection(index, catalog: Catalog, question: str) -> Selection | 
 class OfflineNavigator:
     mode = "offline"
 
-    def __init__(self, lexical: LexicalIndexCache, label: str = OFFLINE_LABEL):
+    def __init__(self, lexical: LexicalIndexCache, label: str = OFFLINE_LABEL, *, rounds: int = 1):
         self.lexical = lexical
         self.label = label  # the answer's first line: says what the answer is, and why
+        self.rounds = rounds  # rounds of reading (settings.max_rounds): later ones follow bridges
 
     def preflight(self) -> None:
         """Nothing to check: no model, no key."""
@@ -132,9 +134,31 @@ class OfflineNavigator:
         return await anyio.to_thread.run_sync(self._select, question, catalog, max_pages)
 
     def _select(self, question: str, catalog: Catalog, max_pages: int) -> Selection:
+        """No page when the wiki does not cover the question (``abstention_selection``); else the
+        keyword hits and the pages the question names by title, leaving a page for each later
+        round (``navigate.bridge.first_round``)."""
         index = self.lexical.get(catalog)
         abstention = abstention_selection(index, catalog, question)
-        return abstention or lexical_selection(index, question, max_pages, "lexical")
+        if abstention:
+            return abstention
+        selection = lexical_selection(index, question, max_pages, "lexical")
+        reserve = min(self.rounds - 1, max_pages - 1)
+        selection.paths, named = bridge.first_round(selection.paths, question, index, catalog, max_pages, reserve)
+        if named:
+            selection.why = "keyword search and the pages the question names: " + "; ".join(
+                catalog.by_path[p].title for p in named)
+        return selection
+
+    async def follow_up(self, question: str, catalog: Catalog, pages: list[ReadPage], latest: list[ReadPage],
+                        max_pages: int, meter: UsageMeter) -> Selection:
+        """The pages the latest round's pages name or link to (``navigate.bridge.next_round``)."""
+        def run() -> Selection:
+            paths = bridge.next_round(question, latest, {p.path for p in pages}, self.lexical.get(catalog), catalog,
+                                      max_pages)
+            why = "pages the pages read name: " + "; ".join(catalog.by_path[p].title for p in paths)
+            return Selection(paths=paths, method="lexical-bridge", why=why)
+
+        return await anyio.to_thread.run_sync(run)
 
     async def answer(self, question: str, history: list[Turn], pages: list[ReadPage], catalog: Catalog,
                      meter: UsageMeter) -> AsyncIterator[str]:

@@ -39,6 +39,7 @@ class Selection:
     dropped: list[str] = field(default_factory=list)  # paths the model invented or that left the wiki
     repaired: dict[str, str] = field(default_factory=dict)  # model's path -> catalog path
     notices: list[str] = field(default_factory=list)
+    why: str = ""  # one line for the reader: why these pages (the ``pages`` event's ``why``)
     # The navigator judged that the wiki does not cover the question (``offline.coverage``):
     # nothing is read, and ``related`` (the closest pages) are shown as related, not as an answer.
     abstained: bool = False
@@ -116,6 +117,8 @@ class AskResult:
     error: dict[str, str] | None = None
     saved_path: str | None = None  # set when the answer was filed into wiki/answers/
     method: str | None = None  # how the pages were chosen (``Selection.method``); not in to_json
+    # One entry per ``pages`` event (round of reading): {"round", "why", "added", "method", "usage"}.
+    rounds: list[dict[str, Any]] = field(default_factory=list)
     abstained: bool = False  # the answer is "the wiki does not cover this" (an ``abstained`` event)
     related: list[dict[str, Any]] = field(default_factory=list)  # closest pages then: not an answer
     offline: dict[str, str] | None = None  # {"reason", "message"}: the model failed, the answer is the offline extract
@@ -126,8 +129,12 @@ class AskResult:
         if event.name == "token":
             self.answer += data["text"]
         elif event.name == "pages":
-            self.pages = list(data["pages"])
-            self.method = data.get("method", self.method)
+            self.pages = list(data["pages"])  # every page read so far: the last event has them all
+            if self.method is None or data.get("round", 1) == 1:
+                self.method = data.get("method", self.method)
+            self.rounds.append({"round": data.get("round", len(self.rounds) + 1), "why": data.get("why", ""),
+                                "added": list(data.get("added", [p["path"] for p in data["pages"]])),
+                                "method": data.get("method"), "usage": dict(data.get("usage") or {})})
         elif event.name == "citations":
             self.citations = list(data["citations"])
             self.invalid_citations = list(data.get("invalid", []))
@@ -159,6 +166,7 @@ class AskResult:
             "invalid_citations": self.invalid_citations,
             "notices": self.notices,
             "suggestions": self.suggestions,
+            "rounds": self.rounds,
             "abstained": self.abstained,
             "related": self.related,
         }

@@ -1,8 +1,8 @@
 """Lexical relevance, in one place: every ranking by shared words in kaas is one of these.
 
-* ``LexicalIndex``: BM25 (bm25s) over the catalog and the articles' text, saved on disk (below).
-* ``rank_texts``: BM25 (bm25s) over a handful of texts ranked once (the extractive answer's
-  sentences).
+* ``LexicalIndex``: BM25 over the catalog and the articles' text, saved on disk and updated one
+  page at a time (below).
+* ``rank_texts``: BM25 over a handful of texts ranked once (the extractive answer's sentences).
 * ``TermIndex``: BM25 over short texts that grows one text at a time (the compile planner's
   catalog, which sees each article it plans in the same run).
 * ``by_shared_terms``: texts ordered by how many terms they share with a query (the sections
@@ -13,24 +13,32 @@
   words, so a group's word is its readable name), weighted by inverse document frequency like
   ``store/topics.py``'s summaries.
 
-All of them read text through ``offline.text.tokenize`` (stemmed, stop words dropped).
+All of them read text through ``offline.text.tokenize`` (stemmed, stop words dropped), and the
+two BM25 rankings of whole texts score as bm25s's default did (Lucene's variant: k1 1.5, b 0.75,
+idf ``log(1 + (N - df + 0.5) / (df + 0.5))``; a query term given twice counts twice).
 
 ``LexicalIndex``: a BM25 index over the catalog (title, summary, topic) and the articles' text.
 
 Fields are weighted by repetition: a title term counts three times, a summary term twice, body
-terms once, so a page *about* a term outranks one that merely mentions it. The index is saved in
-``.kaas/lexical-index/`` with a fingerprint of the catalog and of every article's size and mtime;
-a later process loads it instead of re-reading every article, and rebuilds it when anything changed.
-The saved index is kaas's own state: a folder or file in it that is damaged or is not a regular
-file (a FIFO, a link to a device or a huge file, garbage, arrays that do not fit the catalog) is
-reported in one warning line and the index rebuilt; nothing is handed to bm25s's loader before
-every file in the folder has been checked to be a regular file of bounded size.
+terms once, so a page *about* a term outranks one that merely mentions it. It keeps term
+frequencies (postings per term, numpy arrays) and document lengths, not precomputed scores: a
+score is computed at query time from the current page count, document frequencies and average
+length, so a page can be taken out and another put in without touching the rest — the result
+ranks exactly as a full rebuild would. The index is saved in ``.kaas/lexical-index/`` with the
+catalog's fingerprint and a key per page (its catalog line and file stamp); a later process
+loads it, and when the catalog changed it re-reads only the pages whose key changed (a hand
+edit: one page out, one in), or rebuilds it when too much changed to be worth it.
+The saved index is kaas's own state: every file is read bounded and as plain arrays (numpy,
+``allow_pickle=False``) or JSON; a folder or file in it that is damaged or is not a regular file
+(a FIFO, a link to a device or a huge file, garbage, arrays that do not fit together) is reported
+in one warning line and the index rebuilt.
 """
 
 from __future__ import annotations
 
 import hashlib
 import heapq
+import io
 import json
 import logging
 import math
@@ -40,7 +48,6 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-import bm25s
 import numpy as np
 
 from kb_ai.offline.text import tokenize
@@ -60,12 +67,16 @@ from kb_ai.files import (
 
 log = logging.getLogger(__name__)
 
-INDEX_FORMAT = 3  # 3: access rules are part of the fingerprint
+INDEX_FORMAT = 4  # 4: kaas's own postings (term frequencies), updated page by page
 TITLE_WEIGHT = 3
 SUMMARY_WEIGHT = 2
 BODY_CHAR_LIMIT = 50_000  # per article: enough to rank, bounded for huge pages
 MAX_INDEX_FILE_BYTES = 1 << 30  # any one file of a saved index
-_BM25_SETTINGS = ("k1", "b", "delta", "method", "idf_method", "dtype", "int_dtype", "backend", "csc_backend")
+K1, B = 1.5, 0.75
+# A changed catalog is updated page by page up to this many changed pages (or 2% of them); past
+# that a full rebuild is about as fast and leaves no dead postings behind.
+UPDATE_AT_MOST = 200
+ARRAYS = ("indptr", "docs", "tfs", "lengths", "live", "keys", "df")
 
 
 @dataclass(frozen=True)
@@ -98,99 +109,187 @@ def _read_body(wiki_dir: Path, entry: CatalogEntry) -> str:
     return body
 
 
+def _stamp_of(wiki_dir: Path, catalog: Catalog, path: str) -> tuple[int, int]:
+    stamp = catalog.stamps.get(path) if catalog.stamps is not None else None
+    if stamp is None:
+        try:
+            st = os.stat(f"{wiki_dir}/{path}")
+            stamp = (st.st_size, st.st_mtime_ns)
+        except OSError:
+            stamp = (-1, -1)
+    return stamp
+
+
+def _page_key(entry: CatalogEntry, stamp: tuple[int, int]) -> int:
+    """What a page's terms depend on: its catalog line, access rule and file stamp (64 bits)."""
+    text = f"{entry.path}\x00{entry.title}\x00{entry.summary}\x00{entry.topic}\x00{entry.access}\x00{stamp[0]}:{stamp[1]}"
+    return int.from_bytes(hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).digest(), "little")
+
+
 def catalog_fingerprint(wiki_dir: Path, catalog: Catalog) -> str:
     """Changes when any catalog line (access rule included) or any listed article's size or
-    mtime changes."""
+    mtime changes. A catalog loaded by ``CatalogStore`` carries its identity (a digest of the
+    same), which costs nothing to read here."""
     digest = hashlib.sha256(f"v{INDEX_FORMAT}".encode())
-    root = str(wiki_dir)
+    if catalog.identity is not None:
+        digest.update(f"identity:{catalog.identity}".encode())
+        return digest.hexdigest()
     parts = []
     for entry in catalog.entries:
-        stamp = catalog.stamps.get(entry.path) if catalog.stamps is not None else None
-        if stamp is None:
-            try:
-                st = os.stat(f"{root}/{entry.path}")
-                stamp = (st.st_size, st.st_mtime_ns)
-            except OSError:
-                stamp = (-1, -1)
+        stamp = _stamp_of(wiki_dir, catalog, entry.path)
         parts.append(f"{entry.path}\x00{entry.title}\x00{entry.summary}\x00{entry.topic}\x00{entry.access}\x00"
                      f"{stamp[0]}:{stamp[1]}\n")
-    digest.update("".join(parts).encode())
+    digest.update("".join(parts).encode("utf-8", "surrogatepass"))
     return digest.hexdigest()
 
 
-def _check_loaded(retriever: bm25s.BM25, vocab, num_docs: int) -> None:
-    """Raise DamagedFileError unless a loaded index is one ``LexicalIndex.build`` could have saved
-    for ``num_docs`` pages: scoring it can then never fail (no term id or page past the arrays)."""
-    reference = bm25s.BM25()
-    if any(getattr(retriever, name, None) != getattr(reference, name) for name in _BM25_SETTINGS):
-        raise DamagedFileError("params.index.json holds settings kaas does not use")
-    if getattr(retriever, "nonoccurrence_array", None) is not None:
-        raise DamagedFileError("unexpected non-occurrence array")
-    scores = getattr(retriever, "scores", None)
-    if not _scores_fit(scores, num_docs):
-        raise DamagedFileError("its arrays do not fit the catalog")
-    terms = len(scores["indptr"]) - 1  # (bm25s leaves the empty token, which no query holds, out of its arrays)
-    if not _vocab_fits(vocab, terms):
-        raise DamagedFileError("kaas-vocab.json does not fit the index")
-
-
-def _scores_fit(scores, num_docs: int) -> bool:
-    """Whether bm25s's sparse score matrix is well formed for ``num_docs`` pages: 1-D arrays of
-    the right kinds, a monotone ``indptr`` from 0 to the data's length, page ids below ``num_docs``."""
-    try:
-        data, indices, indptr = scores["data"], scores["indices"], scores["indptr"]
-        return (scores["num_docs"] == num_docs
-                and all(isinstance(a, np.ndarray) and a.ndim == 1 for a in (data, indices, indptr))
-                and data.dtype.kind == "f" and indices.dtype.kind in "iu" and indptr.dtype.kind in "iu"
-                and len(data) == len(indices) and len(indptr) >= 1 and indptr[0] == 0 and indptr[-1] == len(data)
-                and bool(np.all(np.diff(indptr) >= 0))
-                and (len(indices) == 0 or (int(indices.min()) >= 0 and int(indices.max()) < num_docs)))
-    except (TypeError, KeyError, IndexError, ValueError):
-        return False
-
-
-def _vocab_fits(vocab, terms: int) -> bool:
-    """Whether the saved vocabulary maps strings to term ids below ``terms`` (the empty token,
-    which bm25s leaves out of its arrays, may take the id one past them)."""
-    return isinstance(vocab, dict) and all(
-        isinstance(k, str) and type(v) is int and 0 <= v < (terms if k else terms + 1) for k, v in vocab.items())
+def _idf(df: int, n: int) -> float:
+    return math.log(1 + (n - df + 0.5) / (df + 0.5))
 
 
 class LexicalIndex:
-    """BM25 over a catalog's pages. ``search`` returns pages by descending score (> 0 only)."""
+    """BM25 over a catalog's pages. ``search`` returns pages by descending score (> 0 only).
 
-    def __init__(self, paths: list[str], retriever: bm25s.BM25, vocab: dict[str, int]):
-        self.paths = paths
-        self._retriever = retriever
+    Pages have positions; a page taken out keeps its position, marked dead (``live``), and a page
+    put in gets a new one. Postings of the pages of the last full build are in CSC arrays
+    (``indptr`` per term into ``docs``/``tfs``); those of pages put in since, in ``_extra``."""
+
+    def __init__(self, paths: list[str | None], vocab: dict[str, int], indptr: np.ndarray, docs: np.ndarray,
+                 tfs: np.ndarray, lengths: np.ndarray, live: np.ndarray, keys: np.ndarray,
+                 extra: dict[int, list[tuple[int, int]]] | None = None, df: np.ndarray | None = None):
+        self.paths = paths  # by position; None: a page taken out
         self._vocab = vocab
+        self._indptr, self._docs, self._tfs = indptr, docs, tfs
+        self._lengths = lengths.astype(np.float64)
+        self._live = live
+        self._keys = keys
+        self._extra = extra or {}
+        if df is None:  # a full build: every posting is of a live page
+            df = np.zeros(len(vocab), dtype=np.int64)
+            df[:len(indptr) - 1] = np.diff(indptr)
+        self._df = df
+        self._refresh_stats()
+
+    def _refresh_stats(self) -> None:
+        self._n = int(self._live.sum())
+        total = float(self._lengths[self._live].sum()) if self._n else 0.0
+        average = (total / self._n) if self._n else 1.0
+        self._norm = K1 * (1 - B + B * self._lengths / (average or 1.0))
+        self._position = dict(zip(self.paths, range(len(self.paths))))
+        self._position.pop(None, None)
+
+    # -- building -------------------------------------------------------------------------------
 
     @classmethod
     def build(cls, wiki_dir: Path, catalog: Catalog, *, with_bodies: bool = True) -> "LexicalIndex":
-        corpus = [
-            _entry_terms(e, _read_body(wiki_dir, e) if with_bodies else "") for e in catalog.entries
-        ]
         vocab: dict[str, int] = {}
-        ids = [[vocab.setdefault(term, len(vocab)) for term in terms] for terms in corpus]
-        retriever = bm25s.BM25()
-        if catalog.entries:
-            retriever.index(bm25s.tokenization.Tokenized(ids=ids, vocab=vocab), show_progress=False)
-        return cls([e.path for e in catalog.entries], retriever, vocab)
+        term_ids: list[np.ndarray] = []
+        doc_ids: list[np.ndarray] = []
+        freqs: list[np.ndarray] = []
+        lengths = np.zeros(len(catalog.entries), dtype=np.float64)
+        keys = np.zeros(len(catalog.entries), dtype=np.uint64)
+        for position, entry in enumerate(catalog.entries):
+            stamp = _stamp_of(wiki_dir, catalog, entry.path)  # before reading: a later edit changes the key
+            terms = _entry_terms(entry, _read_body(wiki_dir, entry) if with_bodies else "")
+            counts = Counter(terms)
+            lengths[position] = len(terms)
+            keys[position] = _page_key(entry, stamp)
+            term_ids.append(np.fromiter((vocab.setdefault(t, len(vocab)) for t in counts), dtype=np.int64, count=len(counts)))
+            freqs.append(np.fromiter((min(c, 65535) for c in counts.values()), dtype=np.uint16, count=len(counts)))
+            doc_ids.append(np.full(len(counts), position, dtype=np.int32))
+        terms = np.concatenate(term_ids) if term_ids else np.zeros(0, np.int64)
+        docs = np.concatenate(doc_ids) if doc_ids else np.zeros(0, np.int32)
+        tfs = np.concatenate(freqs) if freqs else np.zeros(0, np.uint16)  # a count past 65,535 ranks as 65,535
+        order = np.argsort(terms, kind="stable")  # by term, positions ascending within a term
+        indptr = np.zeros(len(vocab) + 1, dtype=np.int64)
+        np.cumsum(np.bincount(terms, minlength=len(vocab)), out=indptr[1:])
+        live = np.ones(len(catalog.entries), dtype=bool)
+        return cls([e.path for e in catalog.entries], vocab, indptr, docs[order], tfs[order], lengths, live, keys)
 
     @classmethod
     def load_or_build(cls, wiki_dir: Path, catalog: Catalog, cache_dir: Path | None) -> "LexicalIndex":
-        """Load the saved index when its fingerprint matches, else build and save it."""
+        """Load the saved index when its fingerprint matches; when the catalog changed a little,
+        update the saved one page by page; else build it. Saved whenever it changed."""
         if cache_dir is None or not catalog.entries:
             return cls.build(wiki_dir, catalog)
         fingerprint = catalog_fingerprint(wiki_dir, catalog)
-        loaded = cls._load(cache_dir, fingerprint, [e.path for e in catalog.entries])
-        if loaded is not None:
+        loaded, current = cls._load(cache_dir, fingerprint)
+        if loaded is not None and current and loaded._lists(catalog):
             return loaded
-        index = cls.build(wiki_dir, catalog)
+        index = loaded.updated(wiki_dir, catalog) if loaded is not None else None
+        if index is None:
+            index = cls.build(wiki_dir, catalog)
         try:
             index._save(cache_dir, fingerprint)
         except OSError as exc:  # a read-only KB still answers; it just rebuilds next time
             log.warning("could not save the lexical index in %s: %s", cache_dir, exc)
         return index
+
+    def updated(self, wiki_dir: Path, catalog: Catalog) -> "LexicalIndex | None":
+        """This index made the index of ``catalog`` by taking out the pages that changed or are
+        gone and putting in the changed and new ones; None when that is too many pages to be
+        worth it (rebuild). Ranks exactly as ``build(catalog)`` would."""
+        wanted: dict[str, tuple[CatalogEntry, tuple[int, int], int]] = {}
+        for entry in catalog.entries:
+            stamp = _stamp_of(wiki_dir, catalog, entry.path)
+            wanted[entry.path] = (entry, stamp, _page_key(entry, stamp))
+        out = [i for i, p in enumerate(self.paths)
+               if p is not None and (p not in wanted or wanted[p][2] != int(self._keys[i]))]
+        put_in = [w for path, w in wanted.items()
+                  if path not in self._position or w[2] != int(self._keys[self._position[path]])]
+        if len(out) + len(put_in) > max(UPDATE_AT_MOST, len(catalog.entries) // 50):
+            return None
+        index = self._copy()
+        for position in out:
+            index._take_out(position)
+        for entry, stamp, key in put_in:
+            index._put_in(entry, key, _entry_terms(entry, _read_body(wiki_dir, entry)))
+        index._refresh_stats()
+        return index
+
+    def _lists(self, catalog: Catalog) -> bool:
+        """Whether this index's pages are exactly the catalog's (a saved index whose fingerprint
+        matches but whose pages do not was damaged: it is updated to the catalog instead)."""
+        return len(self._position) == len(catalog.entries) and self._position.keys() == catalog.by_path.keys()
+
+    def _copy(self) -> "LexicalIndex":
+        """A copy that can be changed while this one keeps serving (the arrays of the last full
+        build are shared: they are never written to)."""
+        copy = object.__new__(LexicalIndex)
+        copy.__dict__.update(self.__dict__)
+        copy.paths = list(self.paths)
+        copy._vocab = dict(self._vocab)
+        copy._lengths, copy._live, copy._keys, copy._df = (
+            self._lengths.copy(), self._live.copy(), self._keys.copy(), self._df.copy())
+        copy._extra = {term: list(postings) for term, postings in self._extra.items()}
+        return copy
+
+    def _take_out(self, position: int) -> None:
+        self._live[position] = False
+        in_base = np.nonzero(self._docs == position)[0]
+        if len(in_base):
+            terms = np.searchsorted(self._indptr, in_base, side="right") - 1
+            np.subtract.at(self._df, terms, 1)
+        for term, postings in self._extra.items():
+            if any(doc == position for doc, _tf in postings):
+                self._df[term] -= 1
+        self.paths[position] = None
+
+    def _put_in(self, entry: CatalogEntry, key: int, terms: list[str]) -> None:
+        position = len(self.paths)
+        self.paths.append(entry.path)
+        self._lengths = np.append(self._lengths, float(len(terms)))
+        self._live = np.append(self._live, True)
+        self._keys = np.append(self._keys, np.uint64(key))
+        for term, count in Counter(terms).items():
+            term_id = self._vocab.get(term)
+            if term_id is None:
+                term_id = self._vocab[term] = len(self._vocab)
+                self._df = np.append(self._df, 0)
+            self._extra.setdefault(term_id, []).append((position, count))
+            self._df[term_id] += 1
+
+    # -- on disk ----------------------------------------------------------------------------------
 
     def _save(self, cache_dir: Path, fingerprint: str) -> None:
         tmp = cache_dir.with_name(cache_dir.name + f".tmp-{os.getpid()}")
@@ -199,9 +298,17 @@ class LexicalIndex:
         remove_state_entry(tmp)
         try:
             tmp.mkdir()
-            self._retriever.save(str(tmp), show_progress=False)
-            (tmp / "kaas-paths.json").write_text(json.dumps(self.paths), encoding="utf-8")
-            (tmp / "kaas-vocab.json").write_text(json.dumps(self._vocab), encoding="utf-8")
+            arrays = {"indptr": self._indptr, "docs": self._docs, "tfs": self._tfs, "lengths": self._lengths,
+                      "live": self._live, "keys": self._keys, "df": self._df}
+            for name, array in arrays.items():
+                with open(tmp / f"{name}.npy", "wb") as handle:
+                    np.save(handle, array, allow_pickle=False)
+            extra = [[term, doc, tf] for term, postings in sorted(self._extra.items()) for doc, tf in postings]
+            # NUL-separated (no path or term holds a NUL; "" for a page taken out): read back with
+            # one split, where JSON would cost a parse and a check of every string.
+            (tmp / "kaas-paths.txt").write_bytes(_joined(p or "" for p in self.paths))
+            (tmp / "kaas-vocab.txt").write_bytes(_joined(sorted(self._vocab, key=self._vocab.__getitem__)))
+            (tmp / "kaas-extra.json").write_text(json.dumps(extra), encoding="utf-8")
             atomic_write_text(tmp / "kaas-fingerprint", fingerprint)
             if cache_dir.is_symlink() or cache_dir.exists():
                 os.replace(cache_dir, old)  # whatever it is (a FIFO, a link): moved, never followed
@@ -218,88 +325,100 @@ class LexicalIndex:
             pass
 
     @classmethod
-    def _load(cls, cache_dir: Path, fingerprint: str, paths: list[str]) -> "LexicalIndex | None":
-        """The saved index when it is the index of ``paths`` with this fingerprint; None when
-        there is none or it is stale (quietly) or damaged (with a warning)."""
+    def _load(cls, cache_dir: Path, fingerprint: str) -> "tuple[LexicalIndex | None, bool]":
+        """The saved index and whether its fingerprint is ``fingerprint``; (None, False) when
+        there is none (quietly) or it is damaged (with a warning)."""
         try:
             stored = read_state_bytes(cache_dir / "kaas-fingerprint", 1000)
-            if stored is None or stored != fingerprint.encode():
-                return None  # not saved yet, or stale: rebuilt
-            if read_state_json(cache_dir / "kaas-paths.json", MAX_INDEX_FILE_BYTES) != paths:
-                raise DamagedFileError("kaas-paths.json does not list the catalog's pages")
-            vocab = read_state_json(cache_dir / "kaas-vocab.json", MAX_INDEX_FILE_BYTES)
-            with os.scandir(cache_dir) as entries:  # bm25s opens its files itself: check each first
-                for entry in entries:
-                    if entry.is_symlink():
-                        raise DamagedFileError(f"{entry.name} is a link")
-                    try:
-                        check_regular_file(Path(entry.path), MAX_INDEX_FILE_BYTES)
-                    except OSError as exc:
-                        raise DamagedFileError(f"{entry.name}: {exc.strerror or exc}") from None
-            try:
-                retriever = bm25s.BM25.load(str(cache_dir), mmap=False, load_corpus=False)
-            except Exception as exc:  # noqa: BLE001 - a third-party loader meets a damaged file
-                raise DamagedFileError(f"bm25s could not load it: {type(exc).__name__}: {exc}") from None
-            _check_loaded(retriever, vocab, len(paths))
+            if stored is None:
+                return None, False
+            if stored != fingerprint.encode() and not os.path.lexists(cache_dir / "kaas-paths.txt"):
+                return None, False  # an index of an earlier format (bm25s's files): rebuilt quietly
+            paths = [p or None for p in _split(read_state_bytes(cache_dir / "kaas-paths.txt", MAX_INDEX_FILE_BYTES))]
+            words = _split(read_state_bytes(cache_dir / "kaas-vocab.txt", MAX_INDEX_FILE_BYTES))
+            extra = read_state_json(cache_dir / "kaas-extra.json", MAX_INDEX_FILE_BYTES)
+            arrays = {name: _load_array(cache_dir / f"{name}.npy") for name in ARRAYS}
+            vocab, extra_postings = _check_saved(paths, words, extra, arrays)
         except (DamagedFileError, OSError) as exc:
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
             log.warning("lexical index %s is damaged (%s); rebuilt", cache_dir, " ".join(str(reason).split())[:300])
-            return None
-        return cls(paths, retriever, vocab)
+            return None, False
+        index = cls(paths, vocab, arrays["indptr"], arrays["docs"], arrays["tfs"], arrays["lengths"],
+                    arrays["live"], arrays["keys"], extra_postings, arrays["df"])
+        return index, stored == fingerprint.encode()
+
+    # -- querying ---------------------------------------------------------------------------------
 
     def restricted_to(self, paths) -> "LexicalIndex":
         """The same index, scoring only ``paths`` (a topic's pages, what one user may read)."""
-        position = self._positions()
         mask = np.zeros(len(self.paths), dtype=bool)
-        mask[[position[p] for p in paths if p in position]] = True
-        view = LexicalIndex(self.paths, self._retriever, self._vocab)
+        mask[[self._position[p] for p in paths if p in self._position]] = True
+        view = object.__new__(LexicalIndex)
+        view.__dict__.update(self.__dict__)
         view._mask = mask
-        view._position = position
         return view
 
     _mask: np.ndarray | None = None
-    _position: dict[str, int] | None = None
 
-    def _positions(self) -> dict[str, int]:
-        if self._position is None:
-            self._position = {p: i for i, p in enumerate(self.paths)}
-        return self._position
-
-    def scores(self, query: str) -> np.ndarray:
-        return self._term_scores([self._vocab[t] for t in tokenize(query) if t in self._vocab])
+    def _postings(self, term: int) -> tuple[np.ndarray, np.ndarray]:
+        base = len(self._indptr) - 1
+        if term < base:
+            start, end = self._indptr[term], self._indptr[term + 1]
+            docs, tfs = self._docs[start:end], self._tfs[start:end]
+        else:
+            docs, tfs = np.zeros(0, np.int32), np.zeros(0, np.int32)
+        extra = self._extra.get(term)
+        if extra:
+            docs = np.concatenate([docs, np.fromiter((d for d, _ in extra), dtype=np.int32, count=len(extra))])
+            tfs = np.concatenate([tfs, np.fromiter((t for _, t in extra), dtype=np.int32, count=len(extra))])
+        return docs, tfs
 
     def _term_scores(self, ids: list[int]) -> np.ndarray:
-        if not ids or not self.paths:
-            return np.zeros(len(self.paths), dtype=np.float32)
-        scores = self._retriever.get_scores(ids)
-        return scores if self._mask is None else np.where(self._mask, scores, 0)
+        """Scores by position (a dead page, and a page outside the mask, score 0)."""
+        scores = np.zeros(len(self.paths), dtype=np.float64)
+        for term in ids:
+            df = int(self._df[term])
+            if df <= 0:
+                continue
+            docs, tfs = self._postings(term)
+            alive = self._live[docs]
+            docs, tfs = docs[alive], tfs[alive].astype(np.float64)
+            scores[docs] += _idf(df, self._n) * tfs / (tfs + self._norm[docs])
+        return scores if self._mask is None else np.where(self._mask, scores, 0.0)
+
+    def scores(self, query: str) -> dict[str, float]:
+        """Each page's score for ``query`` (pages that score 0 left out)."""
+        scores = self._term_scores([self._vocab[t] for t in tokenize(query) if t in self._vocab])
+        return {self.paths[i]: float(scores[i]) for i in np.nonzero(scores > 0)[0]}
 
     def search(self, query: str, k: int) -> list[ScoredPage]:
-        scores = self.scores(query)
-        if not len(scores) or k <= 0:
+        if k <= 0 or not self.paths:
             return []
-        k = min(k, len(scores))
-        top = np.argpartition(-scores, k - 1)[:k]
-        ranked = sorted(top, key=lambda i: (-float(scores[i]), self.paths[i]))
-        return [ScoredPage(self.paths[i], float(scores[i])) for i in ranked if scores[i] > 0]
+        scores = self._term_scores([self._vocab[t] for t in tokenize(query) if t in self._vocab])
+        hits = np.nonzero(scores > 0)[0]
+        if len(hits) > k:
+            # the k best, and every page tied with the k-th (ties go by path, as below)
+            kth = np.partition(scores[hits], len(hits) - k)[len(hits) - k]
+            hits = hits[scores[hits] >= kth]
+        ranked = sorted(hits, key=lambda i: (-float(scores[i]), self.paths[i]))[:k]
+        return [ScoredPage(self.paths[i], float(scores[i])) for i in ranked]
 
     def page_count(self) -> int:
-        """Pages this index scores (a restricted view: the visible ones)."""
-        return len(self.paths) if self._mask is None else int(self._mask.sum())
+        """Pages this index scores: the live ones (in a restricted view: the visible ones)."""
+        return int(self._live.sum()) if self._mask is None else int((self._mask & self._live).sum())
 
     def position(self, path: str) -> int:
         """The position of ``path`` in ``paths`` (what ``pages_with`` returns)."""
-        return self._positions()[path]
+        return self._position[path]
 
     def pages_with(self, term: str) -> np.ndarray:
-        """Positions (in ``paths``) of the pages whose text holds ``term`` (a tokenized term),
-        visible pages only in a restricted view; empty for a term no page holds."""
+        """Positions (in ``paths``) of the live pages whose text holds ``term`` (a tokenized
+        term), visible pages only in a restricted view; empty for a term no page holds."""
         term_id = self._vocab.get(term)
-        scores = getattr(self._retriever, "scores", None)
-        if term_id is None or not scores or term_id + 1 >= len(scores["indptr"]):
+        if term_id is None or self._df[term_id] <= 0:
             return np.zeros(0, dtype=np.int64)
-        indptr = scores["indptr"]
-        docs = np.asarray(scores["indices"][indptr[term_id]:indptr[term_id + 1]], dtype=np.int64)
+        docs, _tfs = self._postings(term_id)
+        docs = docs[self._live[docs]].astype(np.int64)
         return docs if self._mask is None else docs[self._mask[docs]]
 
     def known_terms(self, query: str) -> tuple[list[str], list[str]]:
@@ -309,33 +428,137 @@ class LexicalIndex:
             terms = tokenize(word)
             if not terms:
                 continue
-            known = all(t in self._vocab for t in terms)
-            if known and self._mask is not None:  # in a restricted view, only the visible pages count
-                known = all(bool(self._term_scores([self._vocab[t]]).any()) for t in terms)
+            known = all(t in self._vocab and self._occurs(self._vocab[t]) for t in terms)
             (found if known else missing).append(word.strip("?!.,;:\"'()"))
         return found, missing
 
+    def _occurs(self, term: int) -> bool:
+        """Whether a live page (inside the mask, in a restricted view) holds ``term``."""
+        if self._df[term] <= 0:
+            return False
+        if self._mask is None:
+            return True
+        docs, _tfs = self._postings(term)
+        docs = docs[self._live[docs]]
+        return bool(self._mask[docs].any())
+
+
+MAPPED = ("docs", "tfs")  # the postings: mapped read-only (the pages a query touches are read)
+
+
+def _load_array(path: Path) -> np.ndarray:
+    """A saved array: plain numbers only (``allow_pickle=False``). The postings are memory-mapped
+    once the file is checked to be a regular file of bounded size; the rest is read bounded."""
+    try:
+        if path.stem in MAPPED:
+            try:
+                check_regular_file(path, MAX_INDEX_FILE_BYTES)
+            except FileNotFoundError:
+                raise DamagedFileError(f"{path.name} is missing") from None
+            except OSError as exc:
+                raise DamagedFileError(f"{path.name}: {exc.strerror or exc}") from None
+            return np.load(path, mmap_mode="r", allow_pickle=False)
+        data = read_state_bytes(path, MAX_INDEX_FILE_BYTES)
+        if data is None:
+            raise DamagedFileError(f"{path.name} is missing")
+        return np.load(io.BytesIO(data), allow_pickle=False)
+    except DamagedFileError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - numpy meets a damaged file
+        raise DamagedFileError(f"{path.name}: {type(exc).__name__}: {exc}") from None
+
+
+def _joined(texts) -> bytes:
+    return "\0".join(texts).encode("utf-8", "surrogatepass")
+
+
+def _split(data: bytes | None) -> list[str]:
+    if data is None:
+        raise DamagedFileError("a file of it is missing")
+    try:
+        text = data.decode("utf-8", "surrogatepass")
+    except UnicodeDecodeError as exc:
+        raise DamagedFileError(f"not UTF-8 ({exc.reason})") from None
+    return text.split("\0") if text else []
+
+
+def _check_saved(paths, words, extra, arrays) -> tuple[dict[str, int], dict[int, list[tuple[int, int]]]]:
+    """Raise DamagedFileError unless the saved files are an index ``LexicalIndex._save`` could
+    have written: scoring it can then never fail (no term or page past the arrays)."""
+    vocab = dict(zip(words, range(len(words))))
+    if len(vocab) != len(words):
+        raise DamagedFileError("kaas-vocab.txt lists a term twice")
+    n, terms = len(paths), len(words)
+    indptr, docs, tfs = arrays["indptr"], arrays["docs"], arrays["tfs"]
+    lengths, live, keys, df = arrays["lengths"], arrays["live"], arrays["keys"], arrays["df"]
+    ok = (all(isinstance(a, np.ndarray) and a.ndim == 1 for a in arrays.values())
+          and indptr.dtype.kind in "iu" and docs.dtype.kind in "iu" and tfs.dtype.kind in "iu"
+          and lengths.dtype.kind == "f" and live.dtype == np.bool_ and keys.dtype == np.uint64
+          and len(lengths) == n and len(live) == n and len(keys) == n
+          and df.dtype.kind in "iu" and len(df) == terms and (terms == 0 or int(df.min()) >= 0)
+          and 1 <= len(indptr) <= terms + 1 and indptr[0] == 0 and indptr[-1] == len(docs) == len(tfs)
+          and bool(np.all(np.diff(indptr) >= 0))
+          and (len(docs) == 0 or (int(docs.min()) >= 0 and int(docs.max()) < n and int(tfs.min()) > 0))
+          and bool(np.all(np.isfinite(lengths))) and bool(np.all(lengths >= 0))
+          and np.array_equal(live, np.fromiter((p is not None for p in paths), dtype=bool, count=n)))
+    if not ok:
+        raise DamagedFileError("its arrays do not fit together")
+    postings: dict[int, list[tuple[int, int]]] = {}
+    if not isinstance(extra, list):
+        raise DamagedFileError("kaas-extra.json is not a list")
+    for item in extra:
+        if not (isinstance(item, list) and len(item) == 3 and all(type(v) is int for v in item)
+                and 0 <= item[0] < terms and 0 <= item[1] < n and item[2] > 0):
+            raise DamagedFileError("kaas-extra.json does not fit the index")
+        postings.setdefault(item[0], []).append((item[1], item[2]))
+    return vocab, postings
+
+
+INDEX_FOLDER = "lexical-index"  # under .kaas/: the full catalog's saved index
+
+
+def index_folder(state_dir: Path) -> Path:
+    return state_dir / INDEX_FOLDER
+
+
+def save_keyword_index(kb) -> None:
+    """Load the catalog (which saves its snapshot) and build and save its keyword index, so the
+    first question after ``kaas index`` or a compile finds both ready (``kb``: a KnowledgeBase).
+    A failure to save is a warning: the first question then builds the index itself."""
+    catalog = kb.catalog()
+    if catalog.entries:
+        LexicalIndex.load_or_build(kb.wiki_dir, catalog, index_folder(kb.state_dir))
+
 
 def rank_texts(query_terms: set[str] | list[str], texts_terms: list[list[str]]) -> np.ndarray:
-    """BM25 scores (bm25s) of each of ``texts_terms`` (tokenized texts) for ``query_terms``: an
-    index built for one ranking and dropped."""
+    """BM25 scores of each of ``texts_terms`` (tokenized texts) for ``query_terms`` (float32):
+    an index built for one ranking and dropped."""
     return rank_texts_each([query_terms], texts_terms)[0]
 
 
 def rank_texts_each(queries: list[set[str] | list[str]], texts_terms: list[list[str]]) -> list[np.ndarray]:
     """``rank_texts`` for several queries over the same texts (the passages of one page, for each
-    sentence of an answer that cites it): one index, scored once per query."""
+    sentence of an answer that cites it): the statistics counted once, scored once per query."""
     if not texts_terms:
         return [np.zeros(0, dtype=np.float32) for _ in queries]
-    vocab: dict[str, int] = {}
-    ids = [[vocab.setdefault(t, len(vocab)) for t in terms] for terms in texts_terms]
-    retriever = bm25s.BM25()
-    retriever.index(bm25s.tokenization.Tokenized(ids=ids, vocab=vocab), show_progress=False)
-    scores = []
+    counts = [Counter(terms) for terms in texts_terms]
+    lengths = np.array([len(terms) for terms in texts_terms], dtype=np.float64)
+    n = len(texts_terms)
+    average = float(lengths.mean()) or 1.0
+    norm = K1 * (1 - B + B * lengths / average)
+    df: Counter[str] = Counter()
+    for c in counts:
+        df.update(c.keys())
+    results = []
     for query_terms in queries:
-        known = [vocab[t] for t in query_terms if t in vocab]
-        scores.append(retriever.get_scores(known) if known else np.zeros(len(texts_terms), dtype=np.float32))
-    return scores
+        scores = np.zeros(n, dtype=np.float64)
+        for term in query_terms:
+            if not df.get(term):
+                continue
+            tfs = np.array([c.get(term, 0) for c in counts], dtype=np.float64)
+            scores += _idf(df[term], n) * tfs / (tfs + norm)
+        results.append(scores.astype(np.float32))
+    return results
 
 
 class TermIndex:

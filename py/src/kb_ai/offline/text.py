@@ -3,17 +3,12 @@ removed, Snowball-stemmed (PyStemmer), so "selection", "selected" and "selects" 
 
 from __future__ import annotations
 
-import logging
 import html
 from functools import lru_cache
 
 import Stemmer
 
 from kb_ai.store.words import STOP_WORDS, words as _words
-
-# bm25s sets its own logger to DEBUG at import; its progress chatter must not reach a
-# terminal, and never stdout (where `kaas mcp` speaks the protocol).
-logging.getLogger("bm25s").setLevel(logging.WARNING)
 
 _stemmer = Stemmer.Stemmer("english")
 

@@ -22,6 +22,9 @@ Metrics (per question, then averaged; each over the questions it applies to):
 * **abstention** on ``answerable: false`` questions: the answer read no page or says the wiki does
   not cover the question; the same test on answerable questions gives the false-abstention rate.
 * LLM calls, tokens, cost and seconds per question.
+* **rounds** (multi-hop reading, ``navigate/rounds.py``): per question, for each round of reading,
+  the pages it added, how many of them are gold, and the model calls and tokens it cost; summed up
+  as gold pages read per round, questions that needed a later round, and calls/tokens per round.
 
 Questions run one after another through one service, so the lexical index is built once.
 """
@@ -228,6 +231,8 @@ class QuestionResult:
     seconds: float
     notices: list[str]
     error: dict[str, str] | None = None
+    # Per round of reading: {"round", "pages", "gold_read", "llm_calls", "prompt_tokens", "completion_tokens"}.
+    rounds: list[dict[str, Any]] = field(default_factory=list)
 
 
 def score_question(q: EvalQuestion, gold: list[str], unresolved: list[str], result: AskResult,
@@ -256,8 +261,36 @@ def score_question(q: EvalQuestion, gold: list[str], unresolved: list[str], resu
         llm_calls=int(usage.get("llm_calls", 0)), prompt_tokens=int(usage.get("prompt_tokens", 0)),
         completion_tokens=int(usage.get("completion_tokens", 0)), cost_usd=float(usage.get("cost_usd", 0.0)),
         cache_hits=int(usage.get("cache_hits", 0)), seconds=round(seconds, 4),
-        notices=result.notices, error=result.error,
+        notices=result.notices, error=result.error, rounds=_rounds(result, set(gold)),
     )
+
+
+def _rounds(result: AskResult, gold: set[str]) -> list[dict[str, Any]]:
+    """What each round of reading added, how much of it is gold, and what it cost."""
+    out = []
+    for r in result.rounds:
+        usage = r.get("usage") or {}
+        out.append({"round": r.get("round"), "pages": len(r.get("added", [])),
+                    "gold_read": sum(1 for p in r.get("added", []) if p in gold),
+                    "llm_calls": int(usage.get("llm_calls", 0)), "prompt_tokens": int(usage.get("prompt_tokens", 0)),
+                    "completion_tokens": int(usage.get("completion_tokens", 0))})
+    return out
+
+
+def _round_summary(rs: list[QuestionResult]) -> dict[str, Any]:
+    """Per round number: gold pages and pages it read, calls and tokens, per question (each mean
+    over all questions, a question without that round counting 0), and how many questions had it."""
+    numbers = sorted({r["round"] for q in rs for r in q.rounds if isinstance(r.get("round"), int)})
+    n = len(rs) or 1
+    by_round = {}
+    for number in numbers:
+        rounds = [r for q in rs for r in q.rounds if r.get("round") == number]
+        by_round[str(number)] = {
+            "questions": len({id(q) for q in rs for r in q.rounds if r.get("round") == number}),
+            **{f"{key}_per_question": sum(r[key] for r in rounds) / n
+               for key in ("pages", "gold_read", "llm_calls", "prompt_tokens", "completion_tokens")},
+        }
+    return {"rounds": by_round}
 
 
 def _mean(values: list[float | bool | None]) -> float | None:
@@ -335,6 +368,7 @@ class EvalReport:
             **_answer_summary(ok, answerable, unanswerable),
             "selection_fallbacks": sum(1 for r in ok if r.selection_method == "lexical-fallback"),
             **_cost_summary(rs),
+            **_round_summary(ok),
         }
 
     def to_json(self) -> dict[str, Any]:
@@ -391,6 +425,11 @@ class EvalReport:
             ("cost per question", f"${s['cost_usd_per_question']:.5f}", f"${s['cost_usd_total']:.4f} in all"),
             ("seconds per question", num(s["seconds_per_question"], 3), ""),
         ]
+        for number, r in s["rounds"].items():
+            rows.append((f"round {number}", f"{r['gold_read_per_question']:.2f}",
+                         f"gold pages read per question; {r['questions']} questions, {r['pages_per_question']:.2f} pages, "
+                         f"{r['llm_calls_per_question']:.2f} LLM calls, {r['prompt_tokens_per_question']:,.0f} + "
+                         f"{r['completion_tokens_per_question']:,.0f} tokens per question"))
         if s["gold_unresolved"]:
             rows.insert(1, ("gold pages not found", f"{s['gold_unresolved']}", "counted as misses"))
         width = max(len(r[0]) for r in rows)

@@ -51,6 +51,7 @@ from kb_ai.server.sources import (CompileJob, compile_endpoint, server_fetch_pol
                                   upload_endpoint, urls_endpoint)
 from kb_ai.compile.fetch import FetchPolicy
 from kb_ai.server.guard import LOOPBACK_HOSTS, RequestGuard
+from kb_ai.server.limits import UserLimits
 from kb_ai.store.users import UserDirectory
 from kb_ai.server.pages import index_endpoint, page_endpoint, template_env, wiki_page_endpoint
 from kb_ai.server.watch import WikiWatcher
@@ -139,11 +140,13 @@ def create_app(settings: Settings, *, service: AskService | None = None, web_dir
 
     ``service`` replaces the navigator the settings call for (tests, benchmarks);
     ``allowed_hosts`` None answers any Host header; ``watch_interval`` seconds enables re-indexing
-    on hand edits; ``warm_up`` imports the model client at start-up, not at the first question;
+    on hand edits; ``warm_up`` prepares the model's transport at start-up, not at the first question;
     ``extra_routes`` are mounted too; ``mcp`` serves the MCP tools over streamable HTTP at ``/mcp``;
     ``announce_url`` is written to ``.kaas/server.json`` while the app runs, so that ``kaas ask``
     can send its questions here instead of loading everything itself."""
-    service = service or build_service(settings)
+    # A server's model calls in flight, all users together: sized for serving (server/limits.py).
+    service = service or build_service(settings.with_overrides(
+        concurrency=settings.serve_concurrency, stream_concurrency=min(settings.serve_streams, settings.serve_concurrency)))
     mcp_endpoint = None
     if mcp:
         from kb_ai.server.mcp import MCPHttpEndpoint
@@ -166,7 +169,7 @@ def create_app(settings: Settings, *, service: AskService | None = None, web_dir
         if state.watcher is not None:
             tasks.append(asyncio.create_task(state.watcher.run(), name="kaas-wiki-watcher"))
         if warm_up and not settings.offline:
-            threading.Thread(target=_import_model_client, name="kaas-warm-up", daemon=True).start()
+            threading.Thread(target=_prepare_transport, args=(service,), name="kaas-warm-up", daemon=True).start()
         if announce_url:
             _announce(service.kb.state_dir, announce_url, settings.model, state.proof_secret or "")
         try:
@@ -208,6 +211,8 @@ def create_app(settings: Settings, *, service: AskService | None = None, web_dir
     app.state.kaas = state
     users = UserDirectory(settings.kb, settings.api_token)
     users.check()
+    # Inside the guard (added first: the last added runs first), so the reader is known.
+    app.add_middleware(UserLimits, user_concurrency=settings.user_concurrency, user_rate=settings.user_rate)
     app.add_middleware(RequestGuard, users=users,
                        allowed_hosts=None if allowed_hosts is None else list(allowed_hosts))
     return app
@@ -237,11 +242,15 @@ def _withdraw(state_dir: Path) -> None:
         pass
 
 
-def _import_model_client() -> None:
+def _prepare_transport(service: AskService) -> None:
+    """What the model's transport sets up once, done now rather than in the first question: for
+    litellm its import (seconds, ~150 MB); for an OpenAI-compatible server over httpx almost
+    nothing — litellm is not imported at all."""
+    gateway = getattr(service.navigator, "gateway", None)
+    if gateway is None:
+        return
     try:
-        from kb_ai.llm.transports.litellm import warm_up
-
-        warm_up()
+        gateway.transport.prepare()
     except Exception:  # noqa: BLE001 (warm-up is an optimisation; the first question reports errors)
         log.debug("model client warm-up failed", exc_info=True)
 
@@ -260,7 +269,7 @@ def run_server(settings: Settings, host: str = DEFAULT_HOST, port: int = DEFAULT
 
     if host not in LOOPBACK_HOSTS and not host.startswith("127.") and not UserDirectory(settings.kb, settings.api_token).required():
         log.warning("serving on %s without KAAS_API_TOKEN: anyone who can reach this port can read "
-                    "and edit the wiki", host)
+                    "and edit the wiki, add sources, fetch web pages into raw/ and run a compile", host)
     loopback = host in LOOPBACK_HOSTS or host.startswith("127.")
     bracketed = f"[{host}]" if ":" in host else host
     announce = f"http://{'127.0.0.1' if host == 'localhost' else bracketed}:{port}" if loopback and port else None

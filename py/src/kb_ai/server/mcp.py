@@ -76,6 +76,11 @@ class CitationRef(PageRef):
 class OfflineNote(BaseModel):
     reason: str
     message: str
+class ReadingRound(BaseModel):
+    round: int
+    why: str = Field(description="why these pages were read")
+    added: list[str] = Field(description="paths of the pages this round read")
+    usage: dict[str, int] = Field(default_factory=dict, description="model calls and tokens this round cost")
 
 
 class AskOutput(BaseModel):
@@ -87,6 +92,8 @@ class AskOutput(BaseModel):
     notices: list[str] = Field(default_factory=list, description="fallbacks, trimmed pages, dropped citations")
     invalid_citations: list[str] = Field(default_factory=list)
     saved_path: str | None = Field(default=None, description="where ask_and_save filed the answer (None for ask, or when it could not be saved)")
+    rounds: list[ReadingRound] = Field(default_factory=list, description="the rounds of reading: round 2 and later read "
+                                       "the pages the pages read led to (multi-hop)")
     abstained: bool = Field(default=False, description="true when the answer is that the wiki does not cover the question")
     related: list[PageRef] = Field(default_factory=list, description="with abstained: the closest pages, related but not an answer")
     offline: OfflineNote | None = Field(default=None, description="set when the model failed and the answer is the offline extract of the pages read")
@@ -131,6 +138,9 @@ def _text_form(result: AskResult) -> str:
     lines = [result.answer.rstrip()]
     if result.citations:
         lines += ["", "Sources:"] + [_source_line(c) for c in result.citations]
+    if len(result.rounds) > 1:
+        lines += ["", "Read in rounds:"] + [f"- round {r['round']}: {r['why']} ({', '.join(r['added'])})"
+                                            for r in result.rounds]
     if result.suggestions:
         lines += ["", "Follow-up questions:"] + [f"- {q}" for q in result.suggestions]
     if result.notices:
@@ -290,6 +300,8 @@ def _ask_output(result: AskResult) -> CallToolResult:
         pages=[{"path": p["path"], "title": p["title"]} for p in result.pages],
         suggestions=result.suggestions, mode=result.mode, notices=result.notices,
         invalid_citations=result.invalid_citations, saved_path=result.saved_path,
+        rounds=[{"round": r["round"], "why": r["why"], "added": r["added"],
+                 "usage": {k: v for k, v in r["usage"].items() if isinstance(v, int)}} for r in result.rounds],
         abstained=result.abstained, related=result.related, offline=result.offline,
     )
     return CallToolResult(content=[TextContent(type="text", text=_text_form(result))],

@@ -24,6 +24,7 @@ from kb_ai.errors import ArticleFormatError, UnsafePathError
 from kb_ai.store.access import Reader, format_access
 from kb_ai.store.articles import Article, load_article, iter_article_paths
 from kb_ai.store.derived import Derived
+from kb_ai.store import snapshot
 from kb_ai.files import NotRegularFileError, append_text, read_regular_bytes, write_text_if_changed
 from kb_ai.store.paths import normalize_wiki_path
 from kb_ai.store.words import title_identity
@@ -51,7 +52,7 @@ MAX_DEPENDENCY_DEPTH = 32
 RECORD_FIELDS = ("path", "title", "summary", "topic")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # slots: 100,000 of them live in a server (no dict each)
 class CatalogEntry:
     """One page as the catalog lists it: THE record of a page's path, title, summary and topic
     (the compile planner, the MCP tools, the HTTP API and navigation all use it)."""
@@ -134,6 +135,9 @@ class Catalog:
     # (size, mtime_ns) of each entry's file when the catalog was loaded, so that whatever needs
     # to notice article edits (the lexical index) does not stat 100,000 files a second time.
     stamps: dict[str, tuple[int, int]] | None = None
+    # A digest of the entries and their files' stamps, set by ``CatalogStore`` (store/snapshot.py):
+    # what the keyword index's saved copy is keyed by. None for a view or a subset.
+    identity: str | None = field(default=None, compare=False)
 
     # The catalog this one is a part of (a topic's pages), so that indexes built for it are
     # reused with a mask instead of rebuilt. Always a root: a part of a part points to the root.
@@ -369,61 +373,136 @@ class CatalogStore:
 
     If master-index.md does not exist yet, the catalog is built from the articles in memory
     (with a warning) so that a hand-made wiki works before its first ``kaas index``.
+
+    With a ``state_dir``, a cold load starts from the snapshot of the same master-index.md
+    (``store/snapshot.py``) and checks its freshness by folder mtimes instead of parsing every
+    line and stat-ing every article; a full load writes the snapshot for the next process.
     """
 
-    def __init__(self, wiki_dir: Path):
+    def __init__(self, wiki_dir: Path, state_dir: Path | None = None):
         self.wiki_dir = wiki_dir
+        self.state_dir = state_dir
         self._lock = threading.Lock()
-        self._stamp: tuple[int, int] | None = None
+        self._stamp: tuple[int, int, int] | None = None
         self._catalog: Catalog | None = None
 
-    def _current_stamp(self) -> tuple[int, int] | None:
+    def _current_stamp(self) -> tuple[int, int, int] | None:
         try:
             st = (self.wiki_dir / "master-index.md").stat()
         except (FileNotFoundError, NotADirectoryError):
             return None
-        return (st.st_mtime_ns, st.st_size) if stat.S_ISREG(st.st_mode) else None
+        return (st.st_mtime_ns, st.st_size, st.st_ino) if stat.S_ISREG(st.st_mode) else None
 
     def get(self) -> Catalog:
         stamp = self._current_stamp()
         with self._lock:
             if self._catalog is not None and stamp == self._stamp and stamp is not None:
                 return self._catalog
-            text = read_master_index(self.wiki_dir) if stamp is not None else None
-            if text is None:
-                catalog = build_catalog(self.wiki_dir) if self.wiki_dir.is_dir() else Catalog([])
-                what = "is missing" if not os.path.lexists(self.wiki_dir / "master-index.md") else "is not a file"
-                catalog.warnings.insert(0, f"wiki/master-index.md {what}; catalog built from the articles (run `kaas index`)")
-            else:
-                catalog = parse_master_index(text)
-                catalog = self._drop_missing(catalog, stamp[0])
+            catalog = self._from_snapshot(stamp) if stamp is not None else None
+            if catalog is None:
+                catalog = self._load(stamp)
             for warning in catalog.warnings:
                 log.warning("%s", warning)
             self._catalog, self._stamp = catalog, stamp
             return catalog
 
-    def _drop_missing(self, catalog: Catalog, index_mtime_ns: int) -> Catalog:
-        """Every catalog line must resolve: lines naming a missing file are dropped and reported.
-        An article changed after master-index.md was written (a hand edit not yet re-indexed)
-        is re-read, so its title, summary, topic and — above all — access rule are current."""
-        kept: list[CatalogEntry] = []
-        warnings = list(catalog.warnings)
-        stamps: dict[str, tuple[int, int]] = {}
+    def _load(self, stamp: tuple[int, int, int] | None) -> Catalog:
+        text = read_master_index(self.wiki_dir) if stamp is not None else None
+        if text is None:
+            catalog = build_catalog(self.wiki_dir) if self.wiki_dir.is_dir() else Catalog([])
+            what = "is missing" if not os.path.lexists(self.wiki_dir / "master-index.md") else "is not a file"
+            catalog.warnings.insert(0, f"wiki/master-index.md {what}; catalog built from the articles (run `kaas index`)")
+            return catalog
+        parsed = parse_master_index(text)
+        started = snapshot.now_ns()
+        folders = {snapshot.folder_of(e.path) for e in parsed.entries}
+        mtimes = snapshot.folder_mtimes(self.wiki_dir, folders, started)  # before the files: a later change shows
+        entries, stamps = self._resolve(parsed.entries, [None] * len(parsed.entries), stamp[0], None)
+        return self._finish(stamp, entries, stamps, parsed.warnings, mtimes, save=True)
+
+    def _resolve(self, entries: list[CatalogEntry], stamps: list, index_mtime_ns: int,
+                 check: set[str] | None) -> tuple[list[CatalogEntry], list]:
+        """Stat the files of ``entries`` (only those in the folders ``check`` and those that were
+        missing, when given): a missing file's stamp is None; a file changed after the index was
+        written (a hand edit not yet re-indexed) is re-read, so its title, summary, topic and —
+        above all — access rule are current."""
+        out_entries, out_stamps = [], []
         root = str(self.wiki_dir)
-        for entry in catalog.entries:
+        for entry, old in zip(entries, stamps):
+            if check is not None and old is not None and old != (-1, -1) and snapshot.folder_of(entry.path) not in check:
+                out_entries.append(entry)
+                out_stamps.append(old)
+                continue
             try:
                 st = os.stat(f"{root}/{entry.path}")  # plain strings: pathlib/os.path.join cost more than the stat
             except OSError:
                 st = None
             if st is not None and stat.S_ISREG(st.st_mode):
-                if st.st_mtime_ns > index_mtime_ns:
+                new = (st.st_size, st.st_mtime_ns)
+                if new != old and st.st_mtime_ns > index_mtime_ns:
                     entry = self._reread(entry)
-                kept.append(entry)
-                stamps[entry.path] = (st.st_size, st.st_mtime_ns)
+                out_stamps.append(new)
             else:
+                out_stamps.append(None if st is None else (-1, -1))
+            out_entries.append(entry)
+        return out_entries, out_stamps
+
+    def _finish(self, stamp: tuple[int, int, int], entries: list[CatalogEntry], stamps: list,
+                warnings: list[str], folders: dict[str, int | None], *, save: bool,
+                known: "snapshot.Snapshot | None" = None) -> Catalog:
+        """The catalog of the resolved ``entries`` (a listed file that is missing is left out,
+        with a warning), saved as the snapshot when ``save``."""
+        index_id = (stamp[1], stamp[0], stamp[2])
+        if known is not None and not save and all(st is not None and st != (-1, -1) for st in stamps):
+            # every listed file there (the usual case): the entries as they are, no per-entry work
+            catalog = Catalog(entries, list(warnings), dict(zip([e.path for e in entries], stamps)),
+                              identity=known.identity)
+            catalog.__dict__["line_chars"] = known.line_chars
+            return catalog
+        kept: list[CatalogEntry] = []
+        kept_stamps: dict[str, tuple[int, int]] = {}
+        parse_warnings, warnings = warnings, list(warnings)
+        for entry, st in zip(entries, stamps):
+            if st is None or st == (-1, -1):
                 what = "does not exist" if st is None else "is not an article file"
                 warnings.append(f"master-index.md lists {entry.path}, which {what} (run `kaas index`)")
-        return Catalog(kept, warnings, stamps)
+                continue
+            kept.append(entry)
+            kept_stamps[entry.path] = st
+        if known is not None and not save:
+            return Catalog(kept, warnings, kept_stamps, identity=known.identity)
+        rows = [(e.path, e.title, e.summary, e.topic, e.access, e.depends) for e in entries]
+        catalog = Catalog(kept, warnings, kept_stamps, identity=snapshot.identity_of(index_id, rows, stamps))
+        if self.state_dir is not None and save:
+            snapshot.save_snapshot(self.state_dir, snapshot.Snapshot(
+                index_id=index_id, entries=rows, stamps=stamps, warnings=parse_warnings,
+                folders=folders, identity=catalog.identity, line_chars=catalog.line_chars))
+        return catalog
+
+    def _from_snapshot(self, stamp: tuple[int, int, int]) -> Catalog | None:
+        """The catalog from the snapshot of this master-index.md, its freshness checked by folder
+        mtimes; None when there is no usable snapshot."""
+        if self.state_dir is None:
+            return None
+        index_id = (stamp[1], stamp[0], stamp[2])
+        saved = snapshot.load_snapshot(self.state_dir, index_id)
+        if saved is None:
+            return None
+        try:
+            entries = snapshot.entries_of(saved.entries, CatalogEntry)
+        except ValueError as exc:
+            log.warning("catalog snapshot in %s is damaged (%s); rebuilt", self.state_dir, exc)
+            return None
+        changed = snapshot.changed_folders(self.wiki_dir, saved.folders)
+        if not changed and all(s is not None and s != (-1, -1) for s in saved.stamps):
+            return self._finish(stamp, entries, saved.stamps, saved.warnings, saved.folders, save=False, known=saved)
+        started = snapshot.now_ns()
+        folders = dict(saved.folders)
+        folders.update(snapshot.folder_mtimes(self.wiki_dir, changed, started))
+        entries, stamps = self._resolve(entries, saved.stamps, stamp[0], changed)
+        if stamps == saved.stamps and folders == saved.folders:
+            return self._finish(stamp, entries, stamps, saved.warnings, folders, save=False, known=saved)
+        return self._finish(stamp, entries, stamps, saved.warnings, folders, save=True)
 
     def _reread(self, entry: CatalogEntry) -> CatalogEntry:
         try:
@@ -434,3 +513,4 @@ class CatalogStore:
     def invalidate(self) -> None:
         with self._lock:
             self._catalog, self._stamp = None, None
+

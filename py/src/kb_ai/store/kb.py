@@ -40,7 +40,7 @@ class KnowledgeBase:
         self.raw_dir = self.root / "raw"
         self.wiki_dir = self.root / "wiki"
         self.state_dir = self.root / ".kaas"
-        self.catalog_store = CatalogStore(self.wiki_dir)
+        self.catalog_store = CatalogStore(self.wiki_dir, self.state_dir)
 
     @property
     def master_index(self) -> Path:

@@ -9,7 +9,7 @@ import html
 import re
 import unicodedata
 
-# bm25s's English list (33 words), kept here so that importing it does not import bm25s.
+# The English stop-word list of bm25s (33 words; Lucene's), which kaas's ranking was first built on.
 _ENGLISH = {
     "a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is", "it", "no",
     "not", "of", "on", "or", "such", "that", "the", "their", "then", "there", "these", "they", "this",

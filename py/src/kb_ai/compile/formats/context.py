@@ -15,6 +15,10 @@ from typing import Callable
 
 # An included file larger than this is dropped (with a note), not inlined.
 MAX_INCLUDE_BYTES = 256_000
+# Files one document may include (reST includes and Markdown snippets alike, nested ones too);
+# each file once, the document itself never: an include loop, or a file that includes another
+# many times over at every level, ends there instead of multiplying.
+MAX_INCLUDES = 20
 
 
 @dataclass
@@ -28,6 +32,7 @@ class ReadContext:
     sources: frozenset[str] = frozenset()
     labels: Callable[[], dict[str, tuple[str, str]]] | None = None
     _labels: dict[str, tuple[str, str]] | None = field(default=None, repr=False)
+    included: list[str] = field(default_factory=list, repr=False)  # raw/ paths included so far
 
     def resolve(self, target: str) -> str | None:
         """``target`` (relative to this source's folder) as a ``raw/...`` path, None when it
@@ -48,13 +53,17 @@ class ReadContext:
         return self._labels.get(name.lower())
 
     def include(self, target: str) -> tuple[str | None, str]:
-        """(text, "") of a file to include, or (None, why not)."""
+        """(text, "") of a file to include, or (None, why not): outside raw/, unreadable, the
+        document itself, already included, or past ``MAX_INCLUDES`` for this document."""
         resolved = self.resolve(target)
         if resolved is None:
             return None, f"{target} is outside raw/"
         if self.read is None:
             return None, f"{target} not read (no access to raw/ here)"
+        if resolved == self.path or resolved in self.included or len(self.included) >= MAX_INCLUDES:
+            return None, f"{target} already included (or more than {MAX_INCLUDES} includes)"
         text = self.read(resolved)
         if text.startswith("!"):
             return None, f"{target}: {text[1:]}"
+        self.included.append(resolved)
         return text, ""

@@ -30,9 +30,8 @@ import threading
 from docutils import nodes
 from docutils.parsers.rst import Directive, Parser, directives, roles, states
 
-from kb_ai.compile.formats.context import ReadContext
+from kb_ai.compile.formats.context import MAX_INCLUDES, ReadContext
 
-MAX_INCLUDES = 20  # per document; a file is included once (an include loop ends there)
 _LOCK = threading.Lock()  # docutils' directive registry is global: one parse at a time
 
 CODE_DIRECTIVES = {"code-block", "sourcecode", "code", "doctest", "testcode", "testoutput", "testsetup",
@@ -255,18 +254,12 @@ class _Include(Directive):
     def run(self):
         context: ReadContext | None = self.state.inliner.context
         target = self.arguments[0].strip()
-        done: list[str] = self.state.document.setdefault("kaas_included", [])
-        resolved = context.resolve(target) if context is not None else None
         if target.startswith("<") and target.endswith(">"):
             text, why = None, f"{target} is a standard docutils include"
         elif context is None:
             text, why = None, f"{target} not read (no access to raw/ here)"
-        elif resolved is not None and (resolved in done or resolved == context.path or len(done) >= MAX_INCLUDES):
-            text, why = None, f"{target} already included (or more than {MAX_INCLUDES} includes)"
         else:
-            text, why = context.include(target)
-            if text is not None and resolved is not None:
-                done.append(resolved)
+            text, why = context.include(target)  # each file once, MAX_INCLUDES per document
         if text is None:
             notes = _notes(self)
             if len(notes) < MAX_INCLUDES:

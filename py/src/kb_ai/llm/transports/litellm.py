@@ -61,6 +61,16 @@ def load_litellm() -> Any:
     return _litellm_module
 
 
+def map_cost(model: str, prompt_tokens: int, completion_tokens: int) -> float | None:
+    """USD for these tokens from the per-token prices of ``model``'s entry in litellm's model map
+    (read, not imported); None when the map has no such prices for it."""
+    entry = model_map_entry(model) or {}
+    prices = entry.get("input_cost_per_token"), entry.get("output_cost_per_token")
+    if not all(isinstance(p, (int, float)) and not isinstance(p, bool) for p in prices):
+        return None
+    return float(prices[0]) * prompt_tokens + float(prices[1]) * completion_tokens
+
+
 def token_cost(model: str, prompt_tokens: int, completion_tokens: int) -> float | None:
     """USD for these tokens per litellm's price list; None when litellm has no price for
     ``model``. Imports litellm."""

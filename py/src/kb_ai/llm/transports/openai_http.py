@@ -13,7 +13,7 @@ stream at ``Request.max_bytes`` (the gateway derives it from ``max_tokens``), an
 carrying the response, ``ConnectError``, ``ReadTimeout``...) or ``StreamError``, which the
 gateway maps like litellm's (``llm/error_map.py``). httpx is imported on the first call, not
 with this module. Context windows and prices come from litellm's model map file, read without
-importing litellm; litellm is imported only to price a model that map knows.
+importing litellm: this transport never imports litellm.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, AsyncIterator
 
 from kb_ai.llm.replies import ERROR_BODY_BYTES, Reply, ReplyChunk, ReplyTooLarge, chunks_of, reply_of
 from kb_ai.llm.transports import PLACEHOLDER_API_KEY, Request
-from kb_ai.llm.transports.litellm import model_map_entry, token_cost
+from kb_ai.llm.transports.litellm import map_cost, model_map_entry
 
 if TYPE_CHECKING:
     import httpx
@@ -55,7 +55,7 @@ class OpenAIHTTPTransport:
         return f"the LLM server at {self.api_base}"
 
     def prepare(self) -> None:
-        pass  # nothing to import ahead: httpx is light
+        _ssl_context()  # httpx and its CA bundle: light, but not part of the first call's time
 
     def preflight(self) -> None:
         pass  # openai/<model> at an api_base: nothing to check without asking the server
@@ -66,9 +66,9 @@ class OpenAIHTTPTransport:
         return int(value) if isinstance(value, (int, float)) and value > 0 else None
 
     def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
-        if model_map_entry(self.model) is None:
-            return 0.0  # a model litellm has no price for (a local server): no need to import it
-        return token_cost(self.model, prompt_tokens, completion_tokens) or 0.0
+        # The per-token prices of litellm's model map, read without importing litellm (a model
+        # the map does not know, e.g. a local server's, costs 0).
+        return map_cost(self.model, prompt_tokens, completion_tokens) or 0.0
 
     def supports(self, param: str) -> bool:
         return param in OPENAI_PARAMS

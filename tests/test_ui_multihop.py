@@ -1,0 +1,34 @@
+"""The chat UI shows each further round of reading in the pages display ("round 2: ..."), in a
+real headless Chromium against the real server (tests/browser_support.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from browser_support import KaasServer, watch_errors
+from test_multihop import COMPOSER, QUESTION, chain_kb
+
+pytestmark = pytest.mark.slow  # drives a real browser
+
+
+def test_the_pages_display_shows_round_two_and_why(browser, tmp_path):
+    kb = chain_kb(tmp_path, toml="max_pages = 3\n")
+    with KaasServer(kb.root) as server:
+        page = browser.new_context(viewport={"width": 1280, "height": 820}).new_page()
+        page.set_default_timeout(15_000)
+        errors = watch_errors(page)
+        page.goto(server.url + "/")
+        page.wait_for_selector("body.ready")
+        page.fill("#question", QUESTION)
+        page.keyboard.press("Enter")
+        page.wait_for_selector(".turn .answer-meta .mode-pill")
+        turn = page.locator(".turn").first
+        turn.locator(".pages-read summary").click()
+        rounds = turn.locator(".pages-read .round")
+        assert rounds.count() == 1
+        assert rounds.first.inner_text().startswith("round 2: ")
+        assert "Orla Brandt" in rounds.first.inner_text() and "(1 page)" in rounds.first.inner_text()
+        paths = [turn.locator(".pages-read li .path").nth(i).text_content()
+                 for i in range(turn.locator(".pages-read li").count())]
+        assert paths[-1] == COMPOSER
+        assert not errors, errors
