@@ -2,6 +2,8 @@
 
     .venv/bin/python benchmarks/bench_realdocs.py [CORPUS]
         (default: ../shared/eval-data/realdocs-dev, i.e. /work/shared/eval-data/realdocs-dev)
+    .venv/bin/python benchmarks/bench_realdocs.py --corpus DIR [--keep OUT] [-v]
+        (any one folder of documents, compiled as one knowledge base; --keep leaves it in OUT)
 
 Each project folder of CORPUS (uvicorn: MkDocs Markdown, flask: Sphinx reST) is compiled on its
 own, then all of them together (each under raw/<project>/), offline, into a temp dir. For each
@@ -14,7 +16,11 @@ run it prints:
 * catalog summaries (and catalog lines) that contain markup: reST directives/roles, admonition
   markers, GitHub alerts, link syntax, code fences, HTML tags, NUL and control characters;
 * broken links (lint's `broken-link` errors);
-* articles that share a title (case and spacing aside).
+* articles that share a title (case and spacing aside);
+* source files in no article's `sources:` (left alone, dropped);
+* source markup left in article bodies outside code (reference links left as text, permalink
+  marks in headings, HTML comments, reST directives and roles);
+* Markdown/reST articles with under 60% of their single source's words (text lost).
 
 One function per measure (``measure_*``), each taking a compiled ``Run`` and returning a dict
 (``count`` and ``examples``); add one to ``MEASURES`` to extend the report.
@@ -92,6 +98,9 @@ def _markdown_title(text: str) -> str | None:
             continue
         if fence:
             continue
+        html_h1 = re.search(r"(?is)<h1\b[^>]*>(.*?)</h1>", line)
+        if html_h1 and re.sub(r"<[^>]+>", "", html_h1.group(1)).strip():
+            return re.sub(r"<[^>]+>", "", html_h1.group(1)).strip()
         match = re.match(r"#\s+(.+?)\s*#*\s*$", line)
         if match:
             return match.group(1)
@@ -125,12 +134,31 @@ def _rst_title(text: str) -> str | None:
     return None
 
 
+def _html_title(text: str) -> str | None:
+    """<title> without a trailing " | Site name" / " - Site name" part, else the first <h1>."""
+    import html as html_lib
+
+    match = re.search(r"(?is)<title[^>]*>(.*?)</title>", text)
+    if match:
+        title = html_lib.unescape(re.sub(r"<[^>]+>", "", match.group(1))).strip()
+        title = re.split(r"\s+[|\u2013\u2014-]\s+", title)[0].strip()
+        if title:
+            return title
+    match = re.search(r"(?is)<h1[^>]*>(.*?)</h1>", text)
+    return html_lib.unescape(re.sub(r"<[^>]+>", "", match.group(1))).strip() if match else None
+
+
 def own_title(file: Path, raw_path: str) -> tuple[str, str]:
     """(title, where it came from) for a raw file (``raw_path``: raw/...)."""
     text = file.read_text(encoding="utf-8", errors="replace")
     found = _frontmatter_title(text)
     if found:
         return found, "frontmatter"
+    if file.suffix in (".html", ".htm"):
+        found = _html_title(text)
+        if found:
+            return found, "html title"
+        return readable_filename(raw_path), "file name"
     if file.suffix == ".rst":
         found = _rst_title(text)
         if found:
@@ -162,6 +190,7 @@ MARKUP = {
     "html tag": re.compile(r"</?[a-zA-Z][\w-]*(?:\s[^<>]*)?/?>"),
     "mkdocstrings": re.compile(r"(?:^|\s):::\s"),
     "control character": re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]"),
+    "bare urls": re.compile(r"^(?:\S*https?://\S+\s*)+$"),
 }
 
 
@@ -227,12 +256,69 @@ def measure_duplicate_titles(run: Run) -> dict:
     return {"count": sum(len(paths) - 1 for paths in groups.values()), "examples": dupes}
 
 
+BODY_LEFTOVERS = {
+    "reference link left as text": re.compile(r"\[[^\]\[,]+\]\[[^\],]*\]"),
+    "permalink mark in heading": re.compile(r"^#{1,6} .*\S(?:#|¶)$"),
+    "html comment": re.compile(r"<!--"),
+    "rst directive": re.compile(r"^\s*\.\. [\w:-]+::"),
+    "rst role": re.compile(r":[\w:.-]+:`"),
+}
+
+
+def measure_body_leftovers(run: Run) -> dict:
+    """Source markup left in article bodies, outside code (fences and code spans): what a
+    reader of the page would see as debris."""
+    kinds: Counter = Counter()
+    examples: list[str] = []
+    for path, article in sorted(run.articles.items()):
+        fence = False
+        for line in article["body"].splitlines():
+            if line.lstrip().startswith(("```", "~~~")):
+                fence = not fence
+                continue
+            if fence:
+                continue
+            line = re.sub(r"`[^`]*`", lambda m: "x" if "[" in m.group() else m.group(), line)
+            for kind, pattern in BODY_LEFTOVERS.items():
+                if pattern.search(line):
+                    kinds[kind] += 1
+                    if len(examples) < 40:
+                        examples.append(f"{path}: {kind}: {line[:120]!r}")
+    return {"count": sum(kinds.values()), "kinds": dict(kinds), "examples": examples}
+
+
+def measure_text_lost(run: Run) -> dict:
+    """Markdown/reST articles from one source with fewer than 60% of its words (HTML comments
+    not counted): text lost on the way (an unclosed construct swallowing the rest of a page)."""
+    short: list[str] = []
+    for path, article in sorted(run.articles.items()):
+        sources = [s for s in article["sources"] if s in run.sources]
+        if len(sources) != 1 or run.sources[sources[0]].suffix not in (".md", ".rst", ".markdown"):
+            continue
+        source = run.sources[sources[0]].read_text(encoding="utf-8", errors="replace")
+        source_words = len(re.sub(r"(?s)<!--.*?-->", " ", source).split())  # comments are not text
+        words = len(article["body"].split())
+        if source_words >= 200 and words < 0.6 * source_words:
+            short.append(f"{path}: {words} words of {source_words} in {sources[0]}")
+    return {"count": len(short), "examples": short}
+
+
+def measure_left_out(run: Run) -> dict:
+    """Source files no article lists in its ``sources:`` (left alone, skipped, dropped)."""
+    listed = {source for article in run.articles.values() for source in article["sources"]}
+    missing = sorted(source for source in run.sources if source not in listed)
+    return {"count": len(missing), "examples": missing}
+
+
 MEASURES: dict[str, Callable[[Run], dict]] = {
     "lint errors": measure_lint,
     "titles not the document's own": measure_titles,
     "summaries with markup": measure_summary_markup,
     "broken links": measure_broken_links,
     "duplicate-title articles": measure_duplicate_titles,
+    "sources in no article": measure_left_out,
+    "markup left in bodies": measure_body_leftovers,
+    "articles with text lost": measure_text_lost,
 }
 
 
@@ -307,15 +393,22 @@ def report(run: Run, verbose: bool) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("corpus", nargs="?", type=Path, default=DEFAULT_CORPUS)
+    parser.add_argument("--corpus", dest="folder", type=Path, default=None,
+                        help="measure one folder of documents (any layout) as a single knowledge base "
+                             "instead of a folder of projects")
+    parser.add_argument("--keep", type=Path, default=None,
+                        help="build the knowledge bases under this folder and keep them (to read by eye)")
     parser.add_argument("-v", "--verbose", action="store_true", help="print the examples of each measure")
     args = parser.parse_args()
-    if not args.corpus.is_dir():
-        sys.exit(f"no corpus at {args.corpus}")
-    projects = sorted(p for p in args.corpus.iterdir() if p.is_dir())
-    print(f"corpus {args.corpus} ({', '.join(p.name for p in projects)}); python {platform.python_version()}, "
-          f"{os.cpu_count()} cores")
+    corpus = args.folder or args.corpus
+    if not corpus.is_dir():
+        sys.exit(f"no corpus at {corpus}")
+    projects = [corpus] if args.folder else sorted(p for p in corpus.iterdir() if p.is_dir())
+    print(f"corpus {corpus} ({', '.join(p.name for p in projects)}); python {platform.python_version()}, "
+          f"{os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}")
     with tempfile.TemporaryDirectory() as tmp:
-        work = Path(tmp)
+        work = args.keep or Path(tmp)
+        work.mkdir(parents=True, exist_ok=True)
         for project in projects:
             report(compile_corpus(project.name, [project], work, nested=False), args.verbose)
         if len(projects) > 1:

@@ -45,19 +45,23 @@ def trail_line(date: str, source: str, earlier: str) -> str:
 
 
 def article_body(title: str, text: str) -> str:
-    """``# title`` then the source text, with the source's own H1 (if it repeats the title)
-    removed and its headings demoted when it has other H1s."""
+    """``# title`` then the source text, with the source's opening heading (if it repeats the
+    title, whatever its level) removed, and its headings demoted when it has other H1s, or
+    promoted when that opening heading was deeper and all the others are under it (an HTML
+    page's ``## Path`` over ``###`` sections: they become ``##``)."""
     lines = text.strip("\n").splitlines()
     out: list[str] = []
     dropped_title = False
+    dropped_level = 0
     has_h1 = False
     has_text = False  # a non-blank line is in ``out`` already
     for line, in_fence in iter_lines_outside_fences("\n".join(lines)):
         heading = None if in_fence else atx_heading(line)
+        if heading and not dropped_title and not has_text and plain_text(heading[1]).casefold() == title.casefold():
+            dropped_title = True  # the title as the first heading, whatever its level (an HTML page's <h2>)
+            dropped_level = heading[0]
+            continue
         if heading and heading[0] == 1:
-            if not dropped_title and not has_text and plain_text(heading[1]).casefold() == title.casefold():
-                dropped_title = True
-                continue
             has_h1 = True
         elif not dropped_title and not in_fence and not has_text and line.strip() \
                 and plain_text(line).casefold() == title.casefold():
@@ -68,8 +72,19 @@ def article_body(title: str, text: str) -> str:
     body = "\n".join(out).strip("\n")
     if has_h1:
         body = demote_headings(body)
+    elif dropped_level > 1 and _all_headings_below(body, dropped_level):
+        body = demote_headings(body, 1 - dropped_level)  # "## Path" was the title: its "###" become "##"
     body = re.sub(r"\n{3,}", "\n\n", body)
     return f"# {title}\n\n{body}".rstrip() + "\n"
+
+
+def _all_headings_below(body: str, level: int) -> bool:
+    """Whether every heading of ``body`` (outside code) is deeper than ``level``."""
+    for line, in_fence in iter_lines_outside_fences(body):
+        heading = None if in_fence else atx_heading(line)
+        if heading and heading[0] <= level:
+            return False
+    return True
 
 
 _META_LINE = re.compile(r"^\W*(date|updated|last updated|revised|author|owner|status|version)\W*:", re.I)
@@ -85,7 +100,11 @@ def _mostly_addresses(paragraph: str) -> bool:
 def lead_summary(body: str, title: str, limit: int = 200) -> str:
     """The first sentence of the first real paragraph (not a ``Date:`` line, not a stub), as
     plain text (``clean_summary``: no link syntax, HTML, note markers or roles); the title when
-    the body has no prose."""
+    the body has no prose; for a page that is a list of links (a table of contents), "Contents:"
+    and the first entries."""
+    entries = _LINK_ITEM.findall(body) if "](" in body else []
+    if entries:
+        body = _LINK_ITEM.sub("", body)
     for paragraph in prose_paragraphs(body):
         if _META_LINE.match(paragraph) or len(paragraph.split()) < 4 or _mostly_addresses(paragraph):
             continue
@@ -93,7 +112,13 @@ def lead_summary(body: str, title: str, limit: int = 200) -> str:
         summary = clean_summary(sentences[0], limit) if sentences else None
         if summary:
             return summary
+    if entries:
+        return clip("Contents: " + ", ".join(plain_text(entry) for entry in entries[:12]), limit)
     return clean_summary(first_sentence(body, limit), limit) or title
+
+
+# A list item that is one link and nothing else: a navigation entry, not prose.
+_LINK_ITEM = re.compile(r"^[ \t]*+(?:[-*+]|\d{1,3}[.)])[ \t]++\[([^\[\]\n]++)\]\([^()\s]*+\)[ \t]*+$", re.M)
 
 
 # ---------------------------------------------------------------------------------------------

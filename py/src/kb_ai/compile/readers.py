@@ -19,6 +19,7 @@ from kb_ai.compile.formats.context import ReadContext
 from kb_ai.errors import ArticleFormatError
 from kb_ai.store.articles import split_frontmatter
 from kb_ai.store.markdown_text import plain_text, title_heading
+from kb_ai.untrusted_text import terminal_safe
 
 MAX_PDF_PAGES = 1_000
 # docutils' inline parser is quadratic in a paragraph's unclosed markup ("*[*[*[..."): above
@@ -65,7 +66,18 @@ class Parsed:
 def parse_document(path: str, data: bytes, *, depth: int = 0, context: ReadContext | None = None) -> Parsed:
     """Dispatch on the file name; ``depth`` > 0 for archive members (no nested archives).
     ``context``: the other sources of raw/, for includes and cross-references (none: nothing
-    outside this file is read)."""
+    outside this file is read). Whatever the reader, the text and title carry no NUL, other
+    control character or terminal escape sequence (``untrusted_text.terminal_safe``; an article
+    with a NUL is not valid: the document would be left out)."""
+    parsed = _parse(path, data, depth=depth, context=context)
+    if _CONTROL_CHARS.search(parsed.text):  # whole terminal escape sequences go, not only their ESC
+        parsed.text = terminal_safe(parsed.text)
+    if parsed.title and _CONTROL_CHARS.search(parsed.title):
+        parsed.title = terminal_safe(parsed.title).strip() or None
+    return parsed
+
+
+def _parse(path: str, data: bytes, *, depth: int, context: ReadContext | None) -> Parsed:
     name = PurePosixPath(path).name.lower()
     suffix = PurePosixPath(name).suffix
     if name.endswith(ARCHIVE_EXT):
@@ -378,16 +390,30 @@ def _looks_like_html(text: str) -> bool:
     return head.startswith(("<!doctype html", "<html")) or ("<body" in head and "</" in head)
 
 
-# Permalink anchors after headings (Sphinx's and MkDocs' "¶", "#"): not part of the heading.
-_HEADERLINK = re.compile(r"<a\b[^<>]*+\bheaderlink\b[^<>]*+>[^<]{0,20}+</a>", re.I)
+# Permalink anchors after headings (Sphinx's and MkDocs' "¶", Node's `<a class="mark"
+# href="#id">#</a>`): an anchor to the page itself whose text is a mark. Not part of the heading.
+_HEADERLINK = re.compile(r"<a\b[^<>]{0,300}?\bheaderlink\b[^<>]{0,300}+>[^<]{0,20}+</a>"
+                         r"|<a\b[^<>]{0,300}?\bhref=[\"']#[^<>]{0,300}+>[ \t]*+(?:#|¶|§|🔗|&para;|&sect;|&#182;)[ \t]*+</a>", re.I)
 _PERMALINK_MARK = re.compile(r"(?<![ \t])[ \t]*+[¶🔗][ \t]*+$", re.M)
+
+
+# A line of code spans glued together ("`import x from 'x';``const x = require('x');`"): how the
+# extractor writes a <pre> holding several one-line <code> elements (one per language flavour).
+_GLUED_CODE_LINE = re.compile(r"^(?:`[^`\n]++`){2,}+[ \t]*+$", re.M)
+_CODE_SPAN = re.compile(r"`([^`\n]++)`")
+
+
+def _fenced_code_lines(match: re.Match) -> str:
+    return "\n".join(f"\n```\n{code}\n```\n" for code in _CODE_SPAN.findall(match.group(0)))
 
 
 def _read_html(text: str) -> Parsed:
     """HTML: its main content (trafilatura) as Markdown, permalink marks removed; the title from
     ``<title>`` (cut to the page's H1 when it contains it: "Pricing | Acme" -> "Pricing")."""
-    parsed = _read_html_content(_HEADERLINK.sub("", text) if "headerlink" in text else text)
+    parsed = _read_html_content(_HEADERLINK.sub("", text) if "headerlink" in text or "href=" in text else text)
     parsed.text = _PERMALINK_MARK.sub("", parsed.text)
+    if "``" in parsed.text:
+        parsed.text = _GLUED_CODE_LINE.sub(_fenced_code_lines, parsed.text)
     if parsed.title:
         parsed.title = _PERMALINK_MARK.sub("", parsed.title).strip() or None
     return parsed
@@ -398,7 +424,7 @@ def _read_html_content(text: str) -> Parsed:
         import trafilatura  # noqa: PLC0415 (heavy; only when an HTML file turns up)
     except ImportError:
         trafilatura = None
-    body = title = date = None
+    body = title = date = sitename = None
     notes: list[str] = []
     if trafilatura is not None:
         try:
@@ -406,7 +432,7 @@ def _read_html_content(text: str) -> Parsed:
                                        include_comments=False, include_links=False, include_images=False)
             meta = trafilatura.extract_metadata(text)
             if meta is not None:
-                title, date = meta.title, normalize_date(meta.date)
+                title, date, sitename = meta.title, normalize_date(meta.date), meta.sitename
         except Exception as exc:  # noqa: BLE001 - fall back to the plain extractor below
             notes.append(f"main-content extraction failed ({type(exc).__name__}); used all text")
     else:
@@ -414,11 +440,48 @@ def _read_html_content(text: str) -> Parsed:
     if not body or not body.strip():
         body, fallback_title = _html_text(text)
         title = title or fallback_title
+    site = _site_name(text, sitename)
+    if site and body:  # the site's banner <h1> opening the content is not the page's heading
+        body = _SITE_H1.sub(lambda m: "" if _same(m.group(1), site) else m.group(0), body, count=1)
+    if site and (not title or _same(title, site)):
+        title = _page_title(text, site) or title  # "File system | Node.js Docs" -> "File system"
     if title and body:
         heading = title_heading(body)
         if heading and heading.casefold() in title.casefold():
             title = heading  # "Pricing | Acme" -> "Pricing"
     return Parsed("html", body or "", title or title_heading(body or ""), date, notes)
+
+
+_TITLE_ELEMENT = re.compile(r"<title\b[^<>]*+>([^<]{1,500}+)</title", re.I)
+_TITLE_SEPARATOR = re.compile(r"\s[|\u2013\u2014\u00b7-]\s|\s::\s")
+_SITE_H1 = re.compile(r"\A\s*#[ \t]+([^\n]*)\n*")
+
+
+def _same(a: str, b: str) -> bool:
+    return " ".join(a.split()).casefold() == " ".join(b.split()).casefold()
+
+
+def _site_name(html: str, sitename: str | None) -> str | None:
+    """The site's name as trafilatura reads it (``og:site_name``, the page's banner, ...)."""
+    if sitename and sitename.strip():
+        return sitename.strip()
+    return None
+
+
+def _page_title(html: str, site: str) -> str | None:
+    """The ``<title>`` without its site-name part: "File system | Node.js v20 Documentation"
+    -> "File system" when the site is "Node.js v20 Documentation"."""
+    import html as html_lib  # noqa: PLC0415
+
+    match = _TITLE_ELEMENT.search(html[:200_000])
+    if match is None:
+        return None
+    full = " ".join(html_lib.unescape(match.group(1)).split())
+    parts = [part.strip() for part in _TITLE_SEPARATOR.split(full)]
+    kept = [part for part in parts if part and not _same(part, site)]
+    if not kept or len(kept) == len(parts):
+        return None
+    return " - ".join(kept)
 
 
 _SKIP_TAGS = {"script", "style", "nav", "header", "footer", "noscript", "template", "svg"}

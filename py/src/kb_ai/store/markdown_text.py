@@ -277,10 +277,26 @@ def _blank_code_spans(text: str) -> str:
     return "".join(out)
 
 
-def _inline_links(text: str, base: int, definitions: dict[str, str], found: list[Link]) -> None:
-    """Append the links of one paragraph (``text``, at offset ``base`` of the whole text; code
-    spans already blanked) to ``found``. Brackets are matched with a stack, as CommonMark does:
-    the innermost ``]`` closes the nearest ``[``, and a link cannot contain another link."""
+def code_blanked(text: str) -> str:
+    """``text`` with its code (fenced blocks, code spans of each line) blanked out, every other
+    character at its offset: where to look for markup that code only shows (an ``<!--`` or a
+    ``<script>`` in backticks is not one). ``text`` itself when its lines are not all ``\n``-
+    separated (offsets could not be kept)."""
+    lines = [(" " * len(line) if in_fence else _blank_code_spans(line)) for line, in_fence in
+             iter_lines_outside_fences(text)]
+    blanked = "\n".join(lines)
+    if len(blanked) != len(text) and len(blanked) + 1 == len(text) and text.endswith("\n"):
+        blanked += "\n"
+    return blanked if len(blanked) == len(text) else text
+
+
+def _inline_links(original: str, base: int, definitions: dict[str, str], found: list[Link]) -> None:
+    """Append the links of one paragraph (``original``, at offset ``base`` of the whole text) to
+    ``found``. Brackets are matched with a stack, as CommonMark does, on the text with its code
+    spans blanked (a bracket in code is not one): the innermost ``]`` closes the nearest ``[``,
+    and a link cannot contain another link. Link texts and labels are read from ``original``
+    (``[`fs.readFile()`][]`` is labelled `` `fs.readFile()` ``, as its definition is)."""
+    text = _blank_code_spans(original)
     openers: list[tuple[int, bool]] = []  # (offset of "[" or "![", is an image)
     barrier = 0  # openers below this index are inside a link already made: not links ("[" only)
     skip_until = -1
@@ -308,14 +324,14 @@ def _inline_links(text: str, base: int, definitions: dict[str, str], found: list
             target, end = _destination(tail.group("dest")), tail.end()
         else:
             reference = _REFERENCE_TAIL.match(text, after)
-            label = link_label(reference.group("label")) if reference else ""
+            label = link_label(original[reference.start("label"):reference.end("label")]) if reference else ""
             end = reference.end() if reference else after
             if not label:  # "[text][]" or "[text]": the text is the label
-                label = link_label(text[text_start:text_end])
+                label = link_label(original[text_start:text_end])
             if label not in definitions:
                 continue
             kind, target = "reference", definitions[label]
-        found.append(Link(base + opener, base + end, 0, text[text_start:text_end], target, image, kind, label,
+        found.append(Link(base + opener, base + end, 0, original[text_start:text_end], target, image, kind, label,
                           base + text_start, base + text_end))
         skip_until = end
         if not image:
@@ -343,7 +359,7 @@ def find_links(body: str) -> list[Link]:
         if paragraph:
             start = paragraph[0].start
             text = body[start:paragraph[-1].start + len(paragraph[-1].text)]
-            _inline_links(_blank_code_spans(text), start, definitions, found)
+            _inline_links(text, start, definitions, found)
             paragraph.clear()
 
     for line in lines:
@@ -368,7 +384,7 @@ def _with_line(link: Link, line: int) -> Link:
 def inline_links(text: str) -> list[Link]:
     """The inline links and images of one paragraph (no block structure, no definitions)."""
     found: list[Link] = []
-    _inline_links(_blank_code_spans(text), 0, {}, found)
+    _inline_links(text, 0, {}, found)
     return found
 
 
@@ -417,19 +433,26 @@ _HTML_TAG = re.compile(r"<[^<>\n]*+>")
 
 def title_heading(body: str) -> str | None:
     """A document's own title: its first level-1 heading outside code (``# Title``), else the
-    first ``<h1>`` of its HTML; never a subsection heading. None when it has neither."""
+    first ``<h1>`` of its HTML, whichever comes first (a README that opens with
+    ``<h1 align="center">Name</h1>`` and ends with a ``# Changelog`` is "Name"); never a
+    subsection heading. None when it has neither."""
+    position = 0
     for line, in_fence in iter_lines_outside_fences(body):
+        at = body.find(line, position)
+        position = at + len(line) if at >= 0 else position
         if in_fence:
             continue
         heading = atx_heading(line, max_level=1)
         if heading and plain_text(heading[1]):
-            return plain_text(heading[1])
+            before = max(0, min(position - len(line), 200_000))
+            return (_html_h1(body[:before]) if "<" in body[:before] else None) or plain_text(heading[1])
     return _html_h1(body[:200_000])
 
 
 def _html_h1(body: str) -> str | None:
-    """The text of the first ``<h1>`` element (tags inside dropped); one forward scan."""
-    lowered = body.lower()
+    """The text of the first ``<h1>`` element outside code (tags inside dropped; an ``<h1>`` in
+    a template example is not the page's); one forward scan."""
+    lowered = (code_blanked(body) if "`" in body or "~~~" in body else body).lower()
     start = _HTML_H1_OPEN.search(lowered)
     if start is None:
         return None

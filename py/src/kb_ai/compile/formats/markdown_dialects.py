@@ -12,7 +12,8 @@
   (``{ #id .class }``), icon shortcodes (``:material-clock:``) and abbreviation definitions
   (``*[HTML]: ...``) removed; pymdownx snippets (``--8<-- "file.md"``) included from raw/;
 * reference-style links (``[text][ref]``, ``[text][]``, ``[ref]`` with a ``[ref]: url``
-  definition) -> inline links, definitions removed.
+  definition) -> inline links, definitions removed; mkdocstrings autorefs with no definition
+  (``[`ContextVar`][contextvars.ContextVar]``) -> their text.
 
 Code (fenced, or indented outside these blocks) is left as it is. Runs in linear time.
 """
@@ -22,7 +23,7 @@ from __future__ import annotations
 import re
 
 from kb_ai.compile.formats.context import ReadContext
-from kb_ai.store.markdown_text import find_links
+from kb_ai.store.markdown_text import code_blanked, find_links
 
 _ADMONITION = re.compile(r"^(?P<indent>[ \t]*)(?P<mark>!!!|\?\?\?\+?)[ \t]+(?P<kind>[\w-]+)(?P<rest>[^\n]*)$")
 _TAB = re.compile(r"^(?P<indent>[ \t]*)===\+?!?[ \t]+\"(?P<label>[^\"\n]*)\"[ \t]*$")
@@ -260,12 +261,14 @@ _HIDDEN_OPEN = re.compile(r"<!--|<(style|script)\b", re.I)
 
 def _without_hidden_html(text: str) -> str:
     """``text`` without ``<style>``/``<script>`` elements and HTML comments; one forward scan
-    (an unclosed one runs to the end, as a browser reads it)."""
+    (an unclosed one runs to the end, as a browser reads it). Code is not looked into: an
+    ``<!--`` or a ``<script>`` in a code span or a fenced block is what the page shows."""
     out: list[str] = []
     position = 0
-    lowered = text.lower()
+    masked = code_blanked(text) if "`" in text or "~~~" in text else text
+    lowered = masked.lower()
     while True:
-        match = _HIDDEN_OPEN.search(text, position)
+        match = _HIDDEN_OPEN.search(masked, position)
         if match is None:
             break
         out.append(text[position:match.start()])
@@ -274,11 +277,10 @@ def _without_hidden_html(text: str) -> str:
         if end < 0:
             position = len(text)
             break
-        after = text.find(">", end + len(closing) - 1)
+        after = masked.find(">", end + len(closing) - 1)
         position = after + 1 if after >= 0 else len(text)
     out.append(text[position:])
     return "".join(out)
-
 
 
 def plain_markdown(text: str, context: ReadContext | None = None, notes: list[str] | None = None) -> str:
@@ -288,6 +290,56 @@ def plain_markdown(text: str, context: ReadContext | None = None, notes: list[st
         text = _without_hidden_html(text)
     if any(mark in text for mark in ("!!!", "???", "===", ":::", "[!", "\n=", "\n-", "8<", "*[", "{", ":")):
         text = _convert_blocks(text, 0, context, notes)
+    if "<img" in text.lower():
+        text = _without_image_blocks(text)
     if "]" in text:
         text = inline_reference_links(text)
+    if "][" in text:
+        text = _autorefs_as_text(text)
     return re.sub(r"\n{3,}", "\n\n", text)
+
+
+_TAG = re.compile(r"<[^<>]*+>")
+_IMAGE_TAG = re.compile(r"<img\b", re.I)
+
+
+_WRAPPER_TAG = re.compile(r"</?(?:p|div|a|span|center|picture|source|br)\b[^<>]*+>", re.I)
+
+
+def _only_wrappers(block: str) -> bool:
+    """A block of layout tags only (``<p align="center">`` left empty around images)."""
+    return not _WRAPPER_TAG.sub("", block).strip()
+
+
+def _without_image_blocks(text: str) -> str:
+    """``text`` without its HTML blocks of images only (a README's centred logo, badge and
+    sponsor rows: ``<p align="center"><a href=...><img ...></a></p>``) and the empty layout
+    tags left around them: blocks that start a line with ``<`` and have no text outside tags.
+    Code is not looked into."""
+    masked = code_blanked(text) if "`" in text or "~~~" in text else text
+    out: list[str] = []
+    position = 0
+    for match in re.finditer(r"(?:^|\n\n)(<[^\n]*+(?:\n(?!\n)[^\n]*+)*+)", masked):
+        block = masked[match.start(1):match.end(1)]
+        if not _TAG.sub("", block).strip() and (_IMAGE_TAG.search(block) or _only_wrappers(block)):
+            out.append(text[position:match.start(1)])
+            position = match.end(1)
+    out.append(text[position:])
+    return "".join(out)
+
+
+# mkdocstrings' autorefs: "[`ContextVar`][contextvars.ContextVar]", a link to an API object
+# with no definition in the page (the plugin resolves it on the site): its text.
+_AUTOREF = re.compile(r"\[([^\[\]\n]++)\]\[[A-Za-z_]\w*+(?:\.\w++)++\]")
+
+
+def _autorefs_as_text(text: str) -> str:
+    masked = code_blanked(text) if "`" in text or "~~~" in text else text
+    out: list[str] = []
+    position = 0
+    for match in _AUTOREF.finditer(masked):
+        out.append(text[position:match.start()])
+        out.append(text[match.start(1):match.end(1)])
+        position = match.end()
+    out.append(text[position:])
+    return "".join(out)

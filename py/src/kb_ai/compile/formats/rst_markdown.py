@@ -32,6 +32,11 @@ def _escape_cell(text: str) -> str:
     return " ".join(text.replace("|", "\\|").split())
 
 
+def _images_only(node: nodes.Node) -> bool:
+    """An element with images and no text of its own (alt texts are not text)."""
+    return not any(text.astext().strip() for text in node.findall(nodes.Text))
+
+
 class MarkdownWriter:
     def __init__(self) -> None:
         self.title: str | None = None
@@ -68,6 +73,8 @@ class MarkdownWriter:
         if isinstance(node, nodes.title):
             return [f"{'#' * min(6, depth + 1)} {self._inline(node)}"]
         if isinstance(node, (nodes.paragraph, nodes.line)):
+            if _images_only(node):
+                return []  # "|Build Status| |PyPI|" badges: images are not kept
             text = self._inline(node).strip()
             return [text] if text else []
         if isinstance(node, nodes.rubric):
@@ -105,7 +112,9 @@ class MarkdownWriter:
             inner = [b for c in node.children if not isinstance(c, nodes.label) for b in self._block(c, depth)]
             return [f"[{label}] " + "\n\n".join(inner)] if inner else []
         if isinstance(node, nodes.Text):
-            return [str(node)] if str(node).strip() else []
+            return [node.astext()] if node.astext().strip() else []
+        if isinstance(node, nodes.Inline) and _images_only(node):
+            return []  # a linked block image (".. image:: badge.svg" with ":target:")
         if isinstance(node, nodes.Inline):
             text = self._inline_one(node).strip()
             return [text] if text else []
@@ -262,7 +271,9 @@ class MarkdownWriter:
 
     def _inline_one(self, node: nodes.Node) -> str:
         if isinstance(node, nodes.Text):
-            return str(node)
+            return node.astext()  # str() keeps backslash escapes as NUL characters
+        if isinstance(node, nodes.image):  # in running text ("please |donate| to"): its alt text
+            return " ".join(str(node.get("alt", "")).split())
         if isinstance(node, _SKIP):
             return ""
         if isinstance(node, nodes.problematic):
