@@ -20,6 +20,7 @@ from kb_ai.compile.records import COMPILED, DUPLICATE, PlanTarget, SourceRecord
 from kb_ai.compile.source_links import SourceLinks
 from kb_ai.compile.writers import Contribution
 
+
 @dataclass
 class ArticleJob:
     path: str
