@@ -25,7 +25,7 @@ The canonical member of a group is the one compiled earliest (already in the sta
 sources the oldest by date, then the shortest name ("faq.html" before "faq (copy).html"), so
 adding a copy never changes which source an article follows. Every
 duplicate is recorded in the manifest with what it duplicates and listed in the ``sources:`` of
-the articles its original feeds (``compile/write.py``); nothing is dropped silently.
+the articles its original feeds (``compile/article_jobs.py``); nothing is dropped silently.
 """
 
 from __future__ import annotations
