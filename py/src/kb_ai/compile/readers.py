@@ -9,11 +9,9 @@ readers (trafilatura, pypdf, python-docx) are imported only when a file of their
 from __future__ import annotations
 
 import datetime as dt
-import io
 import re
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
-from typing import Any
 
 from kb_ai.compile.formats.context import ReadContext
 from kb_ai.errors import ArticleFormatError
@@ -86,14 +84,16 @@ def _parse(path: str, data: bytes, *, depth: int, context: ReadContext | None) -
         from kb_ai.compile.archives import read_archive
 
         return read_archive(path, data)
-    if suffix == ".pdf":
-        return _read_pdf(data)
     if suffix == ".docx":
-        return _read_docx(data)
+        from kb_ai.compile.formats.docx import read_docx  # noqa: PLC0415 (python-docx only for a DOCX)
+
+        return read_docx(data)
     if suffix in BINARY_EXT:
         raise UnreadableError(f"binary file ({suffix})")
-    if data[:5] == b"%PDF-":
-        return _read_pdf(data)
+    if suffix == ".pdf" or data[:5] == b"%PDF-":
+        from kb_ai.compile.formats.pdf import read_pdf  # noqa: PLC0415 (pypdf only for a PDF)
+
+        return read_pdf(data)
     text, notes = decode_text(data)
     if suffix in HTML_EXT or (suffix not in MARKDOWN_EXT | TEXT_EXT | RST_EXT and _looks_like_html(text)):
         parsed = _read_html(text)
@@ -198,6 +198,10 @@ def _one_line(exc: BaseException) -> str:
 
 # ---------------------------------------------------------------------------------------------
 # dates and titles
+
+# A document title that is a placeholder of the tool that made the file (PDF, DOCX), not the
+# document's own title.
+_PLACEHOLDER_TITLE = re.compile(r"^(?:microsoft \w+ - |untitled\b|document\d*$)|\.(?:docx?|pdf|odt|rtf|tex|txt)$", re.I)
 
 
 def normalize_date(value: object) -> str | None:
@@ -527,180 +531,3 @@ def _html_text(html: str) -> tuple[str, str]:
         if element.tail and (closing or not tag or tag in _SKIP_TAGS or tag == "title"):
             parts.append(_SPACES.sub(" ", element.tail))
     return _BLANK_RUNS.sub("\n\n", "".join(parts)).strip(), " ".join(title.split())
-
-
-def _read_pdf(data: bytes) -> Parsed:
-    """A PDF's text (``formats/pdf_text.py``: running headers and footers removed, paragraphs
-    re-joined); its title from the document information, else the first heading-sized line."""
-    from kb_ai.compile.formats.pdf_text import clean_pages, heading_title  # noqa: PLC0415
-
-    reader, pages, count = _pdf_reader(data)
-    notes: list[str] = []
-    texts: list[str] = []
-    chunks: list[tuple[str, float]] = []
-    for number in range(min(count, MAX_PDF_PAGES)):
-        try:
-            if number == 0:
-                page_text = pages[0].extract_text(visitor_text=_size_visitor(chunks)) or ""
-            else:
-                page_text = pages[number].extract_text() or ""
-        except Exception as exc:  # noqa: BLE001 - one bad page does not spoil the rest
-            notes.append(f"page {number + 1} unreadable ({type(exc).__name__})")
-            continue
-        texts.append(page_text)
-    if count > MAX_PDF_PAGES:
-        notes.append(f"only the first {MAX_PDF_PAGES} of {count} pages read")
-    title, date = _pdf_metadata(reader)
-    controls = sum(len(_CONTROL_CHARS.findall(t)) + t.count("\x0c") for t in texts)
-    if controls:
-        notes.append(f"{controls:,} control character{'s' if controls != 1 else ''} (NUL included) removed")
-    body = clean_pages(texts)
-    if not title:
-        title = heading_title(chunks)
-    if not title:
-        first = body.split("\n\n", 1)[0].strip()
-        title = first if 0 < len(first) <= 90 and not first.endswith((".", ",", ";", ":")) else None
-    return Parsed("pdf", body, title, date_from_text(body) or date, notes)
-
-
-def _size_visitor(chunks: list[tuple[str, float]]):
-    """A pypdf ``visitor_text`` collecting (text, font size as drawn) of a page."""
-
-    def visit(text, cm, tm, font_dict, font_size):
-        try:
-            scale = abs(float(tm[3])) * abs(float(cm[3])) or 1.0
-            chunks.append((text, float(font_size) * scale))
-        except (TypeError, ValueError, IndexError):
-            pass
-
-    return visit
-
-
-def _pdf_reader(data: bytes) -> tuple[Any, Any, int]:
-    """(an open and, without a password, decrypted ``pypdf.PdfReader``, its pages, how many),
-    or ``UnreadableError``."""
-    try:
-        from pypdf import PdfReader  # noqa: PLC0415
-        from pypdf.errors import PdfReadError  # noqa: PLC0415
-    except ImportError:  # pragma: no cover - declared dependency
-        raise UnreadableError("PDF support unavailable (pypdf not installed)") from None
-    import logging  # noqa: PLC0415
-
-    logging.getLogger("pypdf").setLevel(logging.ERROR)  # broken files are reported as skipped, not logged
-    try:
-        reader = PdfReader(io.BytesIO(data), strict=False)
-        if reader.is_encrypted:
-            try:
-                if not reader.decrypt(""):
-                    raise UnreadableError("encrypted PDF (password required)")
-            except UnreadableError:
-                raise
-            except Exception:  # noqa: BLE001
-                raise UnreadableError("encrypted PDF (cannot decrypt)") from None
-        pages = reader.pages
-        count = len(pages)
-    except UnreadableError:
-        raise
-    except (PdfReadError, ValueError, KeyError, TypeError, OSError, AttributeError) as exc:
-        raise UnreadableError(f"not a readable PDF ({_one_line(exc)})") from None
-    return reader, pages, count
-
-
-_PLACEHOLDER_TITLE = re.compile(r"^(?:microsoft \w+ - |untitled\b|document\d*$)|\.(?:docx?|pdf|odt|rtf|tex|txt)$", re.I)
-
-
-def _pdf_metadata(reader) -> tuple[str | None, str | None]:
-    """(title, date) from the PDF's document information, when it has them."""
-    title = date = None
-    try:
-        info = reader.metadata
-        if info is not None:
-            title = info.title if isinstance(info.title, str) and info.title.strip() else None
-            if title and _PLACEHOLDER_TITLE.search(title.strip()):
-                title = None  # "Microsoft Word - draft3.docx", "untitled": not the document's title
-            created = info.creation_date
-            date = normalize_date(created) if created else None
-    except Exception:  # noqa: BLE001 - metadata is optional
-        pass
-    return title, date
-
-
-def _read_docx(data: bytes) -> Parsed:
-    try:
-        import docx  # noqa: PLC0415
-    except ImportError:  # pragma: no cover - declared dependency
-        raise UnreadableError("DOCX support unavailable (python-docx not installed)") from None
-    try:
-        document = docx.Document(io.BytesIO(data))
-    except Exception as exc:  # noqa: BLE001 - python-docx raises many kinds for a broken file
-        raise UnreadableError(f"not a readable DOCX ({type(exc).__name__})") from None
-    lines: list[str] = []
-    title = None
-    first = True
-    for block in _docx_blocks(document):
-        if not hasattr(block, "style") or not hasattr(block, "text"):  # a table
-            table = _docx_table(block)
-            if table:
-                lines.append(table)
-                first = False
-            continue
-        text = " ".join(block.text.split())
-        if not text:
-            continue
-        style = (block.style.name if block.style is not None else "") or ""
-        if style == "Title" and title is None:
-            title = text  # the article's title: not repeated as a heading
-        elif style == "Title":
-            lines.append(f"## {text}")
-        elif style.startswith("Heading"):
-            level = int(style.split()[-1]) if style.split()[-1].isdigit() else 1
-            if first and level == 1 and title is None and not _docx_has_title(document):
-                title = text  # a document that opens with a Heading 1 and has no Title: that is its title
-            else:
-                lines.append("#" * min(6, level + 1) + " " + text)
-        elif style.startswith("List"):
-            lines.append(f"- {text}")
-        else:
-            lines.append(text)
-        first = False
-    core_title = document.core_properties.title or None
-    if core_title and _PLACEHOLDER_TITLE.search(core_title.strip()):
-        core_title = None
-    title = title or core_title
-    # core_properties.created is not used: templates carry their own (python-docx's says 2013).
-    body = "\n\n".join(lines)
-    return Parsed("docx", body, title, date_from_text(body))
-
-
-def _docx_blocks(document) -> list:
-    """Paragraphs and tables in document order."""
-    if hasattr(document, "iter_inner_content"):
-        return list(document.iter_inner_content())
-    return list(document.paragraphs) + list(document.tables)  # pragma: no cover - python-docx < 1.0
-
-
-def _docx_has_title(document) -> bool:
-    return any((p.style is not None and p.style.name == "Title") and p.text.strip() for p in document.paragraphs)
-
-
-def _docx_table(table) -> str:
-    """A Word table as a Markdown table (its first row the header)."""
-    rows: list[list[str]] = []
-    for row in table.rows:
-        cells: list[str] = []
-        previous = None
-        for cell in row.cells:
-            if previous is not None and cell._tc is previous:  # a merged cell is listed once per column
-                cells.append("")
-                continue
-            previous = cell._tc
-            cells.append(" ".join(cell.text.split()).replace("|", "\\|"))
-        if any(cells):
-            rows.append(cells)
-    if not rows:
-        return ""
-    width = max(len(r) for r in rows)
-    rows = [r + [""] * (width - len(r)) for r in rows]
-    lines = ["| " + " | ".join(rows[0]) + " |", "|" + "|".join(["---"] * width) + "|"]
-    lines += ["| " + " | ".join(r) + " |" for r in rows[1:]]
-    return "\n".join(lines)

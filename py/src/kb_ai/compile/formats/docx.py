@@ -1,0 +1,90 @@
+"""The DOCX reader (python-docx, imported on first use): paragraphs and tables in document order,
+headings as Markdown headings, tables as Markdown tables, the Title style as the title (not
+repeated as a heading). Called by ``compile.readers.parse_document``."""
+
+from __future__ import annotations
+
+import io
+
+from kb_ai.compile.readers import _PLACEHOLDER_TITLE, Parsed, UnreadableError, date_from_text
+
+
+def read_docx(data: bytes) -> Parsed:
+    try:
+        import docx  # noqa: PLC0415
+    except ImportError:  # pragma: no cover - declared dependency
+        raise UnreadableError("DOCX support unavailable (python-docx not installed)") from None
+    try:
+        document = docx.Document(io.BytesIO(data))
+    except Exception as exc:  # noqa: BLE001 - python-docx raises many kinds for a broken file
+        raise UnreadableError(f"not a readable DOCX ({type(exc).__name__})") from None
+    lines: list[str] = []
+    title = None
+    first = True
+    for block in _docx_blocks(document):
+        if not hasattr(block, "style") or not hasattr(block, "text"):  # a table
+            table = _docx_table(block)
+            if table:
+                lines.append(table)
+                first = False
+            continue
+        text = " ".join(block.text.split())
+        if not text:
+            continue
+        style = (block.style.name if block.style is not None else "") or ""
+        if style == "Title" and title is None:
+            title = text  # the article's title: not repeated as a heading
+        elif style == "Title":
+            lines.append(f"## {text}")
+        elif style.startswith("Heading"):
+            level = int(style.split()[-1]) if style.split()[-1].isdigit() else 1
+            if first and level == 1 and title is None and not _docx_has_title(document):
+                title = text  # a document that opens with a Heading 1 and has no Title: that is its title
+            else:
+                lines.append("#" * min(6, level + 1) + " " + text)
+        elif style.startswith("List"):
+            lines.append(f"- {text}")
+        else:
+            lines.append(text)
+        first = False
+    core_title = document.core_properties.title or None
+    if core_title and _PLACEHOLDER_TITLE.search(core_title.strip()):
+        core_title = None
+    title = title or core_title
+    # core_properties.created is not used: templates carry their own (python-docx's says 2013).
+    body = "\n\n".join(lines)
+    return Parsed("docx", body, title, date_from_text(body))
+
+
+def _docx_blocks(document) -> list:
+    """Paragraphs and tables in document order."""
+    if hasattr(document, "iter_inner_content"):
+        return list(document.iter_inner_content())
+    return list(document.paragraphs) + list(document.tables)  # pragma: no cover - python-docx < 1.0
+
+
+def _docx_has_title(document) -> bool:
+    return any((p.style is not None and p.style.name == "Title") and p.text.strip() for p in document.paragraphs)
+
+
+def _docx_table(table) -> str:
+    """A Word table as a Markdown table (its first row the header)."""
+    rows: list[list[str]] = []
+    for row in table.rows:
+        cells: list[str] = []
+        previous = None
+        for cell in row.cells:
+            if previous is not None and cell._tc is previous:  # a merged cell is listed once per column
+                cells.append("")
+                continue
+            previous = cell._tc
+            cells.append(" ".join(cell.text.split()).replace("|", "\\|"))
+        if any(cells):
+            rows.append(cells)
+    if not rows:
+        return ""
+    width = max(len(r) for r in rows)
+    rows = [r + [""] * (width - len(r)) for r in rows]
+    lines = ["| " + " | ".join(rows[0]) + " |", "|" + "|".join(["---"] * width) + "|"]
+    lines += ["| " + " | ".join(r) + " |" for r in rows[1:]]
+    return "\n".join(lines)
