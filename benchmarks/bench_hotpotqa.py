@@ -32,7 +32,8 @@ from kb_ai.quality.eval import GoldResolver, load_questions, run_eval_file
 from kb_ai.quality.lint import lint_kb
 from kb_ai.store.articles import render_article
 from kb_ai.store.kb import KnowledgeBase
-from kb_ai.store.markdown_text import clip, first_sentence
+from kb_ai.store.markdown_text import first_sentence
+from kb_ai.store.sentences import clip
 from kb_ai.store.paths import slugify
 
 REPO = Path(__file__).resolve().parents[1]

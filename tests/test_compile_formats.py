@@ -16,7 +16,7 @@ import pytest
 
 from kb_ai.compile.readers import title_from_filename
 from kb_ai.store.articles import load_article
-from kb_ai.store.markdown_text import split_sentences
+from kb_ai.store.sentences import split_sentences
 
 from compile_checks import compile_offline, manifest
 from fixtures.compile.make import pdf_pages_bytes

@@ -33,7 +33,8 @@ from kb_ai.store.articles import (
 )
 from kb_ai.store.catalog import Catalog, CatalogEntry, parse_master_index, render_master_index
 from kb_ai.files import TEMP_PREFIX
-from kb_ai.store.markdown_text import clip, first_heading, first_sentence, plain_text, split_sections
+from kb_ai.store.markdown_text import first_heading, first_sentence, plain_text, split_sections
+from kb_ai.store.sentences import clip
 from kb_ai.store.paths import MAX_SLUG_LENGTH, normalize_wiki_path, safe_wiki_file, slugify, topic_folder
 
 # database=None: no .hypothesis/ folder in the working tree; failures found are kept as @example.

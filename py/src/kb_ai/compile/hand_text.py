@@ -15,7 +15,7 @@ from kb_ai.store.articles import (
     jsonable,
     split_frontmatter,
 )
-from kb_ai.store.markdown_text import clip
+from kb_ai.store.sentences import clip
 
 
 # hand-written text

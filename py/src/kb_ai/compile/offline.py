@@ -19,14 +19,13 @@ from kb_ai.store.articles import clean_summary
 from kb_ai.store.words import title_key, words
 from kb_ai.store.markdown_text import (
     atx_heading,
-    clip,
     demote_headings,
     first_sentence,
     iter_lines_outside_fences,
     plain_text,
     prose_paragraphs,
-    split_sentences,
 )
+from kb_ai.store.sentences import clip, split_sentences
 
 # The source ends at the first ": earlier " (tried once, not again from every later one).
 TRAIL = re.compile(r"^\[Superseded (\d{4}-\d{2}-\d{2}) by (raw/(?:(?!: earlier ).)++): earlier (.+)\]\s*$")

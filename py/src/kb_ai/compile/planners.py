@@ -28,7 +28,8 @@ from kb_ai.llm.tokens import chars_for_tokens
 from kb_ai.store.access import derived_access
 from kb_ai.store.articles import RESERVED_NAMES, SUMMARY_LIMIT
 from kb_ai.store.catalog import CatalogEntry
-from kb_ai.store.markdown_text import clip, first_sentence
+from kb_ai.store.markdown_text import first_sentence
+from kb_ai.store.sentences import clip
 from kb_ai.store.paths import normalize_wiki_path, slugify, topic_folder
 from kb_ai.store.words import title_key
 

@@ -26,7 +26,8 @@ from kb_ai.llm.plausible import implausible, one_line
 from kb_ai.llm.tokens import chars_for_tokens, estimate_tokens
 from kb_ai.offline.lexical import by_shared_terms
 from kb_ai.store.articles import SUMMARY_LIMIT, clean_summary
-from kb_ai.store.markdown_text import clip, iter_lines_outside_fences, plain_text, split_sections
+from kb_ai.store.markdown_text import iter_lines_outside_fences, plain_text, split_sections
+from kb_ai.store.sentences import clip
 from kb_ai.store.paths import slugify
 
 WRITE_PROMPT = "compile_write"

@@ -18,7 +18,8 @@ from kb_ai.navigate.records import Citation, ReadPage
 from kb_ai.offline.passages import locate_all
 from kb_ai.offline.text import tokenize
 from kb_ai.store.links import resolve_link
-from kb_ai.store.markdown_text import Link, find_links, plain_text, split_sentences
+from kb_ai.store.markdown_text import Link, find_links, plain_text
+from kb_ai.store.sentences import split_sentences
 
 MAX_CLAIMS_PER_PAGE = 64  # distinct cited sentences located per page (an answer has far fewer)
 _LIST_ITEM = re.compile(r"[ \t]*+(?:[-*+]|\d{1,9}+[.)])[ \t]++")

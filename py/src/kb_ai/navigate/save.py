@@ -18,7 +18,8 @@ from kb_ai.store.access import OWNER, Reader, derived_access
 from kb_ai.store.articles import SUMMARY_LIMIT, write_article
 from kb_ai.store.kb import KnowledgeBase
 from kb_ai.store.links import link_to, resolve_link
-from kb_ai.store.markdown_text import clip, find_links
+from kb_ai.store.markdown_text import find_links
+from kb_ai.store.sentences import clip
 from kb_ai.store.pages import load_page
 from kb_ai.store.paths import slugify
 

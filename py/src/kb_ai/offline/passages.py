@@ -26,7 +26,8 @@ from typing import Any
 from kb_ai.offline.lexical import rank_texts_each
 from kb_ai.offline.text import tokenize
 from kb_ai.store.anchors import HeadingAnchor, anchor_at, heading_anchors
-from kb_ai.store.markdown_text import atx_heading, iter_lines_at, plain_text, split_sentences
+from kb_ai.store.markdown_text import atx_heading, iter_lines_at, plain_text
+from kb_ai.store.sentences import split_sentences
 
 MIN_WORDS = 4  # a sentence shorter than this is kept with the one before it
 MAX_QUOTE_CHARS = 600  # a longer passage is quoted up to here (the offsets still cover it whole)

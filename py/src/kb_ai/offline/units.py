@@ -25,7 +25,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from kb_ai.store.markdown_text import atx_heading, block_lines, plain_text, sentence_spans
+from kb_ai.store.markdown_text import atx_heading, block_lines, plain_text
+from kb_ai.store.sentences import sentence_spans
 
 MAX_UNIT_CHARS = 600  # a longer list item or paragraph is quoted sentence by sentence
 SHORT_WORDS = 4  # a sentence under this many words is joined to its neighbour

@@ -30,7 +30,8 @@ from kb_ai.store.frontmatter import (  # noqa: F401  (re-exported: part of what 
     render_article,
     split_frontmatter,
 )
-from kb_ai.store.markdown_text import clip, first_heading, first_sentence, plain_text
+from kb_ai.store.markdown_text import first_heading, first_sentence, plain_text
+from kb_ai.store.sentences import clip
 from kb_ai.store.paths import normalize_wiki_path, safe_wiki_file
 
 MAX_ARTICLE_BYTES = 2_000_000

@@ -16,7 +16,7 @@ import frontmatter
 import yaml
 
 from kb_ai.errors import ArticleFormatError
-from kb_ai.store.markdown_text import clip
+from kb_ai.store.sentences import clip
 
 MAX_FRONTMATTER_BYTES = 64_000
 MAX_FRONTMATTER_DEPTH = 16  # frontmatter is flat; deeper nesting is a mistake or an attack
