@@ -155,7 +155,11 @@ def best_units(question: str, pages: list[PageText], limit: int = 4) -> list[Evi
     used_chars = 0
 
     named: set[str] = set()  # pages whose title a picked unit names (the bridge to a second page)
-    titles = {page.path: " ".join(tokenize(page.title)) for page in pages}
+    # A page the question names by its title is no second hop: a pick naming it too is no bridge
+    # ("Uvicorn has three implementations..." does not make the page "Uvicorn" the answer to a
+    # question about uvicorn).
+    titles = {page.path: " ".join(tokenize(page.title)) for page in pages
+              if not set(tokenize(page.title)) <= query_terms}
 
     def gain(i: int) -> float:
         matched = candidates[i][2] & query_terms
