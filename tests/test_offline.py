@@ -134,3 +134,19 @@ def test_supersession_trails_are_not_quoted_as_evidence():
             "[Superseded 2026-03-01 by raw/pricing-v2.md: earlier the Solo plan cost 9 dollars a month.]")
     picked = best_units("How much does the Solo plan cost?", [PageText("p.md", "Pricing", body)], limit=4)
     assert [e.sentence for e in picked] == ["The Solo plan costs 12 dollars a month."]
+
+
+def test_a_page_the_question_names_gets_no_bridge_bonus():
+    """The bridge bonus lifts a page whose title an earlier pick names (the second hop). A page the
+    question itself names by title (a project's home page, read in round 2 because every page says
+    "Glimmer") is no second hop: its generic lines must not push out the line that answers."""
+    pages = [
+        PageText("glimmer/sockets.md", "Sockets", "# Sockets\n\n## Protocol implementations\n\n"
+                 "Glimmer has two implementations of the socket protocol.\n\n## Wsproto\n\nThis implementation was the first one.\n"),
+        PageText("glimmer/settings.md", "Settings", "# Settings\n\n## Protocols\n\n* `--http <str>` - Set the HTTP protocol "
+                 "implementation. Options: 'auto', 'h11', 'httptools'.\n* `--log-level <str>` - Set the log level.\n"),
+        PageText("glimmer/index.md", "Glimmer", "# Glimmer\n\nGlimmer is a small web server implementation.\n\n"
+                 "Glimmer supports HTTP/1.1 and sockets.\n\nIt runs on Linux.\n"),
+    ]
+    picked = best_units("Which HTTP protocol implementations can glimmer use?", pages, limit=3)
+    assert any("'h11', 'httptools'" in e.unit.text for e in picked), [e.unit.text for e in picked]

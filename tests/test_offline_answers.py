@@ -234,3 +234,18 @@ def test_quoted_code_cannot_close_its_fence_early(tmp_path):
     closing = next(i for i in range(opening + 1, len(lines)) if lines[i].strip() == fence)
     assert "  ~~~~" in lines[opening + 1:closing] and "  [x](javascript:alert(1))" in lines[opening + 1:closing]
     assert page_refs(out["citations"]) == [{"path": "ops/fences.md", "title": "Fences"}]
+
+
+def test_a_code_block_matches_as_well_as_the_sentence_that_introduces_it(tmp_path):
+    """A sentence ending in ":" and the code block under it are one unit (the code, quoted with its
+    lead-in): the code's own lines must not rank that unit below a sentence that only refers back
+    to the code ("The snippet above ...") — as a reST literal block read whole (issue 14) did."""
+    quota = ("ops/attachments.md", "Attachments", "What a client may attach to a message.",
+             "# Attachments\n\nEach client sends attachments with its messages. But how do you limit the size of "
+             "attachments? The relay accepts attachments of any size by default, but you can limit their size by "
+             "setting the `MAX_PARCEL` option:\n\n```\nfrom courier import Courier, Options\n\n"
+             "courier = Courier(__name__)\ncourier.options['MAX_PARCEL'] = 8 * 1000 * 1000\n```\n\n"
+             "The snippet above limits their size to 8 megabytes.\n")
+    out = _ask_json(_kb(tmp_path, quota), "How do I limit the size of attachments?")
+    assert "courier.options['MAX_PARCEL'] = 8 * 1000 * 1000" in out["answer"], out["answer"]
+    _bullet_with(out["answer"], "you can limit their size by setting the MAX_PARCEL option:")  # with its lead-in

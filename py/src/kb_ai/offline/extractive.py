@@ -121,10 +121,17 @@ def best_units(question: str, pages: list[PageText], limit: int = 4) -> list[Evi
     if not candidates:
         return []
     wants = _asks_for(question)
-    scores = rank_texts(query_terms, [tokenize(_ranked_text(c[1])) for c in candidates])
+    scores = [float(s) for s in rank_texts(query_terms, [tokenize(_ranked_text(c[1])) for c in candidates])]
+    # A code block quoted with the sentence that introduces it matches the question at least as
+    # well as that sentence alone: its code lines must not dilute the match (BM25's length
+    # normalisation) so that the bare lead-in, which "introduces what it does not show", wins.
+    leads = {(unit.path, unit.start, unit.text): score for score, (_r, unit, _t) in zip(scores, candidates)
+             if unit.kind != "code"}
+    scores = [max(score, leads.get((unit.path, unit.start, unit.lead), 0.0)) if unit.kind == "code" and unit.lead
+              else score for score, (_r, unit, _t) in zip(scores, candidates)]
     base = []
     for score, (rank, unit, _terms) in zip(scores, candidates):
-        value = float(score) * (1.0 - 0.08 * min(rank, 5))
+        value = score * (1.0 - 0.08 * min(rank, 5))
         if wants and _holds(unit, wants, question):
             value *= ASKED_BONUS
         if unit.kind == "code" and "code" not in wants:
@@ -148,7 +155,11 @@ def best_units(question: str, pages: list[PageText], limit: int = 4) -> list[Evi
     used_chars = 0
 
     named: set[str] = set()  # pages whose title a picked unit names (the bridge to a second page)
-    titles = {page.path: " ".join(tokenize(page.title)) for page in pages}
+    # A page the question names by its title is no second hop: a pick naming it too is no bridge
+    # ("Uvicorn has three implementations..." does not make the page "Uvicorn" the answer to a
+    # question about uvicorn).
+    titles = {page.path: " ".join(tokenize(page.title)) for page in pages
+              if not set(tokenize(page.title)) <= query_terms}
 
     def gain(i: int) -> float:
         matched = candidates[i][2] & query_terms
