@@ -38,11 +38,11 @@ from pathlib import Path
 
 import numpy as np
 
+from kb_ai.offline.index_files import ARRAYS, MAX_INDEX_FILE_BYTES, check_saved, join_texts, load_array, split_texts
 from kb_ai.offline.text import tokenize
 from kb_ai.store.access import parse_access
 from kb_ai.store.articles import read_article_text, split_frontmatter
 from kb_ai.store.catalog import Catalog, CatalogEntry
-from kb_ai.offline.index_files import ARRAYS, MAX_INDEX_FILE_BYTES, check_saved, join_texts, load_array, split_texts
 from kb_ai.files import (
     DamagedFileError,
     atomic_write_text,
