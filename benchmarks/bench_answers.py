@@ -45,7 +45,8 @@ from kb_ai.navigate.ask import ask, build_service
 from kb_ai.navigate.navigator import LexicalIndexCache
 from kb_ai.navigate.records import AskRequest
 from kb_ai.offline import coverage as cov
-from kb_ai.quality.eval import GoldResolver, load_questions, run_eval_file
+from kb_ai.quality.eval import GoldResolver, run_eval_file
+from kb_ai.quality.eval_questions import load_questions
 from kb_ai.quality.scoring import contains_answer, scoring_text
 from kb_ai.store.kb import KnowledgeBase
 

@@ -28,7 +28,8 @@ from pathlib import Path
 from kb_ai.config import load_settings
 from kb_ai.navigate.navigator import LexicalIndexCache
 from kb_ai.navigate.select import shortlist
-from kb_ai.quality.eval import GoldResolver, load_questions, run_eval_file
+from kb_ai.quality.eval import GoldResolver, run_eval_file
+from kb_ai.quality.eval_questions import load_questions
 from kb_ai.quality.lint import lint_kb
 from kb_ai.store.articles import render_article
 from kb_ai.store.kb import KnowledgeBase

@@ -34,7 +34,8 @@ sys.path.insert(0, str(REPO / "tests"))  # the stub model's fake endpoint (tests
 
 from kb_ai.config import Settings  # noqa: E402
 from kb_ai.navigate.ask import build_service  # noqa: E402
-from kb_ai.quality.eval import load_questions, run_eval  # noqa: E402
+from kb_ai.quality.eval import run_eval  # noqa: E402
+from kb_ai.quality.eval_questions import load_questions  # noqa: E402
 from kb_ai.store.articles import render_article  # noqa: E402
 from kb_ai.store.kb import KnowledgeBase  # noqa: E402
 

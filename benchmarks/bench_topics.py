@@ -70,7 +70,7 @@ def compile_timed(root: Path) -> float:
 def rule_topics(records: list[tuple[str, str, str]]) -> dict[str, str]:
     """The topic the rule gives each (path, title, text) of a flat raw/ compiled afresh."""
     from kb_ai.compile.topic_rule import MAX_TOPIC_SIZE, MIN_TOPIC_SIZE, _texts_of_sources
-    from kb_ai.offline.lexical import term_groups
+    from kb_ai.offline.text_ranking import term_groups
 
     texts, titles = _texts_of_sources([(p, t, x) for p, t, x in records])
     groups = term_groups(texts, MIN_TOPIC_SIZE, MAX_TOPIC_SIZE, titles)

@@ -12,7 +12,8 @@ from kb_ai.cli import cli
 from kb_ai.config import Settings
 from kb_ai.errors import KaasError
 from kb_ai.navigate.ask import build_service
-from kb_ai.quality.eval import GoldResolver, is_abstention, parse_questions, run_eval, run_eval_file
+from kb_ai.quality.eval import GoldResolver, is_abstention, run_eval, run_eval_file
+from kb_ai.quality.eval_questions import parse_questions
 from kb_ai.navigate.records import AskResult
 from kb_ai.quality.scoring import contains_answer, exact_match, f1_score, normalize_answer, score_answer, scoring_text
 from kb_ai.store.catalog import Catalog, CatalogEntry

@@ -34,7 +34,7 @@ from kb_ai.llm import plausible, prompts, structured, tokens
 from kb_ai.navigate import citations, read, save
 from kb_ai.navigate.records import ReadPage
 from kb_ai.offline import extractive, passages, text
-from kb_ai.quality import eval as quality_eval, scoring
+from kb_ai.quality import eval_questions, scoring
 from kb_ai.store import anchors, articles, catalog, links, markdown_text as md, words
 
 SMALL = 1_500
@@ -139,7 +139,7 @@ FUNCTIONS = {
     "escape_data": lambda t: [prompts.escape_data(t, context) for context in ("attribute", "inline", "block")],
     "plausible": lambda t: (plausible.implausible(t, "Summarize the article in one sentence."), plausible.unique([t, t + "x"])),
     "scoring": lambda t: (scoring.score_answer(t, ["a x", "lorem"]), scoring.normalize_answer(t)),
-    "eval_questions": lambda t: quality_eval.parse_questions(json.dumps({"question": t[:3000], "gold_answer": t}) + "\n" + t, "q"),
+    "eval_questions": lambda t: eval_questions.parse_questions(json.dumps({"question": t[:3000], "gold_answer": t}) + "\n" + t, "q"),
 }
 
 

@@ -18,7 +18,8 @@ from kb_ai.config import Settings
 from kb_ai.llm.tokens import estimate_tokens
 from kb_ai.navigate.ask import ask, build_service
 from kb_ai.navigate.records import AskRequest
-from kb_ai.quality.eval import EvalQuestion, run_eval
+from kb_ai.quality.eval import run_eval
+from kb_ai.quality.eval_questions import EvalQuestion
 from kb_ai.server.app import create_app
 from kb_ai.server.mcp import build_mcp_server
 from kb_ai.store.access import Reader

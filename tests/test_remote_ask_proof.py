@@ -18,7 +18,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 from click.testing import CliRunner
 
-import kb_ai.cli.commands
+import kb_ai.cli.ask
 import kb_ai.server.remote
 from kb_ai.cli import cli
 from kb_ai.server.remote import SERVER_FILE
@@ -151,7 +151,7 @@ def quick(monkeypatch):
     # Both by name, and raising when the name is gone: a rename fails here instead of making the
     # trials below wait for the real limits (60 s per read, minutes in all) or pass for nothing.
     monkeypatch.setattr(kb_ai.server.remote, "READ_TIMEOUT", 0.5)
-    monkeypatch.setattr(kb_ai.cli.commands, "_remote_deadline", lambda settings: 1.5)
+    monkeypatch.setattr(kb_ai.cli.ask, "_remote_deadline", lambda settings: 1.5)
 
 
 @pytest.mark.parametrize("proves, mode", [(False, 0o600), (True, 0o644)])

@@ -1,5 +1,5 @@
 """The wiki as the planner sees it: existing articles plus those planned so far in this run,
-with lexical lookup (BM25 over titles and summaries, ``offline.lexical.TermIndex``) and near-identical title detection.
+with lexical lookup (BM25 over titles and summaries, ``offline.text_ranking.TermIndex``) and near-identical title detection.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ class PlanCatalog:
         # article path -> the raw/ folders of the sources it is made from (known ones: the
         # manifest's and this run's plans), for ``OfflinePlanner``'s same-title rule
         self.source_folders: dict[str, set[str]] = {}
-        from kb_ai.offline.lexical import TermIndex  # noqa: PLC0415 (the index only when planning)
+        from kb_ai.offline.text_ranking import TermIndex  # noqa: PLC0415 (the index only when planning)
 
         self._lexical = TermIndex()
         for item in items:
@@ -97,7 +97,7 @@ class PlanCatalog:
 
     def related(self, text: str, limit: int = MAX_CANDIDATES, exclude: set[str] | frozenset[str] = frozenset()
                 ) -> list[CatalogEntry]:
-        """The ``limit`` items most related to ``text`` by BM25 (``offline.lexical.TermIndex``,
+        """The ``limit`` items most related to ``text`` by BM25 (``offline.text_ranking.TermIndex``,
         ties broken by path), leaving out the paths in ``exclude``."""
         return [self.items[p] for p in self._lexical.search(text, limit, exclude)]
 

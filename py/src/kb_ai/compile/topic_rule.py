@@ -5,7 +5,7 @@
   (``folder_topic``).
 * **From the documents,** when a folder's topic (or ``general``) would hold more than
   ``MAX_TOPIC_SIZE`` articles: its articles and new sources are grouped by a distinctive word
-  they share (``offline.lexical.term_groups`` over each one's title and summary, the text the
+  they share (``offline.text_ranking.term_groups`` over each one's title and summary, the text the
   catalog shows), into groups of ``MIN_TOPIC_SIZE`` to ``MAX_TOPIC_SIZE``; the word names the
   topic (``football``; in a folder ``docs-football``). What is in no group keeps the folder's topic.
 
@@ -78,7 +78,7 @@ def _texts_of_sources(sources: list[tuple[str, str, str]]) -> tuple[dict[str, st
 
 
 def _split_folder(folder: str, items: list[SourceWork], articles: list[CatalogEntry]) -> None:
-    from kb_ai.offline.lexical import term_groups  # noqa: PLC0415 (the index only when a topic is split)
+    from kb_ai.offline.text_ranking import term_groups  # noqa: PLC0415 (the index only when a topic is split)
 
     texts, titles = _texts_of_sources([(w.path, w.source.title, w.source.text) for w in items])
     texts.update({f"a:{e.path}": f"{e.title} {e.summary}" for e in articles})

@@ -24,7 +24,7 @@ from kb_ai.compile.offline import (
 )
 from kb_ai.llm.plausible import implausible, one_line
 from kb_ai.llm.tokens import chars_for_tokens, estimate_tokens
-from kb_ai.offline.lexical import by_shared_terms
+from kb_ai.offline.text_ranking import by_shared_terms
 from kb_ai.store.articles import SUMMARY_LIMIT, clean_summary
 from kb_ai.store.markdown_text import iter_lines_outside_fences, plain_text, split_sections
 from kb_ai.store.sentences import clip

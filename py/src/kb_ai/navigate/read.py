@@ -13,7 +13,7 @@ import logging
 from kb_ai.errors import KaasError
 from kb_ai.llm.tokens import chars_for_tokens, estimate_tokens
 from kb_ai.navigate.records import ReadPage
-from kb_ai.offline.lexical import by_shared_terms
+from kb_ai.offline.text_ranking import by_shared_terms
 from kb_ai.store.access import OWNER, Reader
 from kb_ai.store.catalog import Catalog
 from kb_ai.store.kb import KnowledgeBase

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from kb_ai.offline.lexical import rank_texts
+from kb_ai.offline.text_ranking import rank_texts
 from kb_ai.offline.text import tokenize
 from kb_ai.offline.units import Unit, page_units
 

@@ -1,21 +1,11 @@
-"""Lexical relevance, in one place: every ranking by shared words in kaas is one of these.
+"""Lexical relevance over the wiki: ``LexicalIndex``, BM25 over the catalog and the articles' text,
+saved on disk and updated one page at a time. The whole-text rankings (``rank_texts``,
+``TermIndex``, ``by_shared_terms``, ``jaccard``, ``term_groups``) are ``offline/text_ranking.py``;
+the saved index's files are read back and checked in ``offline/index_files.py``.
 
-* ``LexicalIndex``: BM25 over the catalog and the articles' text, saved on disk and updated one
-  page at a time (below).
-* ``rank_texts``: BM25 over a handful of texts ranked once (the extractive answer's sentences).
-* ``TermIndex``: BM25 over short texts that grows one text at a time (the compile planner's
-  catalog, which sees each article it plans in the same run).
-* ``by_shared_terms``: texts ordered by how many terms they share with a query (the sections
-  of a page kept when it is trimmed to a reading budget, or shown to the model for a revision).
-* ``jaccard``: the share of terms two texts have in common (lint's contradiction pairs).
-* ``term_groups``: texts grouped by a distinctive word they share (the topics of a flat
-  ``raw/``, ``compile/topic_rule.py``); words as ``store.words.label_words`` reads them (whole
-  words, so a group's word is its readable name), weighted by inverse document frequency like
-  ``store/topics.py``'s summaries.
-
-All of them read text through ``offline.text.tokenize`` (stemmed, stop words dropped), and the
-two BM25 rankings of whole texts score as bm25s's default did (Lucene's variant: k1 1.5, b 0.75,
-idf ``log(1 + (N - df + 0.5) / (df + 0.5))``; a query term given twice counts twice).
+Text is read through ``offline.text.tokenize`` (stemmed, stop words dropped), and the BM25
+rankings score as bm25s's default did (Lucene's variant: k1 1.5, b 0.75, idf
+``log(1 + (N - df + 0.5) / (df + 0.5))``; a query term given twice counts twice).
 
 ``LexicalIndex``: a BM25 index over the catalog (title, summary, topic) and the articles' text.
 
@@ -37,8 +27,6 @@ in one warning line and the index rebuilt.
 from __future__ import annotations
 
 import hashlib
-import heapq
-import io
 import json
 import logging
 import math
@@ -50,15 +38,14 @@ from pathlib import Path
 
 import numpy as np
 
+from kb_ai.offline.index_files import ARRAYS, MAX_INDEX_FILE_BYTES, check_saved, join_texts, load_array, split_texts
 from kb_ai.offline.text import tokenize
-from kb_ai.store.words import GENERIC_WORDS, label_words
 from kb_ai.store.access import parse_access
 from kb_ai.store.articles import read_article_text, split_frontmatter
 from kb_ai.store.catalog import Catalog, CatalogEntry
 from kb_ai.files import (
     DamagedFileError,
     atomic_write_text,
-    check_regular_file,
     read_state_bytes,
     read_state_json,
     remove_state_entry,
@@ -71,12 +58,10 @@ INDEX_FORMAT = 4  # 4: kaas's own postings (term frequencies), updated page by p
 TITLE_WEIGHT = 3
 SUMMARY_WEIGHT = 2
 BODY_CHAR_LIMIT = 50_000  # per article: enough to rank, bounded for huge pages
-MAX_INDEX_FILE_BYTES = 1 << 30  # any one file of a saved index
 K1, B = 1.5, 0.75
 # A changed catalog is updated page by page up to this many changed pages (or 2% of them); past
 # that a full rebuild is about as fast and leaves no dead postings behind.
 UPDATE_AT_MOST = 200
-ARRAYS = ("indptr", "docs", "tfs", "lengths", "live", "keys", "df")
 
 
 @dataclass(frozen=True)
@@ -143,7 +128,7 @@ def catalog_fingerprint(wiki_dir: Path, catalog: Catalog) -> str:
     return digest.hexdigest()
 
 
-def _idf(df: int, n: int) -> float:
+def idf(df: int, n: int) -> float:
     return math.log(1 + (n - df + 0.5) / (df + 0.5))
 
 
@@ -306,8 +291,8 @@ class LexicalIndex:
             extra = [[term, doc, tf] for term, postings in sorted(self._extra.items()) for doc, tf in postings]
             # NUL-separated (no path or term holds a NUL; "" for a page taken out): read back with
             # one split, where JSON would cost a parse and a check of every string.
-            (tmp / "kaas-paths.txt").write_bytes(_joined(p or "" for p in self.paths))
-            (tmp / "kaas-vocab.txt").write_bytes(_joined(sorted(self._vocab, key=self._vocab.__getitem__)))
+            (tmp / "kaas-paths.txt").write_bytes(join_texts(p or "" for p in self.paths))
+            (tmp / "kaas-vocab.txt").write_bytes(join_texts(sorted(self._vocab, key=self._vocab.__getitem__)))
             (tmp / "kaas-extra.json").write_text(json.dumps(extra), encoding="utf-8")
             atomic_write_text(tmp / "kaas-fingerprint", fingerprint)
             if cache_dir.is_symlink() or cache_dir.exists():
@@ -334,11 +319,11 @@ class LexicalIndex:
                 return None, False
             if stored != fingerprint.encode() and not os.path.lexists(cache_dir / "kaas-paths.txt"):
                 return None, False  # an index of an earlier format (bm25s's files): rebuilt quietly
-            paths = [p or None for p in _split(read_state_bytes(cache_dir / "kaas-paths.txt", MAX_INDEX_FILE_BYTES))]
-            words = _split(read_state_bytes(cache_dir / "kaas-vocab.txt", MAX_INDEX_FILE_BYTES))
+            paths = [p or None for p in split_texts(read_state_bytes(cache_dir / "kaas-paths.txt", MAX_INDEX_FILE_BYTES))]
+            words = split_texts(read_state_bytes(cache_dir / "kaas-vocab.txt", MAX_INDEX_FILE_BYTES))
             extra = read_state_json(cache_dir / "kaas-extra.json", MAX_INDEX_FILE_BYTES)
-            arrays = {name: _load_array(cache_dir / f"{name}.npy") for name in ARRAYS}
-            vocab, extra_postings = _check_saved(paths, words, extra, arrays)
+            arrays = {name: load_array(cache_dir / f"{name}.npy") for name in ARRAYS}
+            vocab, extra_postings = check_saved(paths, words, extra, arrays)
         except (DamagedFileError, OSError) as exc:
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
             log.warning("lexical index %s is damaged (%s); rebuilt", cache_dir, " ".join(str(reason).split())[:300])
@@ -383,7 +368,7 @@ class LexicalIndex:
             docs, tfs = self._postings(term)
             alive = self._live[docs]
             docs, tfs = docs[alive], tfs[alive].astype(np.float64)
-            scores[docs] += _idf(df, self._n) * tfs / (tfs + self._norm[docs])
+            scores[docs] += idf(df, self._n) * tfs / (tfs + self._norm[docs])
         return scores if self._mask is None else np.where(self._mask, scores, 0.0)
 
     def scores(self, query: str) -> dict[str, float]:
@@ -443,77 +428,6 @@ class LexicalIndex:
         return bool(self._mask[docs].any())
 
 
-MAPPED = ("docs", "tfs")  # the postings: mapped read-only (the pages a query touches are read)
-
-
-def _load_array(path: Path) -> np.ndarray:
-    """A saved array: plain numbers only (``allow_pickle=False``). The postings are memory-mapped
-    once the file is checked to be a regular file of bounded size; the rest is read bounded."""
-    try:
-        if path.stem in MAPPED:
-            try:
-                check_regular_file(path, MAX_INDEX_FILE_BYTES)
-            except FileNotFoundError:
-                raise DamagedFileError(f"{path.name} is missing") from None
-            except OSError as exc:
-                raise DamagedFileError(f"{path.name}: {exc.strerror or exc}") from None
-            return np.load(path, mmap_mode="r", allow_pickle=False)
-        data = read_state_bytes(path, MAX_INDEX_FILE_BYTES)
-        if data is None:
-            raise DamagedFileError(f"{path.name} is missing")
-        return np.load(io.BytesIO(data), allow_pickle=False)
-    except DamagedFileError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - numpy meets a damaged file
-        raise DamagedFileError(f"{path.name}: {type(exc).__name__}: {exc}") from None
-
-
-def _joined(texts) -> bytes:
-    return "\0".join(texts).encode("utf-8", "surrogatepass")
-
-
-def _split(data: bytes | None) -> list[str]:
-    if data is None:
-        raise DamagedFileError("a file of it is missing")
-    try:
-        text = data.decode("utf-8", "surrogatepass")
-    except UnicodeDecodeError as exc:
-        raise DamagedFileError(f"not UTF-8 ({exc.reason})") from None
-    return text.split("\0") if text else []
-
-
-def _check_saved(paths, words, extra, arrays) -> tuple[dict[str, int], dict[int, list[tuple[int, int]]]]:
-    """Raise DamagedFileError unless the saved files are an index ``LexicalIndex._save`` could
-    have written: scoring it can then never fail (no term or page past the arrays)."""
-    vocab = dict(zip(words, range(len(words))))
-    if len(vocab) != len(words):
-        raise DamagedFileError("kaas-vocab.txt lists a term twice")
-    n, terms = len(paths), len(words)
-    indptr, docs, tfs = arrays["indptr"], arrays["docs"], arrays["tfs"]
-    lengths, live, keys, df = arrays["lengths"], arrays["live"], arrays["keys"], arrays["df"]
-    ok = (all(isinstance(a, np.ndarray) and a.ndim == 1 for a in arrays.values())
-          and indptr.dtype.kind in "iu" and docs.dtype.kind in "iu" and tfs.dtype.kind in "iu"
-          and lengths.dtype.kind == "f" and live.dtype == np.bool_ and keys.dtype == np.uint64
-          and len(lengths) == n and len(live) == n and len(keys) == n
-          and df.dtype.kind in "iu" and len(df) == terms and (terms == 0 or int(df.min()) >= 0)
-          and 1 <= len(indptr) <= terms + 1 and indptr[0] == 0 and indptr[-1] == len(docs) == len(tfs)
-          and bool(np.all(np.diff(indptr) >= 0))
-          and (len(docs) == 0 or (int(docs.min()) >= 0 and int(docs.max()) < n and int(tfs.min()) > 0))
-          and bool(np.all(np.isfinite(lengths))) and bool(np.all(lengths >= 0))
-          and np.array_equal(live, np.fromiter((p is not None for p in paths), dtype=bool, count=n)))
-    if not ok:
-        raise DamagedFileError("its arrays do not fit together")
-    postings: dict[int, list[tuple[int, int]]] = {}
-    if not isinstance(extra, list):
-        raise DamagedFileError("kaas-extra.json is not a list")
-    for item in extra:
-        if not (isinstance(item, list) and len(item) == 3 and all(type(v) is int for v in item)
-                and 0 <= item[0] < terms and 0 <= item[1] < n and item[2] > 0):
-            raise DamagedFileError("kaas-extra.json does not fit the index")
-        postings.setdefault(item[0], []).append((item[1], item[2]))
-    return vocab, postings
-
-
 INDEX_FOLDER = "lexical-index"  # under .kaas/: the full catalog's saved index
 
 
@@ -528,158 +442,3 @@ def save_keyword_index(kb) -> None:
     catalog = kb.catalog()
     if catalog.entries:
         LexicalIndex.load_or_build(kb.wiki_dir, catalog, index_folder(kb.state_dir))
-
-
-def rank_texts(query_terms: set[str] | list[str], texts_terms: list[list[str]]) -> np.ndarray:
-    """BM25 scores of each of ``texts_terms`` (tokenized texts) for ``query_terms`` (float32):
-    an index built for one ranking and dropped."""
-    return rank_texts_each([query_terms], texts_terms)[0]
-
-
-def rank_texts_each(queries: list[set[str] | list[str]], texts_terms: list[list[str]]) -> list[np.ndarray]:
-    """``rank_texts`` for several queries over the same texts (the passages of one page, for each
-    sentence of an answer that cites it): the statistics counted once, scored once per query."""
-    if not texts_terms:
-        return [np.zeros(0, dtype=np.float32) for _ in queries]
-    counts = [Counter(terms) for terms in texts_terms]
-    lengths = np.array([len(terms) for terms in texts_terms], dtype=np.float64)
-    n = len(texts_terms)
-    average = float(lengths.mean()) or 1.0
-    norm = K1 * (1 - B + B * lengths / average)
-    df: Counter[str] = Counter()
-    for c in counts:
-        df.update(c.keys())
-    results = []
-    for query_terms in queries:
-        scores = np.zeros(n, dtype=np.float64)
-        for term in query_terms:
-            if not df.get(term):
-                continue
-            tfs = np.array([c.get(term, 0) for c in counts], dtype=np.float64)
-            scores += _idf(df[term], n) * tfs / (tfs + norm)
-        results.append(scores.astype(np.float32))
-    return results
-
-
-class TermIndex:
-    """BM25 over short texts (a title and summary each) that grows one text at a time, scored
-    term by term through postings: a query touches only the texts that share a term with it, and
-    skips terms in over 2% of all texts (they say little and cost a scan of them all)."""
-
-    def __init__(self) -> None:
-        self._postings: dict[str, dict[str, int]] = {}
-        self._lengths: dict[str, int] = {}
-
-    def __len__(self) -> int:
-        return len(self._lengths)
-
-    def add(self, key: str, text: str) -> None:
-        terms = tokenize(text)
-        self._lengths[key] = len(terms)
-        for term, count in Counter(terms).items():
-            self._postings.setdefault(term, {})[key] = count
-
-    def search(self, text: str, limit: int, exclude: set[str] | frozenset[str] = frozenset()) -> list[str]:
-        """The ``limit`` keys most related to ``text`` (ties broken by key), leaving out ``exclude``."""
-        n = len(self._lengths)
-        if not n:
-            return []
-        average = (sum(self._lengths.values()) / n) or 1.0
-        scores: dict[str, float] = {}
-        common = max(200, n // 50)
-        for term, _qcount in Counter(tokenize(text)).most_common(40):
-            postings = self._postings.get(term)
-            if not postings or len(postings) > common:
-                continue
-            idf = math.log(1 + (n - len(postings) + 0.5) / (len(postings) + 0.5))
-            for key, tf in postings.items():
-                if key in exclude:
-                    continue
-                norm = tf * 2.2 / (tf + 1.2 * (0.25 + 0.75 * self._lengths[key] / average))
-                scores[key] = scores.get(key, 0.0) + idf * norm
-        return [key for key, _ in sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))[:limit]]
-
-
-def jaccard(a: set[str], b: set[str]) -> float:
-    """The share of terms two texts have in common: |a & b| / |a | b| (0 for two empty sets)."""
-    union = a | b
-    return len(a & b) / len(union) if union else 0.0
-
-
-def by_shared_terms(query: str, texts: list[str]) -> list[int]:
-    """The positions of ``texts``, most terms shared with ``query`` first (ties in text order)."""
-    terms = set(tokenize(query))
-    shared = [len(terms & set(tokenize(text))) if terms else 0 for text in texts]
-    return sorted(range(len(texts)), key=lambda i: (-shared[i], i))
-
-
-def term_groups(texts: dict[str, str], min_size: int, max_size: int,
-                titles: dict[str, str] | None = None) -> dict[str, str]:
-    """Group ``texts`` (key -> a title and summary) by a word they share: key -> the group's word,
-    or "" for a text in no group. Greedy and deterministic (the word in more ``titles``, then
-    alphabetical order, breaks every tie): the word found in the most ungrouped texts, among the words in at most
-    ``max_size`` texts (a word in more names too broad a subject: "american"), takes those texts; until no
-    word is in ``min_size`` ungrouped texts. A text left over joins the group it shares the most
-    rare words with (inverse document frequency) while that group has room; one sharing none
-    stays in no group. One added text changes the count of its own words by one, so it moves
-    only the texts whose best two words were tied."""
-    words_of = {key: label_words(texts[key]) - GENERIC_WORDS for key in sorted(texts)}
-    frequency: Counter[str] = Counter()
-    for found in words_of.values():
-        frequency.update(found)
-    # Candidate words: in min_size..max_size texts in all. A word in more ("american", "known",
-    # "during") names no subject of that size; it is not taken even once others took most texts.
-    cover = {w: c for w, c in frequency.items() if min_size <= c <= max_size}
-    holders: dict[str, list[str]] = {w: [] for w in cover}
-    for key, found in words_of.items():
-        for w in found:
-            if w in holders:
-                holders[w].append(key)
-    in_titles: Counter[str] = Counter()
-    for title in (titles or {}).values():
-        in_titles.update(label_words(title))
-    group: dict[str, str] = {}
-    # Counts only fall, so a heap whose stale entries are pushed again when popped finds the
-    # next word in O(log words): a 50,000-text raw/ is grouped in seconds, not minutes.
-    heap = [(-c, -in_titles[w], w) for w, c in cover.items()]
-    heapq.heapify(heap)
-    while heap:
-        negative, _, word = heapq.heappop(heap)
-        if word not in cover:
-            continue
-        if -negative != cover[word]:
-            heapq.heappush(heap, (-cover[word], -in_titles[word], word))
-            continue
-        if cover[word] < min_size:
-            break
-        for key in holders[word]:
-            if key in group:
-                continue
-            group[key] = word
-            for w in words_of[key]:
-                if w in cover:
-                    cover[w] -= 1
-        del cover[word]
-    sizes = Counter(group.values())
-    total = max(len(texts), 1)
-    profile: dict[str, Counter[str]] = {}
-    for key, word in group.items():
-        profile.setdefault(word, Counter()).update(words_of[key])
-    groups_with: dict[str, list[str]] = {}  # word -> the groups whose texts have it
-    for word in sorted(profile):
-        for w in profile[word]:
-            groups_with.setdefault(w, []).append(word)
-    for key, found in words_of.items():
-        if key in group:
-            continue
-        scores: dict[str, float] = {}
-        for w in found:
-            weight = math.log(total / frequency[w])
-            for word in groups_with.get(w, ()):
-                scores[word] = scores.get(word, 0.0) + weight * profile[word][w] / sizes[word]
-        room = [(score, word) for word, score in scores.items() if score > 0 and sizes[word] < max_size]
-        best = min(room, key=lambda sw: (-sw[0], sw[1]))[1] if room else ""
-        group[key] = best
-        if best:
-            sizes[best] += 1
-    return group

@@ -5,7 +5,7 @@ can point at — prose sentences (a very short one kept with the sentence before
 ``500``."), list items' sentences, headings, table rows, code lines — and returns the one that best
 matches ``text``: the passage that contains it or is contained in it when there is one (an
 extractive answer quotes the page), else the one sharing the most of its terms, then the best by
-BM25 over the page's passages (``offline.lexical.rank_texts_each``, the one lexical scorer). When
+BM25 over the page's passages (``offline.text_ranking.rank_texts_each``, the one lexical scorer). When
 no passage shares at least a quarter of its terms: None (the citation points at the page).
 
 A ``Passage`` holds only text of the page: ``start``/``end`` are offsets in the body (the
@@ -23,7 +23,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from kb_ai.offline.lexical import rank_texts_each
+from kb_ai.offline.text_ranking import rank_texts_each
 from kb_ai.offline.text import tokenize
 from kb_ai.store.anchors import HeadingAnchor, anchor_at, heading_anchors
 from kb_ai.store.markdown_text import atx_heading, iter_lines_at, plain_text

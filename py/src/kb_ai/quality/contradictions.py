@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from kb_ai.config import Settings
 from kb_ai.errors import LLMError
 from kb_ai.llm.usage import UsageMeter
-from kb_ai.offline.lexical import jaccard
+from kb_ai.offline.text_ranking import jaccard
 from kb_ai.offline.text import tokenize
 from kb_ai.quality.lint_context import INFO, WARNING, Finding, LintContext
 from kb_ai.store.articles import Article

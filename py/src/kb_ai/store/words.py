@@ -51,7 +51,7 @@ def title_key(title: str) -> str:
 
 
 # Common English words that are not stop words for ranking but name no subject either: a topic
-# called "during", "his" or "january" says nothing about its pages (``offline.lexical.term_groups``).
+# called "during", "his" or "january" says nothing about its pages (``offline.text_ranking.term_groups``).
 GENERIC_WORDS = frozenset("""
 after again against ago along already although always among another around away back because before
 began begin behind below best better between both came come comes considered during each early either
