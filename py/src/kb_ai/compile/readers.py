@@ -3,7 +3,9 @@
 ``parse_document`` dispatches on the file name; every reader returns a ``Parsed`` (text, title,
 date, notes on anything left out) or raises ``UnreadableError`` with the skip reason. Heavy
 readers (trafilatura, pypdf, python-docx) are imported only when a file of their kind turns up.
-``ingest.read_source`` wraps this for a file of ``raw/``.
+``ingest.read_source`` wraps this for a file of ``raw/``. Formats with a module of their own are
+in ``compile/formats/`` (reST, Markdown dialects, PDF, DOCX); what stays here is the dispatch,
+decoding, dates and titles, and the small readers (Markdown, text, Org, HTML) that share them.
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 
 from kb_ai.store.lock import CompileLock
-from kb_ai.errors import ArticleFormatError, BadRequestError, KaasError, StorageError, UnsafePathError
+from kb_ai.errors import BadRequestError, KaasError, StorageError, UnsafePathError
 from kb_ai.server.render import render_markdown, wiki_href
 from kb_ai.server.chat import read_json
 from kb_ai.server.guard import reader_of

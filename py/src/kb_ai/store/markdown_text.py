@@ -14,6 +14,12 @@ adversarial shapes). The rules that keep it so:
 ``find_links`` is the one link finder: ``kaas lint`` and ``lint --fix``, the renderer (which
 links to look up), citations in answers and answer scoring all use it, so "links in code are not
 links" and reference definitions mean the same thing everywhere.
+
+Why one module of ~580 lines: the block reader (code fences, indented code, reference
+definitions), the link finder and the plain-text view use each other (links need the blocks,
+plain text and titles need the links), so a split would be a cycle or copies of the block rules.
+Sentences (``store/sentences.py``) and heading ids (``store/anchors.py``) stand alone and live
+apart.
 """
 
 from __future__ import annotations
