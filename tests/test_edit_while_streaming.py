@@ -153,6 +153,23 @@ def test_the_first_question_after_a_hand_edit_finds_the_index_already_built(samp
     assert slow.builds == builds, "the first question after the edit built the keyword index itself"
 
 
+def _ask_while_another_streams(kb, armed: threading.Event, *, cache: bool) -> tuple[list[float], list[str]]:
+    """With a model (a fake that streams a token every 0.1 s): open one answer stream, then arm the
+    slowdown and ask a second question; the open stream's token times and event names."""
+    with FakeLLMServer(token_delay=0.1) as llm:
+        settings = Settings(kb=kb.root, model="openai/fake", api_base=llm.api_base, api_key="k",
+                            max_retries=0, timeout=30.0, cache=cache)
+        with ServerThread(create_app(settings, mcp=False)) as server, \
+                httpx.Client(base_url=server.url, timeout=60) as client, \
+                httpx.Client(base_url=server.url, timeout=60) as other:
+            open_stream, times, events = _open_stream(client)
+            armed.set()
+            answer = other.post("/api/chat", json={"question": "How are citations validated?"})
+            assert "event: done" in answer.text, answer.text
+            open_stream.join(timeout=30)
+    return times, events
+
+
 def test_a_slow_disk_under_the_reply_cache_does_not_stall_other_streams(sample_kb, monkeypatch):
     from kb_ai.llm.cache import ResponseCache
 
@@ -170,17 +187,7 @@ def test_a_slow_disk_under_the_reply_cache_does_not_stall_other_streams(sample_k
 
     monkeypatch.setattr(ResponseCache, "get", slowed(ResponseCache.get))
     monkeypatch.setattr(ResponseCache, "put", slowed(ResponseCache.put))
-    with FakeLLMServer(token_delay=0.1) as llm:
-        settings = Settings(kb=sample_kb.root, model="openai/fake", api_base=llm.api_base, api_key="k",
-                            max_retries=0, timeout=30.0, cache=True)
-        with ServerThread(create_app(settings, mcp=False)) as server, \
-                httpx.Client(base_url=server.url, timeout=60) as client, \
-                httpx.Client(base_url=server.url, timeout=60) as other:
-            open_stream, times, events = _open_stream(client)
-            armed.set()
-            answer = other.post("/api/chat", json={"question": "How are citations validated?"})
-            assert "event: done" in answer.text, answer.text
-            open_stream.join(timeout=30)
+    times, events = _ask_while_another_streams(sample_kb, armed, cache=True)
 
     assert len(spans) >= 2, "the second question neither read nor wrote the reply cache"
     _assert_kept_pace(times, events, spans, "reply cache work")
@@ -203,17 +210,7 @@ def test_a_slow_model_check_before_a_question_does_not_stall_other_streams(sampl
         return real(gateway)
 
     monkeypatch.setattr(LLMGateway, "preflight", preflight)
-    with FakeLLMServer(token_delay=0.1) as llm:
-        settings = Settings(kb=sample_kb.root, model="openai/fake", api_base=llm.api_base, api_key="k",
-                            max_retries=0, timeout=30.0, cache=False)
-        with ServerThread(create_app(settings, mcp=False)) as server, \
-                httpx.Client(base_url=server.url, timeout=60) as client, \
-                httpx.Client(base_url=server.url, timeout=60) as other:
-            open_stream, times, events = _open_stream(client)
-            armed.set()
-            answer = other.post("/api/chat", json={"question": "How are citations validated?"})
-            assert "event: done" in answer.text, answer.text
-            open_stream.join(timeout=30)
+    times, events = _ask_while_another_streams(sample_kb, armed, cache=False)
 
     assert spans, "the second question did not check the model"
     _assert_kept_pace(times, events, spans, "model check")
