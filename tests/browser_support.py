@@ -10,6 +10,8 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -76,6 +78,31 @@ def watch_errors(page) -> list[str]:
     page.on("pageerror", lambda exc: errors.append(f"pageerror: {exc}"))
     page.on("console", lambda msg: errors.append(f"console: {msg.text}") if msg.type == "error" else None)
     return errors
+
+
+DESKTOP = {"width": 1280, "height": 820}
+PHONE = {"width": 390, "height": 844}
+
+
+def open_tab(context, timeout: float = 10_000):
+    """A new page (tab) of ``context`` with a default timeout (ms), and the list its page errors
+    and console errors go to: ``(page, errors)``."""
+    page = context.new_page()
+    page.set_default_timeout(timeout)
+    return page, watch_errors(page)
+
+
+@contextmanager
+def browser_page(browser, *, timeout: float = 10_000, viewport: dict | None = None, **options) -> Iterator[tuple]:
+    """A fresh browser context (its own storage and cookies; ``viewport`` DESKTOP unless given,
+    other playwright context options as keywords) with one page: yields ``(page, errors)`` as
+    ``open_tab`` does, and closes the context afterwards, also when the test fails. More tabs of
+    the same browser: ``open_tab(page.context)``."""
+    context = browser.new_context(viewport=viewport or DESKTOP, **options)
+    try:
+        yield open_tab(context, timeout)
+    finally:
+        context.close()
 
 
 def wait_until(page, expression: str, timeout: float = 10.0) -> None:

@@ -16,18 +16,14 @@ import frontmatter
 import httpx
 import pytest
 
-from browser_support import KaasServer, shot, wait_until, watch_errors
+from browser_support import KaasServer, browser_page, shot, wait_until
 from server_fakes import FakeLLMServer
 
 pytestmark = pytest.mark.slow  # drives a real browser
 
 
 def test_offline_chat_citation_panel_and_hand_edit(browser, ui_kb):
-    with KaasServer(ui_kb.root) as server:
-        context = browser.new_context(viewport={"width": 1280, "height": 820})
-        page = context.new_page()
-        page.set_default_timeout(10_000)
-        errors = watch_errors(page)
+    with KaasServer(ui_kb.root) as server, browser_page(browser) as (page, errors):
         page.goto(server.url + "/")
         page.wait_for_selector("body.ready")
         assert page.inner_text("#mode-badge") == "Offline mode"
@@ -134,18 +130,13 @@ def test_offline_chat_citation_panel_and_hand_edit(browser, ui_kb):
         assert not {"script", "img", "i", "b"} & set(rendered["tags"]) and not rendered["handlers"]
         assert "<script>window.pwnedToo = 1</script>" in rendered["text"] and "<b>code</b>" in rendered["text"]
         assert page.evaluate("window.pwnedToo") is None
-        context.close()
 
 
 def test_model_answer_streams_in_and_stop_stops_the_model(browser, ui_kb):
     with FakeLLMServer(token_delay=0.04) as llm, KaasServer(ui_kb.root, env={
         "KAAS_MODEL": "openai/fake-model", "KAAS_API_BASE": llm.api_base, "KAAS_API_KEY": "k",
         "KAAS_CACHE": "false", "KAAS_MAX_RETRIES": "1",
-    }) as server:
-        context = browser.new_context(viewport={"width": 1280, "height": 820}, color_scheme="dark")
-        page = context.new_page()
-        page.set_default_timeout(30_000)
-        errors = watch_errors(page)
+    }) as server, browser_page(browser, timeout=30_000, color_scheme="dark") as (page, errors):
         page.goto(server.url + "/")
         page.wait_for_selector("body.ready")
         assert page.inner_text("#mode-badge") == "openai/fake-model"
@@ -178,15 +169,11 @@ def test_model_answer_streams_in_and_stop_stops_the_model(browser, ui_kb):
             time.sleep(0.05)
         assert llm.stats.streams_abandoned == 1 and llm.stats.streams_completed == 1
         assert not errors, errors
-        context.close()
 
 
 def test_token_protected_server_asks_for_the_token_once(browser, ui_kb):
-    with KaasServer(ui_kb.root, env={"KAAS_API_TOKEN": "let-me-in"}) as server:
+    with KaasServer(ui_kb.root, env={"KAAS_API_TOKEN": "let-me-in"}) as server, browser_page(browser) as (page, _):
         assert httpx.get(server.url + "/api/index").status_code == 401
-        context = browser.new_context()
-        page = context.new_page()
-        page.set_default_timeout(10_000)
         page.goto(server.url + "/")
         page.wait_for_selector("#token-dialog[open]")
         page.fill("#token-input", "let-me-in")
@@ -202,4 +189,3 @@ def test_token_protected_server_asks_for_the_token_once(browser, ui_kb):
         page.click("#open-in-app")
         page.wait_for_selector(".wiki-article h1:has-text('Deployment')")
         assert page.url.endswith("/#/wiki/ops/deployment.md")
-        context.close()

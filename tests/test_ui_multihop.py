@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from browser_support import KaasServer, watch_errors
+from browser_support import KaasServer, browser_page
 from test_multihop import COMPOSER, QUESTION, chain_kb
 
 pytestmark = pytest.mark.slow  # drives a real browser
@@ -13,10 +13,7 @@ pytestmark = pytest.mark.slow  # drives a real browser
 
 def test_the_pages_display_shows_round_two_and_why(browser, tmp_path):
     kb = chain_kb(tmp_path, toml="max_pages = 3\n")
-    with KaasServer(kb.root) as server:
-        page = browser.new_context(viewport={"width": 1280, "height": 820}).new_page()
-        page.set_default_timeout(15_000)
-        errors = watch_errors(page)
+    with KaasServer(kb.root) as server, browser_page(browser, timeout=15_000) as (page, errors):
         page.goto(server.url + "/")
         page.wait_for_selector("body.ready")
         page.fill("#question", QUESTION)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from browser_support import KaasServer, wait_until, watch_errors
+from browser_support import KaasServer, browser_page, wait_until
 
 pytestmark = pytest.mark.slow  # drives a real browser
 
@@ -31,11 +31,7 @@ def _ask(page, question: str, number: int):
 
 
 def test_a_citation_opens_the_page_at_its_passage_marked_and_shows_it_on_hover(browser, long_kb):  # noqa: F811
-    with KaasServer(long_kb.root) as server:
-        context = browser.new_context(viewport={"width": 1280, "height": 820})
-        page = context.new_page()
-        page.set_default_timeout(10_000)
-        errors = watch_errors(page)
+    with KaasServer(long_kb.root) as server, browser_page(browser) as (page, errors):
         page.goto(server.url + "/")
         page.wait_for_selector("body.ready")
 
@@ -74,15 +70,12 @@ def test_a_citation_opens_the_page_at_its_passage_marked_and_shows_it_on_hover(b
                                  ".some((e) => [...e.attributes].some((a) => a.name.startsWith('on')))")
         assert page.evaluate("window.pwnedQuote") is None
         assert not errors, errors
-        context.close()
 
 
 def test_an_answer_made_without_the_model_says_so(browser, long_kb):  # noqa: F811
     with KaasServer(long_kb.root, env={"KAAS_MODEL": "openai/down", "KAAS_API_BASE": "http://127.0.0.1:9/v1",
-                                       "KAAS_API_KEY": "k", "KAAS_MAX_RETRIES": "0"}) as server:
-        context = browser.new_context(viewport={"width": 1280, "height": 820})
-        page = context.new_page()
-        page.set_default_timeout(20_000)
+                                       "KAAS_API_KEY": "k", "KAAS_MAX_RETRIES": "0"}) as server, \
+            browser_page(browser, timeout=20_000) as (page, _):
         page.goto(server.url + "/")
         page.wait_for_selector("body.ready")
         turn = _ask(page, "when does keepalive_expiry close idle sockets?", 1)
@@ -91,4 +84,3 @@ def test_an_answer_made_without_the_model_says_so(browser, long_kb):  # noqa: F8
         assert pill.get_attribute("title").startswith("Model unavailable (cannot reach")
         assert turn.locator(".answer-body").inner_text().startswith("Model unavailable (cannot reach")
         assert turn.locator(".error").count() == 0
-        context.close()

@@ -5,10 +5,12 @@ added on disk without a reload; a reader's token gets no Sources tab."""
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import pytest
 
 from helpers import write_page
-from browser_support import KaasServer, wait_until, watch_errors
+from browser_support import KaasServer, browser_page, wait_until
 from web_fakes import FakeSite, article
 
 pytestmark = pytest.mark.slow  # drives a real browser
@@ -23,20 +25,19 @@ def _no_proxy(monkeypatch):
         monkeypatch.delenv(name, raising=False)
 
 
+@contextmanager
 def _page(browser, kaas_url=None, *, token=None):  # noqa: F811
-    context = browser.new_context(viewport={"width": 1280, "height": 820})
-    page = context.new_page()
-    page.set_default_timeout(15_000)
-    if token is not None:  # what an earlier visit left in this origin's storage
-        page.goto(kaas_url + "/static/favicon.svg")
-        page.evaluate(f"localStorage.setItem('kaas-token', {token!r})")
-    return context, page
+    """``browser_page``, with ``token`` already in this origin's storage (what an earlier visit left)."""
+    with browser_page(browser, timeout=15_000) as (page, errors):
+        if token is not None:
+            page.goto(kaas_url + "/static/favicon.svg")
+            page.evaluate(f"localStorage.setItem('kaas-token', {token!r})")
+        yield page, errors
 
 
 def test_a_refused_token_says_so_and_the_prompt_comes_back(browser, ui_kb):  # noqa: F811
-    with KaasServer(ui_kb.root, env={"KAAS_API_TOKEN": TOKEN}) as kaas:
-        context, page = _page(browser, kaas.url, token="an-old-wrong-token")
-        errors = watch_errors(page)
+    with (KaasServer(ui_kb.root, env={"KAAS_API_TOKEN": TOKEN}) as kaas,
+          _page(browser, kaas.url, token="an-old-wrong-token") as (page, errors)):
         page.goto(kaas.url + "/")
         page.wait_for_selector("#token-dialog[open]")
         assert page.is_visible("#token-refused") and not page.is_visible("#token-needed")
@@ -52,16 +53,14 @@ def test_a_refused_token_says_so_and_the_prompt_comes_back(browser, ui_kb):  # n
         page.wait_for_selector("#wiki-tree a", state="attached")  # the catalog loaded with the token
         assert page.evaluate("localStorage.getItem('kaas-token')") == TOKEN
         assert not [e for e in errors if "401" not in e and "404" not in e], errors  # (404: the setup page's /favicon.ico)
-        context.close()
 
 
 def test_an_admin_adds_a_file_and_a_web_page_and_compiles(browser, ui_kb, tmp_path):  # noqa: F811
     upload = tmp_path / "kettle-guide.md"
     upload.write_text("# Kettle guide\n\nThe kettle is descaled every month with citric acid.\n")
-    with FakeSite() as site, KaasServer(ui_kb.root, env={"KAAS_ADD_PRIVATE_URLS": "1"}) as kaas:
+    with (FakeSite() as site, KaasServer(ui_kb.root, env={"KAAS_ADD_PRIVATE_URLS": "1"}) as kaas,
+          _page(browser) as (page, errors)):
         url = site.page("/leave", article("Leave policy", "Everyone gets thirty days of paid leave a year."))
-        context, page = _page(browser)
-        errors = watch_errors(page)
         page.goto(kaas.url + "/")
         page.wait_for_selector("body.ready")
         page.click("[data-view-link=sources]")
@@ -88,13 +87,10 @@ def test_an_admin_adds_a_file_and_a_web_page_and_compiles(browser, ui_kb, tmp_pa
         page.wait_for_selector("#wiki-tree a:has-text('Leave policy')")
         page.wait_for_selector("#wiki-tree a:has-text('Kettle guide')")
         assert not errors, errors
-        context.close()
 
 
 def test_the_open_wiki_tab_shows_pages_changed_on_disk(browser, ui_kb):  # noqa: F811
-    with KaasServer(ui_kb.root) as kaas:
-        context, page = _page(browser)
-        errors = watch_errors(page)
+    with KaasServer(ui_kb.root) as kaas, _page(browser) as (page, errors):
         page.goto(kaas.url + "/#/wiki/retrieval/catalog.md")
         page.wait_for_selector(".wiki-article h1:has-text('The catalog')")
         wait_until(page, "document.body.classList.contains('ready')")
@@ -107,27 +103,22 @@ def test_the_open_wiki_tab_shows_pages_changed_on_disk(browser, ui_kb):  # noqa:
         page.wait_for_selector(".wiki-article:has-text('lists each and every article')", timeout=20_000)
         assert page.evaluate("performance.getEntriesByType('navigation').length") == 1
         assert not errors, errors
-        context.close()
 
 
 def test_a_reader_gets_no_sources_tab(browser, ui_kb):  # noqa: F811
     (ui_kb.root / "kaas.toml").write_text(f'[users.rita]\ntoken = "{READER}"\ngroups = ["staff"]\n')
-    with KaasServer(ui_kb.root) as kaas:
-        context, page = _page(browser, kaas.url, token=READER)
+    with KaasServer(ui_kb.root) as kaas, _page(browser, kaas.url, token=READER) as (page, _):
         page.goto(kaas.url + "/")
         page.wait_for_selector("body.ready")
         assert page.is_hidden("[data-view-link=sources]")
         page.goto(kaas.url + "/#/sources")
         page.wait_for_timeout(300)
         assert page.is_hidden("#view-sources")
-        context.close()
 
 
 def test_chats_are_kept_listed_renamed_deleted_and_answers_copied_regenerated_and_voted(browser, ui_kb):  # noqa: F811
-    with KaasServer(ui_kb.root) as kaas:
-        context, page = _page(browser)
-        context.grant_permissions(["clipboard-read", "clipboard-write"], origin=kaas.url)
-        errors = watch_errors(page)
+    with KaasServer(ui_kb.root) as kaas, _page(browser) as (page, errors):
+        page.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=kaas.url)
         page.goto(kaas.url + "/")
         page.wait_for_selector("body.ready")
         page.fill("#question", "How does the navigator read the catalog?")
@@ -182,7 +173,6 @@ def test_chats_are_kept_listed_renamed_deleted_and_answers_copied_regenerated_an
         kept = page.evaluate("JSON.parse(localStorage.getItem('kaas-chats'))")
         assert [c["title"] for c in kept] == ["What does the wiki say about deployment?"]
         assert not errors, errors
-        context.close()
 
 
 def test_code_blocks_in_answers_get_a_copy_button(browser, ui_kb):  # noqa: F811
@@ -191,9 +181,8 @@ def test_code_blocks_in_answers_get_a_copy_button(browser, ui_kb):  # noqa: F811
     write(ui_kb.wiki_dir, "ops/install.md", "Install", "How to install.",
           "# Install\n\nRun this command to install the tool:\n\n```sh\npip install kaas-tool\n```\n", topic="ops")
     ui_kb.reindex()
-    with KaasServer(ui_kb.root) as kaas:
-        context, page = _page(browser)
-        context.grant_permissions(["clipboard-read", "clipboard-write"], origin=kaas.url)
+    with KaasServer(ui_kb.root) as kaas, _page(browser) as (page, _):
+        page.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=kaas.url)
         page.goto(kaas.url + "/")
         page.wait_for_selector("body.ready")
         chats = [{"id": "x1", "title": "Install", "created": 1, "updated": 1, "turns": [
@@ -206,7 +195,6 @@ def test_code_blocks_in_answers_get_a_copy_button(browser, ui_kb):  # noqa: F811
         page.click(".turn pre .copy-code")
         wait_until(page, "document.querySelector('.turn pre .copy-code').textContent === 'Copied'")
         assert page.evaluate("navigator.clipboard.readText()").strip() == "pip install kaas-tool"
-        context.close()
 
 
 def json_text(value) -> str:

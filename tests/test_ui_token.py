@@ -17,7 +17,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from browser_support import KaasServer, watch_errors
+from browser_support import KaasServer, browser_page
 
 pytestmark = pytest.mark.slow  # drives a real browser
 
@@ -97,11 +97,8 @@ def _visit_other_server(page, other: OtherServer) -> None:
 
 
 def test_the_token_entered_in_the_ui_never_reaches_another_port(browser, ui_kb):  # noqa: F811
-    with KaasServer(ui_kb.root, env={"KAAS_API_TOKEN": TOKEN}) as kaas, OtherServer() as other:
-        context = browser.new_context()
-        page = context.new_page()
-        page.set_default_timeout(10_000)
-        errors = watch_errors(page)
+    with (KaasServer(ui_kb.root, env={"KAAS_API_TOKEN": TOKEN}) as kaas, OtherServer() as other,
+          browser_page(browser) as (page, errors)):
         _enter_token(page, kaas.url)
         page.fill("#question", "deployment behind a proxy")
         page.keyboard.press("Enter")
@@ -110,46 +107,38 @@ def test_the_token_entered_in_the_ui_never_reaches_another_port(browser, ui_kb):
         assert other.requests and other.reports, "the other server was not visited"
         assert other.leaks() == []
         assert "kaas_token" not in other.reports[0]["cookie"]
-        assert TOKEN not in json.dumps(context.cookies())  # no cookie holds it, HttpOnly or not
+        assert TOKEN not in json.dumps(page.context.cookies())  # no cookie holds it, HttpOnly or not
         assert not [e for e in errors if "401" not in e], errors  # the 401 is how the UI learns it needs the token
-        context.close()
 
 
 def test_a_token_cookie_left_by_an_earlier_version_is_deleted_on_load(browser, ui_kb):  # noqa: F811
-    with KaasServer(ui_kb.root, env={"KAAS_API_TOKEN": TOKEN}) as kaas, OtherServer() as other:
-        context = browser.new_context()
+    with (KaasServer(ui_kb.root, env={"KAAS_API_TOKEN": TOKEN}) as kaas, OtherServer() as other,
+          browser_page(browser) as (page, _)):
         # What earlier versions of the UI wrote: readable by scripts, path /, every port.
-        context.add_cookies([{"name": "kaas_token", "value": TOKEN, "domain": "127.0.0.1", "path": "/",
-                              "sameSite": "Strict"}])
-        page = context.new_page()
-        page.set_default_timeout(10_000)
+        page.context.add_cookies([{"name": "kaas_token", "value": TOKEN, "domain": "127.0.0.1", "path": "/",
+                                   "sameSite": "Strict"}])
         _enter_token(page, kaas.url)
-        assert [c for c in context.cookies() if c["name"] == "kaas_token"] == []
+        assert [c for c in page.context.cookies() if c["name"] == "kaas_token"] == []
         _visit_other_server(page, other)
         assert other.leaks() == []
-        context.close()
 
 
 def test_the_server_takes_no_token_from_a_cookie_and_pages_still_open_in_the_app(browser, ui_kb):  # noqa: F811
-    with KaasServer(ui_kb.root, env={"KAAS_API_TOKEN": TOKEN}) as kaas:
-        context = browser.new_context()
-        context.add_cookies([{"name": "kaas_token", "value": TOKEN, "domain": "127.0.0.1", "path": "/"}])
-        page = context.new_page()
-        page.set_default_timeout(10_000)
+    with KaasServer(ui_kb.root, env={"KAAS_API_TOKEN": TOKEN}) as kaas, browser_page(browser) as (page, _):
+        page.context.add_cookies([{"name": "kaas_token", "value": TOKEN, "domain": "127.0.0.1", "path": "/"}])
         response = page.goto(kaas.url + "/wiki/ops/deployment.md")  # a cookie alone opens nothing
         assert response.status == 401 and page.locator("#open-in-app").count() == 1
-        context.clear_cookies()
+        page.context.clear_cookies()
         _enter_token(page, kaas.url)
         page.goto(kaas.url + "/#/wiki/ops/deployment.md")
         page.wait_for_selector(".wiki-article h1:has-text('Deployment')")
         # The article's "Page" link opens it in a new tab of the app, which has the token.
-        with context.expect_page() as opened:
+        with page.context.expect_page() as opened:
             page.click(".wiki-article .actions a:has-text('Page')")
         tab = opened.value
         tab.set_default_timeout(10_000)
         tab.wait_for_selector(".wiki-article h1:has-text('Deployment')")
         assert tab.url == kaas.url + "/#/wiki/ops/deployment.md"
-        context.close()
 
 
 @pytest.fixture(autouse=True)
