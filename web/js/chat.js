@@ -215,6 +215,7 @@ class AnswerView {
     this.rounds = []; // the pages events of rounds 2 and later (multi-hop reading): round, why, added
     this.citations = [];
     this.offline = null; // {reason, message} when the model failed and the answer is the offline extract
+    this.abstained = null; // {message, related} when the wiki does not cover the question: no answer, no citation
     this.mode = "llm";
     this.started = performance.now();
     this.answer = "";
@@ -273,6 +274,11 @@ class AnswerView {
         this.showSources(this.citations);
         break;
       case "offline": this.offline = data; break;
+      case "abstained":
+        this.abstained = { message: String(data.message || ""), related: Array.isArray(data.related) ? data.related : [] };
+        this.status.hidden = true;
+        this.renderNow();
+        break;
       case "suggestions": this.showSuggestions(data.questions || []); break;
       case "usage": this.usage = { ...data, ms: Math.round(performance.now() - this.started) }; this.showUsage(data); break;
       case "error":
@@ -309,6 +315,10 @@ class AnswerView {
 
   renderNow() {
     if (this.frame) { cancelAnimationFrame(this.frame); this.frame = 0; }
+    if (this.abstained) { // the answer's text says the same in words (kept for copying and the history)
+      this.body.replaceChildren(this.notCovered(this.abstained));
+      return;
+    }
     const numbers = this.citationNumbers;
     const invalid = this.invalid;
     const seen = new Map(); // path -> links to it so far: the k-th link cites the passage listing k
@@ -328,6 +338,20 @@ class AnswerView {
       },
     });
     this.body.replaceChildren(fragment);
+  }
+
+  /** "Not covered by this wiki": the wiki holds no answer. The closest pages are offered as
+   * related reading, not as sources: plain page links (they open in the panel), no numbers. */
+  notCovered({ message, related }) {
+    const pages = related.filter((r) => r && typeof r.path === "string" && normalizeWikiPath(r.path));
+    return h("section.not-covered", { "aria-label": "Not covered by this wiki" },
+      h("p.not-covered-title", {}, "Not covered by this wiki"),
+      h("div.not-covered-message", {}, renderMarkdown(message)),
+      pages.length ? h("div.related-pages", {},
+        h("p.related-label", {}, "Related, not an answer"),
+        h("ul", {}, pages.map((r) => h("li", {},
+          h("a.page-link.related-link", { href: "/wiki/" + r.path, dataset: { path: r.path } }, r.title || r.path),
+          h("span.path", {}, r.path))))) : null);
   }
 
   /** The passage of `path` that its k-th link in the answer cites (the page's first, else none). */
@@ -429,7 +453,7 @@ class AnswerView {
     return {
       question: this.question, answer: this.answer, citations: this.citations, pages: this.pagesData,
       method: this.method, mode: this.mode, earlierPages: this.earlierPages, failed: this.failed,
-      error: this.errorMessage, usage: this.usage, vote: this.vote,
+      error: this.errorMessage, usage: this.usage, vote: this.vote, abstained: this.abstained,
     };
   }
 
@@ -442,6 +466,10 @@ class AnswerView {
     this.method = record.method || null;
     this.mode = record.mode || "llm";
     this.vote = record.vote || null;
+    if (record.abstained && typeof record.abstained === "object") {
+      this.abstained = { message: String(record.abstained.message || ""),
+        related: Array.isArray(record.abstained.related) ? record.abstained.related : [] };
+    }
     if (this.pagesData.length) this.showPages(this.pagesData, this.method);
     if (record.error) this.event("error", { message: record.error });
     this.failed = Boolean(record.failed);

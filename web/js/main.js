@@ -5,7 +5,7 @@
 
 import { api, onTokenNeeded, setToken } from "./api.js";
 import { Chat } from "./chat.js";
-import { $ } from "./dom.js";
+import { $, h } from "./dom.js";
 import { normalizeWikiPath } from "./markdown.js";
 import { LiveWiki } from "./live.js";
 import { SourcesView } from "./sources.js";
@@ -53,10 +53,14 @@ class App {
     badge.hidden = false;
     const offline = this.catalog.mode === "offline";
     badge.className = "badge" + (offline ? " offline" : "");
-    badge.textContent = offline ? "Offline mode" : this.catalog.model || "Model";
+    // A long and a short form: on a phone the short one shows (app.css), so the badge is never
+    // cut to "O…" beside three tabs. The full text is in the title too.
+    const full = offline ? "Offline mode" : this.catalog.model || "Model";
+    const short = offline ? "Offline" : full.split("/").pop() || full;
+    badge.replaceChildren(h("span.badge-full", {}, full), h("span.badge-short", {}, short));
     badge.title = offline
-      ? "No language model is configured: pages are chosen by keyword search and answers quote the best sentences."
-      : `Answers are written by ${this.catalog.model}.`;
+      ? "Offline mode. No language model is configured: pages are chosen by keyword search and answers quote the best sentences."
+      : `Answers are written by ${full}.`;
     $("#offline-note").hidden = !offline;
   }
 

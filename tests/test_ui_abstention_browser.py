@@ -1,0 +1,95 @@
+"""An abstention in the browser (issue 15, item 2): when the answer stream carries an
+``abstained`` event, the chat shows a calm "Not covered by this wiki" block, with the closest
+pages as "Related, not an answer" links that look unlike citations and carry no numbers; in light
+and dark mode, at 390 px, and again after a reload (the kept chat). Real Chromium, real server."""
+
+from __future__ import annotations
+
+import pytest
+
+from browser_support import PHONE, KaasServer, browser_page, shot, wait_until
+
+pytestmark = pytest.mark.slow  # drives a real browser
+
+NOT_COVERED = "Which volcano erupted on Mars in the catalog of 1850?"  # no page says; two pages come close
+COVERED = "How does the navigator read the catalog?"
+
+STYLE = """(selector) => {
+  const s = getComputedStyle(document.querySelector(selector));
+  return { color: s.color, background: s.backgroundColor, decoration: s.textDecorationStyle,
+           border: s.borderBottomStyle + ' ' + s.borderBottomColor };
+}"""
+
+
+def _ask(page, question: str, number: int):
+    page.fill("#question", question)
+    page.keyboard.press("Enter")
+    wait_until(page, f"document.querySelectorAll('.turn .answer-meta .mode-pill').length === {number}")
+    return page.locator(".turn").nth(number - 1)
+
+
+def _luminance(css_colour: str) -> float:
+    red, green, blue = (int(float(v)) for v in css_colour[css_colour.index("(") + 1:].rstrip(")").split(",")[:3])
+    return (0.2126 * red + 0.7152 * green + 0.0722 * blue) / 255
+
+
+def _check_not_covered(turn) -> None:
+    block = turn.locator(".not-covered")
+    assert block.is_visible()
+    assert block.locator(".not-covered-title").inner_text() == "Not covered by this wiki"
+    assert "does not cover this" in block.locator(".not-covered-message").inner_text()
+    assert block.locator(".related-label").inner_text().lower() == "related, not an answer"
+    links = block.locator("a.related-link")
+    assert links.count() >= 1
+    assert links.first.get_attribute("href") == "/wiki/retrieval/catalog.md" and links.first.inner_text().endswith("The catalog")
+    # an abstention is no answer: no citation, no citation number, no Sources list, no Save
+    assert turn.locator("a.citation, .cite-num").count() == 0
+    assert turn.locator(".sources").is_hidden() and turn.locator(".save-answer").count() == 0
+    # the words of the stream's text are not shown a second time as an answer
+    assert "Related pages, not an answer:" not in turn.locator(".answer-body").inner_text()
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_an_abstention_is_shown_as_not_covered_with_related_pages_not_citations(browser, ui_kb, scheme):
+    with KaasServer(ui_kb.root) as server, browser_page(browser, color_scheme=scheme) as (page, errors):
+        page.goto(server.url + "/")
+        page.wait_for_selector("body.ready")
+        turn = _ask(page, NOT_COVERED, 1)
+        _check_not_covered(turn)
+        shot(page, f"not-covered-{scheme}")
+
+        # calm and readable: the block is neither an error nor a warning, its text stands out
+        # from its background in both schemes
+        block = page.evaluate(STYLE, ".turn .not-covered")
+        title = page.evaluate(STYLE, ".turn .not-covered-title")
+        error_bg = page.evaluate("getComputedStyle(document.documentElement).getPropertyValue('--error-bg')")
+        warn_bg = page.evaluate("getComputedStyle(document.documentElement).getPropertyValue('--warn-bg')")
+        assert block["background"] not in {error_bg.strip(), warn_bg.strip()}
+        assert abs(_luminance(title["color"]) - _luminance(block["background"])) > 0.5, (title, block)
+        assert (_luminance(block["background"]) < 0.3) == (scheme == "dark"), block
+
+        # a covered question in the same chat: its citations look unlike the related links
+        answer = _ask(page, COVERED, 2)
+        assert answer.locator("a.citation .cite-num").count() >= 1 and answer.locator(".not-covered").count() == 0
+        related = page.evaluate(STYLE, ".turn .related-link")
+        citation = page.evaluate(STYLE, ".turn a.citation")
+        assert (related["color"], related["decoration"]) != (citation["color"], citation["decoration"]), (related, citation)
+
+        # a related page opens beside the chat, like any page link
+        turn.locator("a.related-link").first.click()
+        page.wait_for_selector("#panel-body .prose")
+        assert page.inner_text("#panel-title") == "The catalog"
+        page.keyboard.press("Escape")
+
+        # at 390 px the block fits the screen: nothing overflows sideways
+        page.set_viewport_size(PHONE)
+        box = page.evaluate("document.querySelector('.turn .not-covered').getBoundingClientRect().right")
+        assert box <= PHONE["width"] and page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+        shot(page, f"not-covered-{scheme}-390")
+
+        # the kept chat shows it the same way after a reload
+        page.reload()
+        page.wait_for_selector("body.ready")
+        wait_until(page, "document.querySelectorAll('.turn').length === 2")
+        _check_not_covered(page.locator(".turn").first)
+        assert not errors, errors
