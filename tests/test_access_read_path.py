@@ -92,6 +92,7 @@ def _http_walk(client: TestClient) -> list[tuple[str, tuple]]:
                                                    headers={"Content-Type": "application/octet-stream"}))
     record("POST /api/sources/urls", client.post("/api/sources/urls", json={"urls": ["http://example.com/"]}))
     record("POST /api/compile", client.post("/api/compile"))
+    record("GET /api/compile", client.get("/api/compile"))
     edit = "---\ntitle: Mine\n---\nmine\n"
     for target in TARGETS:
         for spelled in spellings(target):

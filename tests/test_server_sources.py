@@ -166,6 +166,43 @@ def test_compile_streams_its_progress_and_runs_one_at_a_time(kb):
     assert (kb / "wiki" / "master-index.md").read_text().count(".md)") >= 2
 
 
+def test_a_second_stream_follows_the_running_compile_from_where_it_stands(kb):
+    """GET /api/compile: another tab's stream of the compile that runs. It first gets where each
+    stage stands, then the same events as the stream that started it, to the same report; with
+    no compile running, one ``idle`` event. A second start meanwhile is refused, saying so."""
+    import time
+
+    from kb_ai import faults
+
+    for name in ("kettle", "sink", "oven"):
+        (kb / "raw" / f"{name}.md").write_text(f"# {name.title()}\n\nThe {name} is in the kitchen.\n")
+    with faults.at("compile.write.before_file", lambda: time.sleep(0.4)), _client(kb) as client:
+        assert _events(client.get("/api/compile", headers=_auth(ADMIN)).text) == [("idle", {"message": "no compile is running"})]
+        with client.stream("POST", "/api/compile", headers=_auth(ADMIN)) as started:
+            lines = started.iter_lines()
+            seen = []
+            for line in lines:  # until the first article is being written
+                seen.append(line)
+                if line.startswith("data:") and '"stage": "write"' in line:
+                    break
+            busy = client.post("/api/compile", headers=_auth(ADMIN))
+            assert busy.status_code == 409 and "already running" in busy.json()["error"]["message"]
+            followed = _events(client.get("/api/compile", headers=_auth(ADMIN)).text)
+            rest = _events("\n".join(seen + list(lines)))
+    assert [n for n, _ in followed][-2:] == ["report", "done"] and [n for n, _ in rest][-2:] == ["report", "done"]
+    assert dict(followed)["report"] == dict(rest)["report"] and dict(rest)["report"]["created"] == 3
+    replayed = [d["stage"] for n, d in followed if n == "stage"]
+    assert replayed[:2] == ["ingest", "dedup"]  # where the stages before stood, first
+    assert replayed.count("ingest") == 1  # the latest of each stage, not all of its events again
+    assert _events(client.get("/api/compile", headers=_auth(ADMIN)).text)[0][0] == "idle"
+
+
+def test_a_reader_may_not_follow_a_compile(kb):
+    with _client(kb) as client:
+        refused = client.get("/api/compile", headers=_auth(READER))
+    assert refused.status_code == 403 and refused.json()["error"]["code"] == "forbidden"
+
+
 def test_a_compile_held_by_the_cli_is_reported_in_the_stream(kb):
     from kb_ai.store.lock import CompileLock
 

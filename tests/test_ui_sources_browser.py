@@ -10,7 +10,7 @@ from contextlib import contextmanager
 import pytest
 
 from helpers import write_page
-from browser_support import KaasServer, browser_page, wait_until
+from browser_support import KaasServer, browser_page, open_tab, wait_until
 from web_fakes import FakeSite, article
 
 pytestmark = pytest.mark.slow  # drives a real browser
@@ -201,3 +201,48 @@ def json_text(value) -> str:
     import json
 
     return json.dumps(json.dumps(value))
+
+
+def test_two_tabs_one_compiles_the_other_follows_it_and_a_second_compile_is_refused(browser, ui_kb):  # noqa: F811
+    """Two tabs of one admin: tab A starts a compile; tab B, whose Compile button was still
+    enabled, clicks it too and is told a compile is already running — no second compile starts —
+    then follows the running compile's progress; its Wiki tab shows the new pages when they land
+    (the change stream), without a reload. A third tab opened mid-compile follows it at once."""
+    raw = ui_kb.root / "raw"
+    raw.mkdir(exist_ok=True)
+    for name in ("kettle", "teapot", "toaster"):
+        (raw / f"{name}.md").write_text(f"# {name.title()} manual\n\nThe {name} is cleaned every month with vinegar.\n")
+    log = ui_kb.wiki_dir / "log.md"
+    compiles = log.read_text().count(" compile: ") if log.exists() else 0
+    slow = {"KAAS_FAULT": "compile.write.before_file:sleep=1"}  # each article takes a second to write
+    with KaasServer(ui_kb.root, env=slow) as kaas, _page(browser) as (tab_a, errors_a):
+        tab_b, errors_b = open_tab(tab_a.context, 15_000)
+        for tab in (tab_a, tab_b):
+            tab.goto(kaas.url + "/#/sources")
+            tab.wait_for_selector("#view-sources:not([hidden])")
+        tab_a.click("#compile-start")
+        tab_a.wait_for_selector("#compile-progress .stage")
+        assert tab_b.is_enabled("#compile-start")  # B loaded before the compile began
+        tab_b.click("#compile-start")
+        tab_b.wait_for_selector("#compile-progress .compile-busy")
+        busy = tab_b.inner_text("#compile-progress .compile-busy")
+        assert "already running" in busy and "no second compile" in busy.lower(), busy
+        tab_b.wait_for_selector("#compile-progress .stage")  # and it follows that compile's stages
+        assert tab_b.is_disabled("#compile-start")
+
+        tab_c, errors_c = open_tab(tab_a.context, 15_000)  # opened mid-compile: follows it at once
+        tab_c.goto(kaas.url + "/#/sources")
+        tab_c.wait_for_selector("#compile-progress .stage")
+        assert tab_c.is_disabled("#compile-start") and tab_c.locator(".compile-busy").count() == 0
+
+        tab_b.click("[data-view-link=wiki]")
+        tab_b.wait_for_selector("#wiki-tree a:has-text('Kettle manual')", timeout=30_000)
+        tab_b.wait_for_selector("#wiki-tree a:has-text('Toaster manual')", timeout=30_000)
+        for tab in (tab_a, tab_c):
+            tab.wait_for_selector("#compile-progress .compile-done", timeout=30_000)
+            assert "3 articles created" in tab.inner_text("#compile-progress .compile-report")
+            assert tab.is_enabled("#compile-start")
+        assert tab_b.evaluate("performance.getEntriesByType('navigation').length") == 1  # no reload
+        assert log.read_text().count(" compile: ") == compiles + 1  # one compile, not two
+        assert not errors_a and not errors_c, (errors_a, errors_c)
+        assert all("409" in e for e in errors_b), errors_b  # the refused start, as the console logs it

@@ -81,7 +81,7 @@ class App {
       ok = await this.wiki.show(path);
     } else if (view === "sources" && this.sources.info?.can_add) {
       if (!(await this.wiki.leaveEditor())) ok = false;
-      else this.switchView("sources");
+      else { this.switchView("sources"); this.sources.show(); }
     } else if (view === "edit" && path) {
       this.switchView("wiki");
       await this.wiki.edit(path);

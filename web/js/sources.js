@@ -1,6 +1,9 @@
 // The Sources view: add files (uploaded one by one as the request body) and web pages (URLs) to
 // raw/, and run a compile whose stages and counts stream in as Server-Sent Events. Shown only to
 // readers the server lets add sources (GET /api/sources: can_add; admins once tokens are set).
+// One compile runs at a time: a tab that finds one running (started in another tab or by another
+// admin) follows it (GET /api/compile) instead of starting a second one, and says so when its
+// Compile click was the one refused.
 
 import { api, streamEvents } from "./api.js";
 import { $, clear, h } from "./dom.js";
@@ -28,7 +31,19 @@ export class SourcesView {
       this.info = { can_add: false };
     }
     document.querySelector('[data-view-link="sources"]').hidden = !this.info.can_add;
+    if (this.info.can_add && this.info.compiling) this.follow();
     return this.info.can_add;
+  }
+
+  /** The view is shown: follow a compile that started since the page loaded, if any. */
+  async show() {
+    if (this.controller) return;
+    try {
+      this.info = await api.sourcesInfo();
+    } catch {
+      return;
+    }
+    if (this.info.compiling) this.follow();
   }
 
   result(kind, text, detail) {
@@ -92,10 +107,20 @@ export class SourcesView {
 
   async compile() {
     if (this.controller) return;
+    clear(this.progress);
+    await this.watch("POST");
+  }
+
+  /** Follow the compile that runs on the server (nothing happens when none runs). */
+  async follow() {
+    if (!this.controller) await this.watch("GET");
+  }
+
+  /** Start a compile (POST) or follow the running one (GET), showing its stages as they come. */
+  async watch(method) {
     this.controller = new AbortController();
     this.compileButton.disabled = true;
     this.compileButton.textContent = "Compiling…";
-    clear(this.progress);
     const stages = new Map();
     const bar = (data) => {
       let row = stages.get(data.stage);
@@ -111,22 +136,34 @@ export class SourcesView {
       row.node.classList.toggle("done", Boolean(data.done));
     };
     let reported = false;
+    let ran = false; // a compile was shown (not just "none is running")
+    let refused = false;
     try {
-      await streamEvents("POST", "/api/compile", undefined, (name, data) => {
+      await streamEvents(method, "/api/compile", undefined, (name, data) => {
+        if (name === "idle") return;
+        if (!ran && method === "GET" && !this.progress.querySelector(".compile-busy")) clear(this.progress);
+        ran = true;
         if (name === "stage") bar(data);
         else if (name === "report") { reported = true; this.showReport(data); }
         else if (name === "error") this.progress.append(h("p.error", { role: "alert" }, "Compile failed: " + data.message));
         else if (name === "done" && reported) this.progress.append(h("p.compile-done", {}, "Done."));
       }, this.controller.signal);
     } catch (error) {
-      // 409: a compile is already running (another tab, another person, or kaas compile).
-      this.progress.append(h("p.error", { role: "alert" }, error.message));
+      if (error.code === "compile_running") {
+        // Another tab or admin started one a moment ago: no second compile; follow that one.
+        refused = true;
+        this.progress.append(h("p.compile-busy", { role: "status" },
+          "A compile is already running (started in another tab or by another admin), so no second compile was started. Its progress is shown below."));
+      } else {
+        this.progress.append(h("p.error", { role: "alert" }, error.message));
+      }
     } finally {
       this.controller = null;
       this.compileButton.disabled = false;
       this.compileButton.textContent = "Compile";
-      this.app.loadCatalog();
+      if (ran || method === "POST") this.app.loadCatalog();
     }
+    if (refused) await this.follow();
   }
 
   showReport(report) {

@@ -16,6 +16,7 @@ Routes (DESIGN.md, "HTTP"):
     POST /api/sources/upload    add a file to raw/ (admins; sources.py)
     POST /api/sources/urls      fetch web pages into raw/web/ (admins)
     POST /api/compile           compile, its progress as Server-Sent Events (admins, one at a time)
+    GET  /api/compile           follow the compile that runs (its progress so far, then its events)
     GET  /healthz               liveness
     POST /mcp                   the MCP tools over streamable HTTP (mcp.py)
 """
@@ -198,7 +199,7 @@ def create_app(settings: Settings, *, service: AskService | None = None, web_dir
         Route("/api/sources", sources_info_endpoint, methods=["GET"]),
         Route("/api/sources/upload", upload_endpoint, methods=["POST"]),
         Route("/api/sources/urls", urls_endpoint, methods=["POST"]),
-        Route("/api/compile", compile_endpoint, methods=["POST"]),
+        Route("/api/compile", compile_endpoint, methods=["GET", "POST"]),
         Route("/api/pages/{path:path}", page_endpoint, methods=["GET", "PUT", "POST"]),
         Route("/wiki", wiki_root_redirect, methods=["GET"]),
         Route("/wiki/", wiki_page_endpoint, methods=["GET"]),

@@ -6,6 +6,9 @@
                                          rules of ``compile/add.py``
     POST /api/sources/urls               {"urls": [...]}: fetch web pages into raw/web/
     POST /api/compile                    compile raw/ -> wiki/, its progress as Server-Sent Events
+    GET  /api/compile                    follow the compile that runs (started by another tab or
+                                         admin): where each stage stands, then its events; or
+                                         one ``idle`` event when none runs
 
 All three change the knowledge base, so they are for admins only once tokens are configured
 (``Reader.admin``: a ``KAAS_API_TOKEN`` holder or a kaas.toml user with ``admin = true``; on a
@@ -15,11 +18,12 @@ format must be one compile reads. A URL is fetched under the server's ``FetchPol
 addresses only (every redirect hop and the address actually connected to are checked), unless
 the server was started with ``KAAS_ADD_PRIVATE_URLS=1``.
 
-One compile at a time: a second request while one runs is answered 409 ``compile_running``;
-a compile started elsewhere (``kaas compile``) holds ``.kaas/compile.lock`` and the stream says
-so. The compile runs in a worker thread and finishes even if the page that started it is
-closed; its events are ``stage`` ({stage, count, total, done?}), ``report`` (the summary
-counts), then ``done``, or ``error``.
+One compile at a time: a second request while one runs is answered 409 ``compile_running`` (the
+UI then follows the running one); a compile started elsewhere (``kaas compile``) holds
+``.kaas/compile.lock`` and the stream says so. The compile runs in a worker thread and finishes
+even if the page that started it is closed; its events are ``stage`` ({stage, count, total,
+done?}), ``report`` (the summary counts), then ``done``, or ``error``. Every stream of it gets
+them: the one that started it and those that follow it.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ import json
 import logging
 import os
 import threading
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Callable
 
 import anyio
 from sse_starlette import ServerSentEvent
@@ -146,60 +150,111 @@ def _summary(report) -> dict[str, Any]:
 
 
 class CompileJob:
-    """The one compile this server runs at a time, in a worker thread."""
+    """The one compile this server runs at a time, in a worker thread, and the streams that get
+    its events: the request that started it and any that follow it (``follow``: another tab,
+    another admin). A stream that follows mid-way first gets where each stage stands."""
 
     def __init__(self) -> None:
         self._running = threading.Lock()
+        self._guard = threading.Lock()  # the events so far and the followers (worker thread and loop)
+        self._so_far: dict[str, tuple[str, dict]] = {}  # per stage (and report/error): its latest event, in order
+        self._followers: list[Callable[[tuple[str, dict]], None]] = []
 
     @property
     def running(self) -> bool:
         return self._running.locked()
 
-    def start(self, state) -> AsyncIterator[ServerSentEvent]:
-        if not self._running.acquire(blocking=False):
-            raise CompileRunningError("a compile is running; wait for it to finish")
+    def _tell(self, name: str, data: dict) -> None:
+        """An event of the running compile, from the worker thread, to every stream of it."""
+        with self._guard:
+            if name != "end":
+                self._so_far[f"stage:{data.get('stage')}" if name == "stage" else name] = (name, data)
+            followers = list(self._followers)
+        for deliver in followers:
+            deliver((name, data))
+
+    def _stream(self, replay: list[tuple[str, dict]]) -> AsyncIterator[ServerSentEvent]:
+        """A new stream of the running compile's events, after ``replay``. Call with ``_guard`` held."""
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue = asyncio.Queue()
+        for item in replay:
+            queue.put_nowait(item)
 
-        def tell(name: str, data: dict) -> None:
-            loop.call_soon_threadsafe(queue.put_nowait, (name, data))
+        def deliver(item: tuple[str, dict]) -> None:
+            loop.call_soon_threadsafe(queue.put_nowait, item)
+
+        self._followers.append(deliver)
+
+        async def events() -> AsyncIterator[ServerSentEvent]:
+            try:
+                while True:
+                    name, data = await queue.get()
+                    if name == "end":
+                        yield _frame("done", {})
+                        return
+                    yield _frame(name, data)
+            finally:  # the client left (or the compile ended): it is told nothing more
+                with self._guard:
+                    if deliver in self._followers:
+                        self._followers.remove(deliver)
+
+        return events()
+
+    def follow(self) -> AsyncIterator[ServerSentEvent] | None:
+        """The running compile's events, starting with where each stage stands; None when no
+        compile runs."""
+        with self._guard:
+            if not self.running:
+                return None
+            return self._stream(list(self._so_far.values()))
+
+    def start(self, state) -> AsyncIterator[ServerSentEvent]:
+        if not self._running.acquire(blocking=False):
+            raise CompileRunningError("a compile is already running (started from another tab or by another "
+                                      "admin); no second compile was started")
+        loop = asyncio.get_running_loop()
+        with self._guard:
+            self._so_far = {}
+            self._followers = []
+            events = self._stream([])
 
         def work() -> None:
             from kb_ai.compile.pipeline import run_compile  # noqa: PLC0415 (heavy; only when compiling)
 
             try:
                 settings = dataclasses.replace(state.settings)
-                report = run_compile(settings, progress=Progress(False, listener=lambda e: tell("stage", e)))
-                tell("report", _summary(report))
+                report = run_compile(settings, progress=Progress(False, listener=lambda e: self._tell("stage", e)))
+                self._tell("report", _summary(report))
             except KaasError as exc:
-                tell("error", {"code": exc.code, "message": exc.message})
+                self._tell("error", {"code": exc.code, "message": exc.message})
             except Exception:  # noqa: BLE001 (a bug: logged whole, told briefly)
                 log.exception("compile from the UI failed")
-                tell("error", {"code": "internal_error", "message": "the compile failed; see the server log"})
+                self._tell("error", {"code": "internal_error", "message": "the compile failed; see the server log"})
             finally:
-                self._running.release()
+                with self._guard:  # a stream that follows from now on finds no compile running
+                    self._running.release()
                 if state.watcher is not None:  # the compile's pages: re-indexed and announced now
                     asyncio.run_coroutine_threadsafe(state.watcher.check(), loop)
-                tell("end", {})
+                self._tell("end", {})
 
         threading.Thread(target=work, name="kaas-compile", daemon=True).start()
-
-        async def events() -> AsyncIterator[ServerSentEvent]:
-            while True:
-                name, data = await queue.get()
-                if name == "end":
-                    yield _frame("done", {})
-                    return
-                yield _frame(name, data)
-
-        return events()
+        return events
 
 
 async def compile_endpoint(request: Request) -> Response:
     state = request.app.state.kaas
     try:
         _require_admin(request)
-        events = state.compile_job.start(state)
+        if request.method == "GET":  # follow the compile that runs, if any
+            events = state.compile_job.follow()
+            if events is None:
+                events = _idle()
+        else:
+            events = state.compile_job.start(state)
     except KaasError as exc:
         return error_response(exc)
     return AnswerStreamResponse(events)
+
+
+async def _idle() -> AsyncIterator[ServerSentEvent]:
+    yield _frame("idle", {"message": "no compile is running"})
