@@ -105,6 +105,16 @@ def browser_page(browser, *, timeout: float = 10_000, viewport: dict | None = No
         context.close()
 
 
+def ask(page, question: str):
+    """Ask ``question`` in the chat and wait (the page's default timeout) until its answer has
+    ended (its usage line is shown); returns the answer's turn."""
+    answered = page.locator(".turn .answer-meta .mode-pill").count()
+    page.fill("#question", question)
+    page.keyboard.press("Enter")
+    page.locator(".turn .answer-meta .mode-pill").nth(answered).wait_for()
+    return page.locator(".turn").nth(answered)
+
+
 def wait_until(page, expression: str, timeout: float = 10.0) -> None:
     """Poll a JS expression (page.wait_for_function would need eval, which the UI's CSP forbids)."""
     deadline = time.monotonic() + timeout

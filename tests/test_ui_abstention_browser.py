@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from browser_support import PHONE, KaasServer, browser_page, shot, wait_until
+from browser_support import PHONE, KaasServer, ask, browser_page, shot, wait_until
 
 pytestmark = pytest.mark.slow  # drives a real browser
 
@@ -19,13 +19,6 @@ STYLE = """(selector) => {
   return { color: s.color, background: s.backgroundColor, decoration: s.textDecorationStyle,
            border: s.borderBottomStyle + ' ' + s.borderBottomColor };
 }"""
-
-
-def _ask(page, question: str, number: int):
-    page.fill("#question", question)
-    page.keyboard.press("Enter")
-    wait_until(page, f"document.querySelectorAll('.turn .answer-meta .mode-pill').length === {number}")
-    return page.locator(".turn").nth(number - 1)
 
 
 def _luminance(css_colour: str) -> float:
@@ -54,7 +47,7 @@ def test_an_abstention_is_shown_as_not_covered_with_related_pages_not_citations(
     with KaasServer(ui_kb.root) as server, browser_page(browser, color_scheme=scheme) as (page, errors):
         page.goto(server.url + "/")
         page.wait_for_selector("body.ready")
-        turn = _ask(page, NOT_COVERED, 1)
+        turn = ask(page, NOT_COVERED)
         _check_not_covered(turn)
         shot(page, f"not-covered-{scheme}")
 
@@ -69,7 +62,7 @@ def test_an_abstention_is_shown_as_not_covered_with_related_pages_not_citations(
         assert (_luminance(block["background"]) < 0.3) == (scheme == "dark"), block
 
         # a covered question in the same chat: its citations look unlike the related links
-        answer = _ask(page, COVERED, 2)
+        answer = ask(page, COVERED)
         assert answer.locator("a.citation .cite-num").count() >= 1 and answer.locator(".not-covered").count() == 0
         related = page.evaluate(STYLE, ".turn .related-link")
         citation = page.evaluate(STYLE, ".turn a.citation")

@@ -16,7 +16,7 @@ import frontmatter
 import httpx
 import pytest
 
-from browser_support import KaasServer, browser_page, shot, wait_until
+from browser_support import KaasServer, ask, browser_page, shot, wait_until
 from server_fakes import FakeLLMServer
 
 pytestmark = pytest.mark.slow  # drives a real browser
@@ -30,10 +30,7 @@ def test_offline_chat_citation_panel_and_hand_edit(browser, ui_kb):
         assert page.is_visible("#offline-note")
 
         # ask: the answer arrives, with the pages read and citations
-        page.fill("#question", "How does the navigator read the catalog?")
-        page.keyboard.press("Enter")
-        page.wait_for_selector(".turn .answer-meta .mode-pill")
-        turn = page.locator(".turn").first
+        turn = ask(page, "How does the navigator read the catalog?")
         assert turn.locator(".mode-pill").inner_text() == "Offline answer"
         assert "Offline mode" in turn.locator(".answer-body").inner_text()
         assert turn.locator(".pages-read summary").inner_text().startswith("Read ")
@@ -180,9 +177,7 @@ def test_token_protected_server_asks_for_the_token_once(browser, ui_kb):
         page.click("#token-dialog button[value=ok]")
         page.wait_for_selector("body.ready")
         assert page.inner_text("#mode-badge") == "Offline mode"
-        page.fill("#question", "deployment behind a proxy")
-        page.keyboard.press("Enter")
-        page.wait_for_selector(".turn .answer-meta .mode-pill")
+        ask(page, "deployment behind a proxy")
         # A plain /wiki/ link cannot carry the token (it is never a cookie): the page it opens
         # links to the same article in the app, which sends the token.
         page.goto(server.url + "/wiki/ops/deployment.md")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from browser_support import KaasServer, browser_page
+from browser_support import KaasServer, ask, browser_page
 from test_multihop import COMPOSER, QUESTION, chain_kb
 
 pytestmark = pytest.mark.slow  # drives a real browser
@@ -16,10 +16,7 @@ def test_the_pages_display_shows_round_two_and_why(browser, tmp_path):
     with KaasServer(kb.root) as server, browser_page(browser, timeout=15_000) as (page, errors):
         page.goto(server.url + "/")
         page.wait_for_selector("body.ready")
-        page.fill("#question", QUESTION)
-        page.keyboard.press("Enter")
-        page.wait_for_selector(".turn .answer-meta .mode-pill")
-        turn = page.locator(".turn").first
+        turn = ask(page, QUESTION)
         turn.locator(".pages-read summary").click()
         rounds = turn.locator(".pages-read .round")
         assert rounds.count() == 1

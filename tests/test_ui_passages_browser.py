@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from browser_support import KaasServer, browser_page, wait_until
+from browser_support import KaasServer, ask, browser_page
 
 pytestmark = pytest.mark.slow  # drives a real browser
 
@@ -23,19 +23,12 @@ def long_kb(make_kb):
     return make_kb(("http/tuning.md", "Tuning", "How the client is tuned.", BODY), sample=False)
 
 
-def _ask(page, question: str, number: int):
-    page.fill("#question", question)
-    page.keyboard.press("Enter")
-    wait_until(page, f"document.querySelectorAll('.turn .answer-meta .mode-pill').length === {number}")
-    return page.locator(".turn").nth(number - 1)
-
-
 def test_a_citation_opens_the_page_at_its_passage_marked_and_shows_it_on_hover(browser, long_kb):  # noqa: F811
     with KaasServer(long_kb.root) as server, browser_page(browser) as (page, errors):
         page.goto(server.url + "/")
         page.wait_for_selector("body.ready")
 
-        turn = _ask(page, "when does keepalive_expiry close idle sockets?", 1)
+        turn = ask(page, "when does keepalive_expiry close idle sockets?")
         citation = turn.locator(".answer-body a.citation").first
         assert KEEPALIVE in citation.get_attribute("title")  # the passage, on hover
         assert citation.get_attribute("href") == "/wiki/http/tuning.md#h-keep-alive"
@@ -57,7 +50,7 @@ def test_a_citation_opens_the_page_at_its_passage_marked_and_shows_it_on_hover(b
 
         # a passage whose text holds HTML: shown as text everywhere, never run or parsed
         page.keyboard.press("Escape")
-        turn = _ask(page, "what does the warmup option keep primed before traffic arrives?", 2)
+        turn = ask(page, "what does the warmup option keep primed before traffic arrives?")
         citation = turn.locator(".answer-body a.citation").first
         assert '<img src=x onerror="window.pwnedQuote = 1">' in citation.get_attribute("title")
         assert '<img src=x' in turn.locator(".sources q.cited-quote").first.inner_text()
@@ -78,7 +71,7 @@ def test_an_answer_made_without_the_model_says_so(browser, long_kb):  # noqa: F8
             browser_page(browser, timeout=20_000) as (page, _):
         page.goto(server.url + "/")
         page.wait_for_selector("body.ready")
-        turn = _ask(page, "when does keepalive_expiry close idle sockets?", 1)
+        turn = ask(page, "when does keepalive_expiry close idle sockets?")
         pill = turn.locator(".mode-pill")
         assert pill.inner_text() == "Offline answer · model unavailable"
         assert pill.get_attribute("title").startswith("Model unavailable (cannot reach")
