@@ -74,7 +74,12 @@ def _build(work: Path) -> None:
                 deleted.append(path)
         kb.reindex()
         marker.write_text(json.dumps(sorted(set(deleted))))
-    docs = work / "realdocs"
+    build_realdocs(work / "realdocs")
+
+
+def build_realdocs(docs: Path) -> None:
+    """../shared/eval-data/realdocs-dev (uvicorn + flask docs) compiled offline into ``docs``
+    (kept: nothing is done when its catalog is there already)."""
     if not (docs / "wiki" / "master-index.md").exists():
         (docs / "raw").mkdir(parents=True, exist_ok=True)
         for project in ("uvicorn", "flask"):

@@ -27,7 +27,8 @@ def real_llm_server() -> str:
     if os.environ.get("KAAS_REAL_LLM") != "1":
         pytest.skip("set KAAS_REAL_LLM=1 and start ../shared/tools/real-llm-server to run")
     try:
-        httpx.get(REAL_LLM_BASE + "/models", timeout=5).raise_for_status()
+        # 60 s: the server answers one request at a time, and is shared (a reply may be on its way)
+        httpx.get(REAL_LLM_BASE + "/models", timeout=60).raise_for_status()
     except httpx.HTTPError as exc:
         pytest.fail(f"KAAS_REAL_LLM=1 but no server at {REAL_LLM_BASE}: {exc}")
     return REAL_LLM_BASE

@@ -58,7 +58,8 @@ def _check_passage(kb, path: str, passage: dict) -> None:
     body = _body(kb, path)
     assert 0 <= passage["start"] < passage["end"] <= len(body)
     source = body[passage["start"]:passage["end"]]
-    assert plain_text(source).startswith(passage["quote"]) and passage["quote"]  # cut at a word when long
+    # cut at a word when long; a code line is quoted as it is (`__name__` is not emphasis there)
+    assert passage["quote"] and (plain_text(source).startswith(passage["quote"]) or source.strip() == passage["quote"])
     rendered = render_markdown(body, from_path=path)
     assert " ".join(passage["quote"].split()) in _rendered_text(rendered.html)
     ids = re.findall(r'<h[1-6] id="([^"]+)"', rendered.html)
