@@ -1,6 +1,7 @@
 """The top bar on a phone (issue 17): at 390 px wide, with the three tabs an admin gets (Chat,
 Wiki, Sources), every element of the header lies inside the viewport and the mode badge is
-shown whole (it was cut to "O…"), offline and with a model. Real Chromium, real server."""
+shown whole (it was cut to "O…"), offline and with a model; at 320 px the header still fits and
+the Ask button stays on screen. Real Chromium, real server."""
 
 from __future__ import annotations
 
@@ -40,6 +41,11 @@ def test_at_390_px_no_header_element_leaves_the_screen_and_the_badge_is_whole(br
         for tab in ("Chat", "Wiki", "Sources"):  # each tab whole and reachable
             assert page.locator(f".tabs a:text-is('{tab}')").is_visible()
         shot(page, f"topbar-390-{scheme}-{short}")
+        page.set_viewport_size({"width": 320, "height": 640})  # the smallest phones: the same, and Ask on screen
+        for element in page.evaluate(HEADER):
+            assert element["left"] >= 0 and element["right"] <= 320, element
+        assert page.evaluate("document.getElementById('send').getBoundingClientRect().right") <= 320
+        assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
         page.set_viewport_size({"width": 1280, "height": 820})  # wide: the long form again
         assert badge.inner_text() == full
         assert not errors, errors
