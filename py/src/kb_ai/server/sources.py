@@ -181,7 +181,10 @@ class CompileJob:
             queue.put_nowait(item)
 
         def deliver(item: tuple[str, dict]) -> None:
-            loop.call_soon_threadsafe(queue.put_nowait, item)
+            try:
+                loop.call_soon_threadsafe(queue.put_nowait, item)
+            except RuntimeError:  # the server's loop is closed (shutting down): nobody to tell
+                pass
 
         self._followers.append(deliver)
 
