@@ -16,6 +16,7 @@ from kb_ai.llm.usage import UsageMeter
 from kb_ai.navigate import bridge
 from kb_ai.navigate.navigator import LexicalIndexCache
 from kb_ai.navigate.records import ReadPage, Selection, Turn
+from kb_ai.offline.compare import ComparedPage, derive
 from kb_ai.offline.coverage import Coverage, coverage
 from kb_ai.offline.extractive import PageText, best_units
 from kb_ai.offline.lexical import page_body
@@ -190,9 +191,17 @@ class OfflineNavigator:
             yield line + "\n"
 
     def _answer_lines(self, question: str, pages: list[ReadPage], catalog: Catalog) -> list[str]:
-        evidence = best_units(question, [PageText(p.path, p.title, p.text) for p in pages if p.is_evidence])
+        read = [p for p in pages if p.is_evidence]
+        evidence = best_units(question, [PageText(p.path, p.title, p.text) for p in read])
         lines = [self.label, ""]
-        if evidence:
+        verdict = derive(question, [ComparedPage(p.path, p.title, p.text) for p in read])
+        if verdict is not None:  # a comparison settled by quoted passages: the verdict, then them
+            lines += [verdict.text, ""]
+            for unit in verdict.units:
+                lines += answer_lines(unit)
+            quoted = {(u.path, u.start) for u in verdict.units}
+            evidence = [e for e in evidence if (e.unit.path, e.unit.start) not in quoted]
+        if evidence or verdict is not None:
             for e in evidence:
                 lines += answer_lines(e.unit, e.sentence)
         else:
