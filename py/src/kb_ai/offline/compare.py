@@ -6,8 +6,8 @@ derivations state the result, always with the passages they stand on (cited by t
 
 * **dates**: "Which ... first / earlier / older / more recently / later ..., A or B?" — the year
   each compared subject's page gives for the asked event (the first passage of its page holding a
-  year and a word of the question, "formed in 1996"; else the first year of its page's first
-  passage, where a page states its subject's date: "(born 22 May 1859)", "is a 2000 film"). Both
+  year and a word of the question, "formed in 1996"; else the first year its page gives, where a
+  page states its subject's date: "(born 22 May 1859)", "is a 2000 film"). Both
   found and different: "A (1923) before B (1931)"; same year: said, no verdict.
 * **both**: "Are A and B both P?" / "Are both A and B P?" — "Yes" only when each subject's page
   has a passage holding every word of P; otherwise no verdict (a page that does not say P is not
@@ -27,7 +27,8 @@ from kb_ai.offline.text import tokenize
 from kb_ai.offline.units import Unit, page_units
 from kb_ai.store.words import GENERIC_WORDS, title_key
 
-_OPTIONS = re.compile(r"[,:]\s*(?P<a>[^,:?]+?(?:,[^,:?]+?)?)\s+or\s+(?P<b>[^?]+?)\s*\??\s*$", re.IGNORECASE)
+_SPLIT = re.compile(r"[,:]")
+_OR = re.compile(r"\s+or\s+", re.IGNORECASE)
 _EARLIER = frozenset("first earlier earliest older oldest before sooner".split())
 _LATER = frozenset("later latest recently recent younger youngest newer newest".split())
 _RANK = re.compile(r"\b(?:the|a|an|its|their|his|her)\s+(?:first|earliest|oldest|latest|youngest|newest)\b")
@@ -54,14 +55,32 @@ class ComparedPage:
 def derive(question: str, pages: list[ComparedPage]) -> Verdict | None:
     """A verdict for a date comparison or a "both" question, from ``pages`` (the pages read);
     None when the question is neither or the evidence does not settle it."""
-    options = _OPTIONS.search(question)
-    asked = question[:options.start()] if options else question
+    options = _options(question)
+    asked = question[:options[2]] if options else question
     # "the first Russian composer to ..." ranks, it does not compare dates
     words = set(re.findall(r"[a-z]+", _RANK.sub(" ", asked.lower())))
     if options and (words & _EARLIER or words & _LATER):
-        return _dates(question, [options.group("a"), options.group("b")], pages, earlier=bool(words & _EARLIER))
+        return _dates(question, list(options[:2]), pages, earlier=bool(words & _EARLIER))
     if _BOTH.match(question) and "both" in set(re.findall(r"[a-z]+", question.lower())):
         return _both(question, pages)
+    return None
+
+
+def _options(question: str) -> tuple[str, str, int] | None:
+    """The two options of "..., A or B?" (A at most one comma: "Dinosaur or McFarland, USA") and
+    where the list starts; None when the question offers none. Looks after its first three commas
+    or colons only (linear in the question's length)."""
+    for separator in list(_SPLIT.finditer(question))[:3]:
+        rest = question[separator.end():].strip()
+        rest = rest[:-1].rstrip() if rest.endswith("?") else rest
+        if "?" in rest:
+            continue
+        split = _OR.search(rest)
+        if split is None or ":" in rest[:split.start()] or rest[:split.start()].count(",") > 1:
+            continue
+        a, b = rest[:split.start()].strip(), rest[split.end():].strip()
+        if a and b:
+            return a, b, separator.start()
     return None
 
 
@@ -88,10 +107,10 @@ def _dated(page: ComparedPage, asked: set[str]) -> tuple[int, Unit] | None:
             year = _YEAR.search(unit.text)
             if year:
                 return int(year.group(1)), unit
-    if units:
-        year = _YEAR.search(units[0].text)
+    for unit in units:  # else the first date the page gives: its subject's (born, founded, released)
+        year = _YEAR.search(unit.text)
         if year:
-            return int(year.group(1)), units[0]
+            return int(year.group(1)), unit
     return None
 
 

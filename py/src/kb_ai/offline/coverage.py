@@ -36,9 +36,11 @@ COVERED_SHARE = 0.60  # share of the question's term weight one page (or a joine
 COVERED_RARE_TERMS = 2.8  # ... or this many times the weight of the rarest term the wiki holds
 CANDIDATES = 8  # best keyword matches examined (and pairs among them)
 TITLE_NAMED = 0.5  # a page is named by the question when this share of its title's terms is in it
-MISSING_NAME = 2.0  # a name the question gives that no page mentions weighs this many times its terms
+MISSING_NAME = 1.5  # a name the question gives that no page mentions weighs this many times its terms
 BRIDGE_SEEDS, BRIDGES = 2, 8  # pages of the best matches whose named pages are looked at, and how many each
 NAME_PAGES = 24  # pages read, at most, to find one that mentions a name (more holders: taken as mentioned)
+PAGES_READ = 64  # pages read for all names of one question, at most (then: taken as mentioned)
+MAX_NAMES = 12  # names of one question looked for
 
 
 @dataclass(frozen=True)
@@ -77,10 +79,10 @@ def coverage(index: LexicalIndex, title_of: Callable[[str], str], question: str,
     terms = list(dict.fromkeys(tokenize(question)))
     _found, missing = index.known_terms(question)
     paths = [h.path for h in index.search(question, CANDIDATES)] if terms else []
-    paths += [p for p in dict.fromkeys(named) if p not in paths and p in index.paths]
+    paths += [p for p in dict.fromkeys(named) if p not in paths and _indexed(index, p)][:CANDIDATES]
     if names_in is not None:  # the second hop: pages the best matches name ("the woman who portrayed ...")
         for path in paths[:BRIDGE_SEEDS]:
-            paths += [p for p in names_in(path)[:BRIDGES] if p not in paths and p in index.paths]
+            paths += [p for p in names_in(path)[:BRIDGES] if p not in paths and _indexed(index, p)]
     if not paths:
         return Coverage(0.0, 0.0, (), tuple(missing))
     n = max(index.page_count(), 1)
@@ -101,8 +103,9 @@ def coverage(index: LexicalIndex, title_of: Callable[[str], str], question: str,
     asked = set(terms)
     held = [set(t for t in terms if i in look_up(t)[1]) for i in range(len(paths))]
     missing_names: list[Name] = []
-    if text_of is not None:
-        missing_names = _names_not_held(index, question, paths, held, title_of, text_of)
+    names = question_names(question) if text_of is not None else []
+    if names:
+        missing_names = _names_not_held(index, names, paths, held, title_of, text_of)
     # The thing a question is about weighs more than its other words: a name no page mentions
     # ("Which band has more members, The Futureheads or ...?") is a subject the wiki lacks.
     # No page's holding of its words counts then: they are there in another sense.
@@ -115,7 +118,9 @@ def coverage(index: LexicalIndex, title_of: Callable[[str], str], question: str,
     total = sum(weights.values()) or 1.0
     held_sets = [frozenset(h) for h in held]
     title_terms = [set(tokenize(title_of(p))) for p in paths]
-    is_named = [bool(tt) and len(tt & asked) / len(tt) >= TITLE_NAMED for tt in title_terms]
+    by_title = set(named)  # pages the question names by their title (parenthetical aside)
+    is_named = [p in by_title or (bool(tt) and len(tt & asked) / len(tt) >= TITLE_NAMED)
+                for p, tt in zip(paths, title_terms)]
 
     def holds_title(i: int, j: int) -> bool:  # page i's text holds every term of page j's title
         return bool(title_terms[j]) and all(i in look_up(t)[1] for t in title_terms[j])
@@ -130,26 +135,40 @@ def coverage(index: LexicalIndex, title_of: Callable[[str], str], question: str,
             if sum(weights[t] for t in union) > sum(weights[t] for t in best_terms) + 1e-9:
                 best_terms, pages = union, (paths[i], paths[j])
     weight = sum(weights[t] for t in best_terms)
-    return Coverage(weight / total, weight / rarest, pages, tuple(missing), tuple(m.text for m in missing_names))
+    # Many rare words found speak for a question only when some of what it names is there: when
+    # every name it gives is missing, it is about something else ("... in the V8 Liftoff compiler").
+    rare_terms = 0.0 if missing_names and len(missing_names) == len(names) else weight / rarest
+    return Coverage(weight / total, rare_terms, pages, tuple(missing), tuple(m.text for m in missing_names))
 
 
-def _names_not_held(index: LexicalIndex, question: str, paths: list[str], held: list[set[str]],
+def _indexed(index: LexicalIndex, path: str) -> bool:
+    try:
+        index.position(path)
+    except KeyError:
+        return False
+    return True
+
+
+def _names_not_held(index: LexicalIndex, names: list[Name], paths: list[str], held: list[set[str]],
                     title_of: Callable[[str], str], text_of: Callable[[str], str]) -> list[Name]:
-    """The names ``question`` gives that no page mentions (``offline.names.mentions``). Also
+    """The ``names`` a question gives that no page mentions (``offline.names.mentions``). Also
     takes a name's terms out of ``held[i]`` when candidate page ``paths[i]`` holds its words but
     does not name it (the words of "Zach Bogosian" on a page about Zach Crowell)."""
     texts: dict[str, str] = {}
 
-    def terms_of(path: str) -> str:
+    def names_it(path: str, name: Name) -> bool:
+        """Whether the page names ``name``; past ``PAGES_READ`` pages read, taken as yes."""
         if path not in texts:
+            if len(texts) >= PAGES_READ:
+                return True
             texts[path] = page_terms(title_of(path), text_of(path))
-        return texts[path]
+        return mentions(texts[path], name)
 
     candidates = {index.position(p): p for p in paths}
     missing = []
-    for name in question_names(question):
+    for name in names[:MAX_NAMES]:
         for i, path in enumerate(paths):
-            if set(name.terms) <= held[i] and len(name.terms) > 1 and not mentions(terms_of(path), name):
+            if set(name.terms) <= held[i] and len(name.terms) > 1 and not names_it(path, name):
                 held[i] -= set(name.terms)
         holders = _holders(index, name)
         if holders is None:
@@ -157,7 +176,7 @@ def _names_not_held(index: LexicalIndex, question: str, paths: list[str], held: 
         ordered = sorted(holders, key=lambda pos: (pos not in candidates, pos))
         if len(name.terms) == 1 and ordered:
             continue
-        if not any(mentions(terms_of(index.paths[pos]), name) for pos in ordered):
+        if not any(names_it(index.paths[pos], name) for pos in ordered):
             missing.append(name)
     return missing
 
