@@ -304,3 +304,47 @@ def test_a_subject_no_page_names_is_not_covered_though_its_words_are_elsewhere(t
     # Both subjects named by some page: answered.
     known = _ask_json(kb, "Which is a record producer, Zach Crowell or Daron Malakian?")
     assert known["abstained"] is False and known["citations"]
+
+
+def test_question_names_are_quoted_titles_and_capitalised_runs_and_a_page_names_them_as_a_phrase():
+    from kb_ai.offline.names import mentions, page_terms, question_names  # new in issue 15's second pass
+
+    def texts(question):
+        return [n.text for n in question_names(question)]
+
+    assert texts("Which band was formed first, Lit or Adorable?") == ["Lit", "Adorable"]
+    assert texts('Is the Battle of Stones River older than "Big Stone Gap"?') == ["Big Stone Gap", "Battle of Stones River"]
+    assert texts("He was born on 6 March 1937 in Lawrence, Kansas.") == ["Lawrence", "Kansas"]
+    assert texts("Both Sorbaria and Goldenrod are genera?") == ["Sorbaria", "Goldenrod"]
+    name = question_names("Which team is the 1974 Texas Tech Raiders?")[0]
+    assert name.text == "Texas Tech Raiders"
+    assert mentions(page_terms("The Texas Tech Red Raiders football team"), name)  # two adjacent words of three
+    bogosian = question_names("Is Zach Bogosian a producer?")[0]
+    assert not mentions(page_terms("Zach Crowell", "Zach Crowell works with Bogosian."), bogosian)
+    assert mentions(page_terms("Hockey", "Zach Bogosian plays hockey."), bogosian)
+
+
+KISS = ("film/kiss-and-tell.md", "Kiss and Tell (1945 film)", "A 1945 comedy film.",
+        "# Kiss and Tell (1945 film)\n\nKiss and Tell is a 1945 American comedy film in which Shirley Temple "
+        "played Corliss Archer, a teenage girl.\n")
+TEMPLE = ("people/shirley-temple.md", "Shirley Temple", "An American actress and diplomat.",
+          "# Shirley Temple\n\nShirley Temple Black was an American actress who held the government position "
+          "of Chief of Protocol of the United States.\n")
+
+
+def test_a_two_hop_question_is_covered_by_the_page_its_best_match_names(tmp_path, monkeypatch):
+    # Coverage looks at the best keyword match only here (a large wiki: the second hop's page is
+    # not among the best matches); the page it names completes the question.
+    monkeypatch.setattr("kb_ai.offline.coverage.CANDIDATES", 1)
+    films = ("film/cinema.md", "Cinema", "Films and where they are played.",
+             "# Cinema\n\nA film is played in a cinema. Films are played on screens.\n")
+    kb = _kb(tmp_path, KISS, TEMPLE, films)
+    out = _ask_json(kb, "What government position did the woman who played Corliss Archer hold?")
+    assert out["abstained"] is False
+    assert "Chief of Protocol" in out["answer"]
+
+
+def test_many_rare_words_do_not_cover_a_question_none_of_whose_names_the_wiki_mentions(tmp_path):
+    kb = _kb(tmp_path)
+    out = _ask_json(kb, "What is the maximum size of a connection pool page in the Zorblax Quantum server records?")
+    assert out["abstained"] is True

@@ -5,7 +5,7 @@ A name is a quoted title (``"Big Stone Gap"``) or a run of capitalised words or 
 *von*... may sit inside a run, never at its ends). Punctuation ends a run ("Lawrence, Kansas" is
 two names), and so do years and month names (dates are written in many ways: "October 22, 1930",
 "22 October 1930"). The question's first word starts a name only when it is not a question word
-or a common word ("Which", "The", "Are", "Both"...).
+a common word or a pronoun ("Which", "The", "Are", "Both", "He"...).
 
 ``mentions(page_terms, name)`` tells whether a page names it: the page's terms (``tokenize``d:
 stemmed, stop words out) hold the name's terms one after the other ("The Battle of the Stones
@@ -29,6 +29,7 @@ _YEAR = re.compile(r"(?:1\d{3}|20\d{2})s?")
 _QUOTED = re.compile(r"[\"“”]([^\"“”\n]{2,100})[\"“”]")
 _TOKEN = re.compile(r"[\w'’&.-]+|[^\w\s]", re.UNICODE)
 _SENTENCE_END = frozenset(".?!")
+_PRONOUNS = frozenset("i you he she it we they his her its our their this that these those there here".split())
 
 
 @dataclass(frozen=True)
@@ -46,7 +47,8 @@ def question_names(question: str) -> list[Name]:
         while run and run[-1].lower() in _JOINERS:
             run.pop()
         if run:
-            found.append(" ".join(run))
+            text = " ".join(run)
+            found.append(text[:-1] if text.endswith(".") and len(run[-1]) > 4 else text)  # a full stop, not "Jr."
         run.clear()
 
     sentence_start = True
@@ -57,7 +59,7 @@ def question_names(question: str) -> list[Name]:
             continue
         word = token.lower().rstrip(".")
         capital = (token[0].isupper() or token[0].isdigit()) and word not in _MONTHS and not _YEAR.fullmatch(word)
-        if sentence_start and (word in STOP_WORDS or word in GENERIC_WORDS):
+        if sentence_start and (word in STOP_WORDS or word in GENERIC_WORDS or word in _PRONOUNS):
             capital = False
         if capital:
             run.append(token)
