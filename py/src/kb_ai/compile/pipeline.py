@@ -35,6 +35,7 @@ from kb_ai.files import TEMP_PREFIX
 from kb_ai.store.kb import KnowledgeBase
 
 MANIFEST_LABEL = ".kaas/manifest.json"
+PROGRESS_REFRESH_SECONDS = 0.5
 
 
 def run_compile(settings: Settings, *, full: bool = False, dry_run: bool = False, progress: "bool | Progress | None" = None,
@@ -74,6 +75,13 @@ async def compile_async(settings: Settings, *, full: bool = False, dry_run: bool
         lock.release()
 
 
+async def _refresh_progress(progress: Progress) -> None:
+    """Keeps the progress line's calls in flight current while the stages wait on the model."""
+    while True:
+        await asyncio.sleep(PROGRESS_REFRESH_SECONDS)
+        progress.refresh()
+
+
 def make_engine(settings: Settings, gateway, today: str) -> Engine:
     """The planner and writer: the model's when there is a gateway, else the offline ones."""
     if gateway is None:
@@ -97,6 +105,7 @@ async def _compile(settings: Settings, kb: KnowledgeBase, engine: Engine, report
     state = CompileState.load(kb.state_dir, kb.wiki_dir, read_only=dry_run)
     shown = progress if isinstance(progress, Progress) else Progress(progress)
     run = CompileRun(settings, kb, state, report, shown, today, full=full, dry_run=dry_run)
+    refresher = None
     if engine.gateway is not None and hasattr(engine.gateway, "in_flight"):
         run.progress.in_flight = lambda: engine.gateway.in_flight
     if state.resumed_units:
@@ -106,6 +115,8 @@ async def _compile(settings: Settings, kb: KnowledgeBase, engine: Engine, report
     _check_prompts(run, engine)
     written = False
     try:
+        if run.progress.in_flight is not None:
+            refresher = asyncio.create_task(_refresh_progress(run.progress))
         ingested = ingest(run)
         deduped = dedup(run, ingested)
         await plan(run, engine, deduped.work)
@@ -118,6 +129,8 @@ async def _compile(settings: Settings, kb: KnowledgeBase, engine: Engine, report
         _report_partial(run, ingested, deduped.work)
         _report_offline_articles(run, engine)
     finally:
+        if refresher is not None:
+            refresher.cancel()
         run.progress.done()
         state.close()
         # Damaged state met while loading or later (fingerprints at dedup, kept texts at write).
