@@ -1,7 +1,7 @@
 """Compile throughput against a slow model: the same corpus compiled at several concurrencies.
 
     .venv/bin/python benchmarks/bench_compile_concurrency.py [--sources 1000] [--latency 1.0] [--levels 4 16 64]
-        [--server-slots N]
+        [--server-slots N] [--timeout SECONDS]
 
 A fake OpenAI-compatible server on 127.0.0.1 (bench_compile.py's planner and writer replies)
 answers every call after ``--latency`` seconds. Per concurrency (``KAAS_CONCURRENCY``), a fresh
@@ -13,6 +13,9 @@ with the load average: the machine may be shared.
 ``--server-slots N``: the fake works on at most N calls at once and queues the rest, as a local
 model server does (Ollama's ``OLLAMA_NUM_PARALLEL``, llama.cpp's ``--parallel``); 0 (default): no
 limit, as a hosted API. "most calls in progress" then counts the queued calls too.
+``--timeout``: kaas's ``KAAS_TIMEOUT`` (default 600 s: no call times out); a queued call waits
+against it, so a short one shows what a concurrency above the server's slots costs ("failed":
+sources the compile could not finish).
 """
 
 from __future__ import annotations
@@ -91,6 +94,7 @@ def main() -> None:
     parser.add_argument("--levels", type=int, nargs="+", default=[4, 16, 64])
     parser.add_argument("--server-slots", type=int, default=0,
                         help="calls the fake works on at once, the rest queued (0: no limit)")
+    parser.add_argument("--timeout", type=float, default=600.0, help="KAAS_TIMEOUT for the compile")
     args = parser.parse_args()
     model = SlowModel(args.latency, args.server_slots)
     api_base = model.start()
@@ -98,8 +102,9 @@ def main() -> None:
     print(f"# compile of {args.sources} sources against a model answering after {args.latency:g} s "
           f"({server}) — {platform.machine()} {os.cpu_count()} cores, Python {platform.python_version()}, "
           f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}", flush=True)
-    print("| concurrency | wall | plan | write | model calls | calls/s | most calls in progress | load at end |")
-    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
+    print(f"# KAAS_TIMEOUT={args.timeout:g}")
+    print("| concurrency | wall | plan | write | model calls | calls/s | most calls in progress | failed | load at end |")
+    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
     with tempfile.TemporaryDirectory() as tmp:
         corpus = Path(tmp) / "corpus"
         make_corpus(corpus / "raw", args.sources)
@@ -108,20 +113,30 @@ def main() -> None:
             shutil.copytree(corpus, kb)
             env = {k: v for k, v in os.environ.items() if not k.startswith("KAAS_")}
             env.update(KAAS_MODEL="openai/bench-model", KAAS_API_BASE=api_base, KAAS_API_KEY="sk-bench",
-                       KAAS_CONCURRENCY=str(level), KAAS_CACHE="false", KAAS_TIMEOUT="600")
+                       KAAS_CONCURRENCY=str(level), KAAS_CACHE="false", KAAS_TIMEOUT=f"{args.timeout:g}")
             model.calls, model.peak = 0, 0
             start = time.perf_counter()
             out = subprocess.run([KAAS, "compile", "--json", "--kb", str(kb)], capture_output=True, text=True,
                                  env=env)
             wall = time.perf_counter() - start
             if out.returncode not in (0, 1):
-                print(f"| {level} | failed ({out.returncode}) | | | | | | {out.stderr[-300:]!r} |")
+                print(f"| {level} | failed ({out.returncode}) | | | | | | | {out.stderr[-300:]!r} |")
                 continue
-            stages = _stage_seconds(out.stdout)
+            stages, failed = _stage_seconds(out.stdout), _failed(out.stdout)
+            if failed == "?":  # stopped without a report: say why
+                failed = "stopped: " + (out.stderr.strip().splitlines() or ["?"])[-1][:160]
             calls = model.calls  # as the model saw them
             load = " ".join(f"{x:.1f}" for x in os.getloadavg())
             print(f"| {level} | {wall:.1f} s | {stages.get('plan', 0):.1f} s | {stages.get('write', 0):.1f} s "
-                  f"| {calls} | {calls / wall:.1f} | {model.peak} | {load} |", flush=True)
+                  f"| {calls} | {calls / wall:.1f} | {model.peak} | {failed} | {load} |", flush=True)
+
+
+def _failed(report: str) -> str:
+    """Sources a ``kaas compile --json`` report lists as failed ("?" when it is not one)."""
+    try:
+        return str(len(json.loads(report).get("failed", [])))
+    except (ValueError, AttributeError):
+        return "?"
 
 
 def _stage_seconds(report: str) -> dict[str, float]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import time
+from dataclasses import replace
 
 from kb_ai.compile.context import CompileRun, Engine
 from kb_ai.compile.dedup import dedup
@@ -30,6 +31,7 @@ from kb_ai.compile.write import write
 from kb_ai.compile.writers import LLMWriter, OfflineWriter
 from kb_ai.config import Settings
 from kb_ai.errors import NoWikiError
+from kb_ai.llm.config import LOCAL_CONCURRENCY
 from kb_ai.store.catalog import append_log
 from kb_ai.files import TEMP_PREFIX
 from kb_ai.store.kb import KnowledgeBase
@@ -57,6 +59,7 @@ async def compile_async(settings: Settings, *, full: bool = False, dry_run: bool
 
         # KAAS_COMPILE_MODEL alone is enough to compile with a model
         gateway = build_gateway(settings, kb, model=settings.effective_compile_model)
+    settings = replace(settings, concurrency=_units_in_parallel(settings, gateway))
     today = dt.date.today().isoformat()
     engine = make_engine(settings, gateway, today)
     report = CompileReport(kb=str(kb.root), mode=engine.mode, dry_run=dry_run, full=full,
@@ -73,6 +76,17 @@ async def compile_async(settings: Settings, *, full: bool = False, dry_run: bool
         return await _compile(settings, kb, engine, report, today, full=full, dry_run=False, progress=progress)
     finally:
         lock.release()
+
+
+def _units_in_parallel(settings: Settings, gateway) -> int:
+    """How many sources the plan stage and articles the write stage have in progress at once:
+    the gateway's limit of calls in flight (``concurrency``, or its provider kind's default),
+    so the stages never hold more calls than the gateway lets out. Offline: ``concurrency`` or
+    the local default."""
+    limit = getattr(getattr(gateway, "config", None), "concurrency", None)
+    if limit:
+        return int(limit)
+    return settings.concurrency or LOCAL_CONCURRENCY
 
 
 async def _refresh_progress(progress: Progress) -> None:
