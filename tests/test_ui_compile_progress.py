@@ -32,6 +32,7 @@ def _slow_compile_model(delay: float) -> ServerThread:
 
 
 def test_the_compile_progress_shows_the_calls_in_flight(browser, ui_kb):
+    ui_kb.raw_dir.mkdir(parents=True, exist_ok=True)
     for name in ("kettle", "teapot", "toaster", "fridge", "oven", "blender"):
         (ui_kb.raw_dir / f"{name}.md").write_text(f"# {name.title()}\n\nThe {name} is in the kitchen, next to the sink.\n")
     with _slow_compile_model(0.8) as model, KaasServer(ui_kb.root, env={
