@@ -117,3 +117,15 @@ def test_the_ui_compile_stream_carries_the_calls_in_flight(tmp_path):
     flying = [s["in_flight"] for s in stages if not s.get("done")]
     assert max(flying) >= 2 and max(flying) <= 4
     assert all(s["in_flight"] == 0 for s in stages if s.get("done"))
+
+
+def test_a_finished_stage_is_not_drawn_again_by_refresh():
+    out = io.StringIO()
+    progress = Progress(enabled=True, stream=out)
+    progress.in_flight = lambda: 3
+    progress.start("write", 2)
+    progress.advance("a.md", step=2)
+    progress.done()
+    cleared = out.getvalue()
+    progress.refresh()  # the next stage has not started: the cleared line stays cleared
+    assert out.getvalue() == cleared and cleared.endswith("\r")

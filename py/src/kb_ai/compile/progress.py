@@ -76,7 +76,7 @@ class Progress:
         if self.listener is not None and self.stage:
             self.listener({"stage": self.stage, "count": self.count, "total": self.total, "in_flight": 0,
                            "done": True})
-            self.stage = ""
+        self.stage = ""  # between stages: nothing for ``refresh`` to draw
         if self.enabled and self._width:
             self.stream.write("\r" + " " * self._width + "\r")
             self.stream.flush()
