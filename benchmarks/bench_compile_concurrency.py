@@ -1,7 +1,7 @@
 """Compile throughput against a slow model: the same corpus compiled at several concurrencies.
 
     .venv/bin/python benchmarks/bench_compile_concurrency.py [--sources 1000] [--latency 1.0] [--levels 4 16 64]
-        [--server-slots N] [--timeout SECONDS]
+        [--server-slots N] [--timeout SECONDS] [--api-base URL --model MODEL]
 
 A fake OpenAI-compatible server on 127.0.0.1 (bench_compile.py's planner and writer replies)
 answers every call after ``--latency`` seconds. Per concurrency (``KAAS_CONCURRENCY``), a fresh
@@ -13,6 +13,9 @@ with the load average: the machine may be shared.
 ``--server-slots N``: the fake works on at most N calls at once and queues the rest, as a local
 model server does (Ollama's ``OLLAMA_NUM_PARALLEL``, llama.cpp's ``--parallel``); 0 (default): no
 limit, as a hosted API. "most calls in progress" then counts the queued calls too.
+``--api-base URL --model MODEL``: compile against that (real) OpenAI-compatible server instead
+of the fake (e.g. the local smollm2 at http://127.0.0.1:8765/v1, model ``openai/smollm2``); the
+calls it had in progress are then not known ("-").
 ``--timeout``: kaas's ``KAAS_TIMEOUT`` (default 600 s: no call times out); a queued call waits
 against it, so a short one shows what a concurrency above the server's slots costs ("failed":
 sources the compile could not finish).
@@ -95,12 +98,19 @@ def main() -> None:
     parser.add_argument("--server-slots", type=int, default=0,
                         help="calls the fake works on at once, the rest queued (0: no limit)")
     parser.add_argument("--timeout", type=float, default=600.0, help="KAAS_TIMEOUT for the compile")
+    parser.add_argument("--api-base", default=None, help="a real OpenAI-compatible server instead of the fake")
+    parser.add_argument("--model", default="openai/bench-model", help="the model, with --api-base")
     args = parser.parse_args()
     model = SlowModel(args.latency, args.server_slots)
-    api_base = model.start()
-    server = f"{args.server_slots} at once, the rest queued" if args.server_slots else "any number at once"
-    print(f"# compile of {args.sources} sources against a model answering after {args.latency:g} s "
-          f"({server}) — {platform.machine()} {os.cpu_count()} cores, Python {platform.python_version()}, "
+    if args.api_base:
+        api_base, model.peak = args.api_base, "-"
+        server = f"the server at {args.api_base}, model {args.model}"
+    else:
+        api_base = model.start()
+        slots = f"{args.server_slots} at once, the rest queued" if args.server_slots else "any number at once"
+        server = f"a model answering after {args.latency:g} s ({slots})"
+    print(f"# compile of {args.sources} sources against {server} — "
+          f"{platform.machine()} {os.cpu_count()} cores, Python {platform.python_version()}, "
           f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}", flush=True)
     print(f"# KAAS_TIMEOUT={args.timeout:g}")
     print("| concurrency | wall | plan | write | model calls | calls/s | most calls in progress | failed | load at end |")
@@ -112,9 +122,10 @@ def main() -> None:
             kb = Path(tmp) / f"kb-{level}"
             shutil.copytree(corpus, kb)
             env = {k: v for k, v in os.environ.items() if not k.startswith("KAAS_")}
-            env.update(KAAS_MODEL="openai/bench-model", KAAS_API_BASE=api_base, KAAS_API_KEY="sk-bench",
+            env.update(KAAS_MODEL=args.model, KAAS_API_BASE=api_base, KAAS_API_KEY="sk-bench",
                        KAAS_CONCURRENCY=str(level), KAAS_CACHE="false", KAAS_TIMEOUT=f"{args.timeout:g}")
-            model.calls, model.peak = 0, 0
+            if not args.api_base:
+                model.calls, model.peak = 0, 0
             start = time.perf_counter()
             out = subprocess.run([KAAS, "compile", "--json", "--kb", str(kb)], capture_output=True, text=True,
                                  env=env)
@@ -125,10 +136,18 @@ def main() -> None:
             stages, failed = _stage_seconds(out.stdout), _failed(out.stdout)
             if failed == "?":  # stopped without a report: say why
                 failed = "stopped: " + (out.stderr.strip().splitlines() or ["?"])[-1][:160]
-            calls = model.calls  # as the model saw them
+            calls = model.calls if not args.api_base else _calls(out.stdout)  # as the model saw them
             load = " ".join(f"{x:.1f}" for x in os.getloadavg())
             print(f"| {level} | {wall:.1f} s | {stages.get('plan', 0):.1f} s | {stages.get('write', 0):.1f} s "
                   f"| {calls} | {calls / wall:.1f} | {model.peak} | {failed} | {load} |", flush=True)
+
+
+def _calls(report: str) -> int:
+    """Model calls a ``kaas compile --json`` report counts (0 when it is not one)."""
+    try:
+        return int(json.loads(report).get("usage", {}).get("llm_calls", 0))
+    except (ValueError, AttributeError, TypeError):
+        return 0
 
 
 def _failed(report: str) -> str:
