@@ -139,7 +139,10 @@ def test_offline_chat_for_bob_is_exactly_the_chat_of_a_wiki_without_the_hidden_p
         (public / "wiki" / path).write_bytes((kb.wiki_dir / path).read_bytes())
     KnowledgeBase(public).reindex()
     questions = ("What is the zanzibarite salary band?", "Quorvex board minutes", "How are citations validated?",
-                 "salaries pay bands")
+                 "salaries pay bands",
+                 # names and comparisons (offline/names.py, offline/compare.py) look at page text
+                 "Which was written first, Quorvex Board Minutes or Citations?",
+                 "Are the Quorvex board and the zanzibarite band both validated?")
     with client_for(kb, BOB) as bob, client_for(kb, ALICE) as alice, TestClient(create_app(Settings(kb=public), mcp=False)) as plain:
         for question in questions:
             seen = chat(bob, question)

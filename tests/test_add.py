@@ -157,41 +157,6 @@ def test_fetch_guards(kb):
     assert not (raw / "web").exists()
 
 
-def test_a_redirect_to_a_local_address_is_refused_by_the_server_policy(monkeypatch, kb):
-    """A public page that redirects to 127.0.0.1 (an admin port): every hop is checked, not only
-    the first. The first hop stands for a public host: its checks are let through."""
-    from kb_ai.compile import fetch
-
-    with FakeSite() as site:
-        site.redirect("/public", site.url + "/admin")
-        site.page("/admin", "<p>admin</p>")
-        hops = []
-        real_check = fetch._check_host
-
-        def check(host, port):
-            hops.append(host)
-            if len(hops) > 1:
-                real_check(host, port)
-
-        monkeypatch.setattr(fetch, "_check_host", check)
-        monkeypatch.setattr(fetch, "_peer_address", lambda response: None)
-        with pytest.raises(FetchError, match="local or private address"):
-            add_url(kb / "raw", site.url + "/public", FetchPolicy.for_server())
-        assert site.requests == ["/public"] and len(hops) == 2
-
-
-def test_the_connected_address_is_checked_too(monkeypatch, kb):
-    """A name that resolved to a public address but connected to a local one (DNS rebinding):
-    refused before the body is read."""
-    from kb_ai.compile import fetch
-
-    with FakeSite() as site:
-        site.page("/admin", "<p>admin</p>")
-        monkeypatch.setattr(fetch, "_check_host", lambda host, port: None)
-        with pytest.raises(FetchError, match="local or private address"):
-            add_url(kb / "raw", site.url + "/admin", FetchPolicy.for_server())
-
-
 def test_normalize_url_keeps_one_name_per_page():
     assert normalize_url("HTTP://Example.COM:80/a?b=1#frag") == "http://example.com/a?b=1"
     assert normalize_url("https://example.com") == "https://example.com/"

@@ -33,7 +33,7 @@ from kb_ai.errors import KaasError
 from kb_ai.llm import plausible, prompts, structured, tokens
 from kb_ai.navigate import citations, read, save
 from kb_ai.navigate.records import ReadPage
-from kb_ai.offline import extractive, passages, text
+from kb_ai.offline import compare, extractive, names, passages, text
 from kb_ai.quality import eval_questions, scoring
 from kb_ai.store import anchors, articles, catalog, links, markdown_text as md, words
 
@@ -55,6 +55,8 @@ UNITS = [
     # Markdown dialects and reST (compile/formats)
     "!!! note\n    x\n", "??? ", '=== "a"\n    ', "::: a.b\n", "> [!NOTE]\n", "<style>", "<h1>", ".. a::\n   ",
     ".. _a:\n", ":a:`b`", ":doc:`a <", "a\n---\n", "Page 1 of 2\n", "avail-\n", ":::a\n", ":::\n", "--8<-- \"a\"\n",
+    # questions (offline/names.py, offline/compare.py)
+    ", a or ", "A B ", "\"A ", "Which came first, ", " or ", "The A. ", "Are A and B both ",
 ]
 
 
@@ -139,6 +141,9 @@ FUNCTIONS = {
     "escape_data": lambda t: [prompts.escape_data(t, context) for context in ("attribute", "inline", "block")],
     "plausible": lambda t: (plausible.implausible(t, "Summarize the article in one sentence."), plausible.unique([t, t + "x"])),
     "scoring": lambda t: (scoring.score_answer(t, ["a x", "lorem"]), scoring.normalize_answer(t)),
+    # questions (their names, the options of a comparison, the verdict)
+    "question_names": lambda t: names.question_names(t),
+    "compare_question": lambda t: compare.derive(t, [compare.ComparedPage("a.md", "A", t[:2000])]),
     "eval_questions": lambda t: eval_questions.parse_questions(json.dumps({"question": t[:3000], "gold_answer": t}) + "\n" + t, "q"),
 }
 

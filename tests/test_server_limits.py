@@ -12,6 +12,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from kb_ai.config import ConfigError, Settings, load_settings
+from kb_ai.llm.config import HOSTED_CONCURRENCY
 from kb_ai.navigate.ask import AskService
 from kb_ai.server import create_app
 from kb_ai.store.kb import KnowledgeBase
@@ -108,7 +109,7 @@ def test_limits_are_read_from_kaas_toml_and_the_environment(tmp_path):
     with pytest.raises(ConfigError):
         load_settings(tmp_path, env={"KAAS_USER_RATE": "lots"})
     defaults = Settings(kb=tmp_path)
-    assert defaults.serve_concurrency > defaults.concurrency  # a server is sized for many chats
+    assert defaults.serve_concurrency > HOSTED_CONCURRENCY  # a server is sized for many chats
 
 
 def test_a_server_sizes_its_model_calls_for_serving(sample_kb):
@@ -130,4 +131,4 @@ def test_streamed_answers_leave_slots_for_the_calls_that_start_a_question(sample
         return streams.locked(), gateway.slot().locked()
 
     assert asyncio.run(held()) == (True, False)
-    assert llm_settings(sample_kb).concurrency == 4  # a compile or a CLI process: no stream limit of its own
+    assert llm_settings(sample_kb).stream_concurrency is None  # a compile or a CLI process: no stream limit of its own

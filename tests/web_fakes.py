@@ -8,14 +8,21 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
 class FakeSite:
-    def __init__(self, routes: dict[str, tuple[int, dict[str, str], bytes]] | None = None):
+    """``host``/``port``: where it listens (another loopback address such as 127.0.0.2 stands
+    for a second machine); ``tls``: an ``ssl.SSLContext`` to serve https with. ``requests``:
+    the paths asked for; ``hosts``: each request's ``Host`` header."""
+
+    def __init__(self, routes: dict[str, tuple[int, dict[str, str], bytes]] | None = None, *,
+                 host: str = "127.0.0.1", port: int = 0, tls=None):
         self.routes = dict(routes or {})
         self.requests: list[str] = []
+        self.hosts: list[str | None] = []
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:  # noqa: N802 - http.server's naming
                 outer.requests.append(self.path)
+                outer.hosts.append(self.headers.get("Host"))
                 status, headers, body = outer.routes.get(self.path, (404, {"Content-Type": "text/plain"}, b"no"))
                 self.send_response(status)
                 for name, value in headers.items():
@@ -28,8 +35,11 @@ class FakeSite:
             def log_message(self, *args) -> None:
                 pass
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self.httpd = ThreadingHTTPServer((host, port), Handler)
+        self.port = self.httpd.server_address[1]
+        if tls is not None:
+            self.httpd.socket = tls.wrap_socket(self.httpd.socket, server_side=True)
+        self.url = f"{'https' if tls is not None else 'http'}://{host}:{self.port}"
 
     def page(self, path: str, html: str, kind: str = "text/html; charset=utf-8") -> str:
         self.routes[path] = (200, {"Content-Type": kind}, html.encode("utf-8"))

@@ -132,7 +132,9 @@ export class SourcesView {
       }
       row.meter.max = Math.max(data.total, 1);
       row.meter.value = data.done ? row.meter.max : data.count;
-      row.count.textContent = `${data.count}/${data.total}` + (data.done ? " ✓" : "");
+      // Model calls the model is working on now (a slow model may hold a stage at one count).
+      const flying = !data.done && data.in_flight ? ` · ${data.in_flight} call${data.in_flight === 1 ? "" : "s"} in flight` : "";
+      row.count.textContent = `${data.count}/${data.total}` + (data.done ? " ✓" : flying);
       row.node.classList.toggle("done", Boolean(data.done));
     };
     let reported = false;

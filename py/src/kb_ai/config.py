@@ -37,7 +37,9 @@ class Settings:
     max_retries: int = 3
     breaker_failures: int = 3  # calls in a row the model did not answer, after which it is treated as down (0: never)
     breaker_cooldown: float = 60.0  # seconds it is then treated as down (calls fail at once) before one call probes it
-    concurrency: int = 4  # model calls in flight for one compile or CLI process
+    # Model calls in flight for one compile or CLI process; None: by the model's provider kind
+    # (llm/config.py call_concurrency: a hosted API or a local server).
+    concurrency: int | None = None
     # Serving (server/limits.py): model calls in flight for one `kaas serve`, all users together;
     # per user (a token of kaas.toml's [users]): answers in flight, and questions a minute (0: no limit).
     serve_concurrency: int = 256

@@ -19,6 +19,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from kb_ai.errors import KaasError
 from kb_ai.untrusted_text import json_problem, refuse_json_constant
 
 TEMP_PREFIX = ".kaas-tmp-"
@@ -279,6 +280,48 @@ def read_regular_bytes(path: Path, max_bytes: int) -> bytes:
         return b"".join(chunks)
     finally:
         os.close(fd)
+
+
+def read_named_file(path: Path, max_bytes: int, error: type[KaasError] = KaasError) -> bytes:
+    """The bytes of a file a person named (a command's argument: a document for ``kaas add``, the
+    questions of ``kaas eval``), read as ``read_regular_bytes`` reads it. Whatever stops the read
+    is raised as ``error`` (the caller's error class) with one line naming the path: ``no such
+    file``, ``a folder``, ``not a regular file`` (a FIFO, never waited on; a device; a socket),
+    ``larger than 50 MB``, ``cannot read (Permission denied)``."""
+    try:
+        return read_regular_bytes(path, max_bytes)
+    except OSError as exc:
+        raise error(f"{path}: {_named_file_problem(exc, max_bytes)}") from None
+
+
+def read_named_text(path: Path, max_bytes: int, error: type[KaasError] = KaasError) -> str:
+    """``read_named_file`` as UTF-8 text (a byte-order mark dropped); other bytes: ``not UTF-8 text``."""
+    try:
+        return read_named_file(path, max_bytes, error).decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise error(f"{path}: not UTF-8 text") from None
+
+
+def _named_file_problem(exc: OSError, max_bytes: int) -> str:
+    if isinstance(exc, FileNotFoundError):
+        return "no such file"
+    if isinstance(exc, NotADirectoryError):
+        return "no such file (a part of its path is a file, not a folder)"
+    if isinstance(exc, IsADirectoryError):
+        return "a folder"
+    if isinstance(exc, NotRegularFileError):
+        return "not a regular file"
+    if isinstance(exc, FileTooLargeError):
+        return f"larger than {_size(max_bytes)}"
+    return f"cannot read ({exc.strerror or exc})"
+
+
+def _size(count: int) -> str:
+    if count >= 1_000_000:
+        return f"{count / 1_000_000:g} MB"
+    if count >= 1_000:
+        return f"{count / 1_000:g} kB"
+    return f"{count} bytes"
 
 
 def check_regular_file(path: Path, max_bytes: int) -> None:

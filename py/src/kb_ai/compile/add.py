@@ -26,8 +26,8 @@ from pathlib import Path, PurePosixPath
 
 from kb_ai.compile.readers import ARCHIVE_EXT, HTML_EXT, MARKDOWN_EXT, TEXT_EXT
 from kb_ai.errors import KaasError
-from kb_ai.files import (FileTooLargeError, LinkInPathError, NotRegularFileError, link_below, read_regular_bytes,
-                         write_below)
+from kb_ai.files import (FileTooLargeError, LinkInPathError, NotRegularFileError, link_below, read_named_file,
+                         read_regular_bytes, write_below)
 
 MAX_NAME_BYTES = 160
 MAX_ADD_BYTES = 50_000_000  # the largest source compile reads (ingest.MAX_SOURCE_BYTES)
@@ -157,14 +157,7 @@ def add_file(raw_dir: Path, path: Path, *, folder: str = "", replace: bool = Fal
     if path.is_dir():
         raise AddError(f"{path}: a folder; add its files (kaas add {path}/*) or copy it into raw/")
     check_supported(clean_name(path.name))
-    try:
-        data = read_regular_bytes(path, MAX_ADD_BYTES)
-    except FileNotFoundError:
-        raise AddError(f"{path}: no such file") from None
-    except FileTooLargeError:
-        raise AddError(f"{path}: larger than {MAX_ADD_BYTES // 1_000_000} MB") from None
-    except NotRegularFileError:
-        raise AddError(f"{path}: not a regular file") from None
+    data = read_named_file(path, MAX_ADD_BYTES, AddError)
     if _inside(path, raw_dir):
         raise AddError(f"{path} is already in raw/")
     return store_source(raw_dir, path.name, data, folder=folder, replace=replace)

@@ -11,9 +11,10 @@ name or password in the URL, at most ``max_redirects`` redirects (each hop check
 first), a deadline for the whole fetch, at most ``max_bytes`` of body (read in chunks, never
 more), and a content type of HTML, plain text or Markdown. ``allow_private=False`` (the server's
 policy, ``FetchPolicy.for_server``) also refuses any host that resolves to a loopback, private,
-link-local, multicast or otherwise non-global address, before connecting and, for the address
-actually connected to, before the body is read; proxies from the environment are not used then
-(a proxy would make the address check meaningless). The command line allows every http(s) URL:
+link-local, multicast or otherwise non-global address, and connects to the very address it
+checked (``public_web.PublicOnlyTransport``: the name is looked up once per connection, so a DNS
+answer that changes after the check cannot redirect the request); proxies from the environment
+are not used then (a proxy would connect by name). The command line allows every http(s) URL:
 it runs on the user's own machine, as the user.
 """
 
@@ -21,9 +22,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
-import ipaddress
 import re
-import socket
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -93,52 +92,22 @@ def raw_name_for(url: str) -> str:
     return f"{slug}-{hashlib.sha256(url.encode('utf-8')).hexdigest()[:8]}.md"
 
 
-def _refuse_address(host: str, address: str) -> None:
-    ip = ipaddress.ip_address(address.split("%", 1)[0])
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
-    if not ip.is_global or ip.is_multicast:
-        raise FetchError(f"{host} is a local or private address ({ip}); this server only fetches public web pages")
-
-
-def _check_host(host: str, port: int) -> None:
-    """``allow_private=False``: every address the host resolves to must be public."""
-    try:
-        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    except (socket.gaierror, UnicodeError) as exc:
-        raise FetchError(f"cannot resolve {host}: {exc}") from None
-    for info in infos:
-        _refuse_address(host, str(info[4][0]))
-
-
-def _peer_address(response) -> str | None:
-    stream = response.extensions.get("network_stream")
-    try:
-        peer = stream.get_extra_info("server_addr") if stream is not None else None
-    except Exception:  # noqa: BLE001 (a transport that cannot say: the resolved check stands)
-        return None
-    return str(peer[0]) if peer else None
-
-
 def fetch_page(url: str, policy: FetchPolicy = FetchPolicy()) -> tuple[str, bytes, str]:
     """GET ``url`` under ``policy``: (final URL, body bytes, content type)."""
     import httpx  # noqa: PLC0415 (only `kaas add URL` needs it)
 
+    from kb_ai.compile.public_web import NotPublicError, PublicOnlyTransport  # noqa: PLC0415 (imports httpx)
+
     current = normalize_url(url)
     deadline = time.monotonic() + policy.timeout
-    with httpx.Client(follow_redirects=False, trust_env=policy.allow_private,
+    # The server's policy: every connection (each redirect hop's) to an address checked public.
+    transport = None if policy.allow_private else PublicOnlyTransport()
+    with httpx.Client(follow_redirects=False, trust_env=policy.allow_private, transport=transport,
                       timeout=httpx.Timeout(policy.timeout), headers={"User-Agent": USER_AGENT,
                                                                       "Accept": "text/html, text/plain;q=0.8, */*;q=0.1"}) as client:
         for _hop in range(policy.max_redirects + 1):
-            parts = urlsplit(current)
-            if not policy.allow_private:
-                _check_host(parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80))
             try:
                 with client.stream("GET", current) as response:
-                    if not policy.allow_private:
-                        peer = _peer_address(response)
-                        if peer:
-                            _refuse_address(parts.hostname or "", peer)
                     if response.is_redirect:
                         location = response.headers.get("location")
                         if not location:
@@ -152,6 +121,8 @@ def fetch_page(url: str, policy: FetchPolicy = FetchPolicy()) -> tuple[str, byte
                         raise FetchError(f"{current}: not a web page ({kind or 'no content type'}); "
                                          "download the file and add it by its path")
                     return current, _read_body(response, policy, deadline, current), kind
+            except NotPublicError as exc:
+                raise FetchError(exc.message) from None
             except httpx.TimeoutException:
                 raise FetchError(f"{current}: no answer within {policy.timeout:g} s") from None
             except httpx.HTTPError as exc:

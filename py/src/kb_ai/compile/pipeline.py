@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import time
+from dataclasses import replace
 
 from kb_ai.compile.context import CompileRun, Engine
 from kb_ai.compile.dedup import dedup
@@ -30,11 +31,13 @@ from kb_ai.compile.write import write
 from kb_ai.compile.writers import LLMWriter, OfflineWriter
 from kb_ai.config import Settings
 from kb_ai.errors import NoWikiError
+from kb_ai.llm.config import LOCAL_CONCURRENCY
 from kb_ai.store.catalog import append_log
 from kb_ai.files import TEMP_PREFIX
 from kb_ai.store.kb import KnowledgeBase
 
 MANIFEST_LABEL = ".kaas/manifest.json"
+PROGRESS_REFRESH_SECONDS = 0.5
 
 
 def run_compile(settings: Settings, *, full: bool = False, dry_run: bool = False, progress: "bool | Progress | None" = None,
@@ -56,6 +59,7 @@ async def compile_async(settings: Settings, *, full: bool = False, dry_run: bool
 
         # KAAS_COMPILE_MODEL alone is enough to compile with a model
         gateway = build_gateway(settings, kb, model=settings.effective_compile_model)
+    settings = replace(settings, concurrency=_units_in_parallel(settings, gateway))
     today = dt.date.today().isoformat()
     engine = make_engine(settings, gateway, today)
     report = CompileReport(kb=str(kb.root), mode=engine.mode, dry_run=dry_run, full=full,
@@ -72,6 +76,24 @@ async def compile_async(settings: Settings, *, full: bool = False, dry_run: bool
         return await _compile(settings, kb, engine, report, today, full=full, dry_run=False, progress=progress)
     finally:
         lock.release()
+
+
+def _units_in_parallel(settings: Settings, gateway) -> int:
+    """How many sources the plan stage and articles the write stage have in progress at once:
+    the gateway's limit of calls in flight (``concurrency``, or its provider kind's default),
+    so the stages never hold more calls than the gateway lets out. Offline: ``concurrency`` or
+    the local default."""
+    limit = getattr(getattr(gateway, "config", None), "concurrency", None)
+    if limit:
+        return int(limit)
+    return settings.concurrency or LOCAL_CONCURRENCY
+
+
+async def _refresh_progress(progress: Progress) -> None:
+    """Keeps the progress line's calls in flight current while the stages wait on the model."""
+    while True:
+        await asyncio.sleep(PROGRESS_REFRESH_SECONDS)
+        progress.refresh()
 
 
 def make_engine(settings: Settings, gateway, today: str) -> Engine:
@@ -97,6 +119,7 @@ async def _compile(settings: Settings, kb: KnowledgeBase, engine: Engine, report
     state = CompileState.load(kb.state_dir, kb.wiki_dir, read_only=dry_run)
     shown = progress if isinstance(progress, Progress) else Progress(progress)
     run = CompileRun(settings, kb, state, report, shown, today, full=full, dry_run=dry_run)
+    refresher = None
     if engine.gateway is not None and hasattr(engine.gateway, "in_flight"):
         run.progress.in_flight = lambda: engine.gateway.in_flight
     if state.resumed_units:
@@ -106,6 +129,8 @@ async def _compile(settings: Settings, kb: KnowledgeBase, engine: Engine, report
     _check_prompts(run, engine)
     written = False
     try:
+        if run.progress.in_flight is not None:
+            refresher = asyncio.create_task(_refresh_progress(run.progress))
         ingested = ingest(run)
         deduped = dedup(run, ingested)
         await plan(run, engine, deduped.work)
@@ -118,6 +143,8 @@ async def _compile(settings: Settings, kb: KnowledgeBase, engine: Engine, report
         _report_partial(run, ingested, deduped.work)
         _report_offline_articles(run, engine)
     finally:
+        if refresher is not None:
+            refresher.cancel()
         run.progress.done()
         state.close()
         # Damaged state met while loading or later (fingerprints at dedup, kept texts at write).

@@ -18,9 +18,10 @@ class Progress:
 
     def __init__(self, enabled: bool | None = None, stream: TextIO | None = None,
                  listener: Callable[[dict], None] | None = None):
-        """``listener`` gets ``{"stage", "count", "total"}`` at each stage's start, at most every
-        ``REDRAW_SECONDS`` while it advances (and at its last unit), and ``{"stage", "done": True}``
-        at its end. It must not raise and must be quick (the compile waits for it)."""
+        """``listener`` gets ``{"stage", "count", "total", "in_flight"}`` at each stage's start, at
+        most every ``REDRAW_SECONDS`` while it advances (and at its last unit), and ``{"stage",
+        "done": True}`` at its end (``in_flight``: model calls the model is working on now, 0
+        offline). It must not raise and must be quick (the compile waits for it)."""
         self.listener = listener
         self._told = 0.0
         self.stream = stream or sys.stderr
@@ -34,6 +35,8 @@ class Progress:
         self._width = 0
         # Model calls in flight now (the gateway's ``in_flight``), shown while a stage runs.
         self.in_flight: Callable[[], int] | None = None
+        self._label = ""
+        self._told_flying = 0
 
     def start(self, stage: str, total: int) -> None:
         self.stage, self.total, self.count = stage, total, 0
@@ -51,12 +54,29 @@ class Progress:
         now = time.monotonic()
         if force or now - self._told >= REDRAW_SECONDS or self.count >= self.total:
             self._told = now
-            self.listener({"stage": self.stage, "count": self.count, "total": self.total})
+            self._told_flying = self.calls_in_flight()
+            self.listener({"stage": self.stage, "count": self.count, "total": self.total,
+                           "in_flight": self._told_flying})
+
+    def refresh(self) -> None:
+        """Between units: redraw the line, and tell the listener when the calls in flight
+        changed since it was last told (a stage waiting on a slow model may not advance for a
+        long time; the plan stage advances only once a wave's calls are all back)."""
+        if not self.stage:
+            return
+        if self.calls_in_flight() != self._told_flying:
+            self._tell(force=True)
+        self._draw(self._label)
+
+    def calls_in_flight(self) -> int:
+        """Model calls in flight now (0 when no model is used)."""
+        return self.in_flight() if self.in_flight is not None else 0
 
     def done(self) -> None:
         if self.listener is not None and self.stage:
-            self.listener({"stage": self.stage, "count": self.count, "total": self.total, "done": True})
-            self.stage = ""
+            self.listener({"stage": self.stage, "count": self.count, "total": self.total, "in_flight": 0,
+                           "done": True})
+        self.stage = ""  # between stages: nothing for ``refresh`` to draw
         if self.enabled and self._width:
             self.stream.write("\r" + " " * self._width + "\r")
             self.stream.flush()
@@ -65,6 +85,7 @@ class Progress:
     def _draw(self, label: str, force: bool = False) -> None:
         if not self.enabled:
             return
+        self._label = label
         now = time.monotonic()
         if not force and now - self._last < REDRAW_SECONDS and self.count < self.total:
             return
@@ -72,8 +93,8 @@ class Progress:
         total = max(self.total, 1)
         filled = int(BAR_WIDTH * min(self.count, total) / total)
         # The label is a source's file name: anything in it that could act on the terminal goes.
-        flying = self.in_flight() if self.in_flight is not None else 0
-        calls = f" ({flying} calls in flight)" if flying else ""
+        flying = self.calls_in_flight()
+        calls = f" ({flying} call{'' if flying == 1 else 's'} in flight)" if flying else ""
         line = f"{self.stage:<7} [{'#' * filled}{'.' * (BAR_WIDTH - filled)}] {self.count}/{self.total}{calls} {terminal_safe(label)}"
         line = line[:100]
         pad = max(0, self._width - len(line))

@@ -2,10 +2,27 @@
 
 from __future__ import annotations
 
+import ipaddress
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from kb_ai.config import Settings
+
+# Model calls in flight for one compile or CLI process when ``concurrency`` is not set, by the
+# kind of model server (docs/benchmarks.md, "Compile throughput at 1,000 sources"): a hosted API
+# serves many calls at once, and a compile against a slow one is bound by how many it has out
+# (1,000 sources, 1 s calls: 16 took 0.42x the wall time of 4; 64 took 0.75x of 16, all of it in
+# the write stage, since planning proposes 8 sources at a time, for four times the request and
+# token rate a provider's rate limits see). A server on the user's own machine or network (Ollama,
+# llama.cpp, LM Studio) works on 1-4 calls at once and queues the rest: more calls in flight buy
+# nothing there, and a queued call waits against ``timeout`` (with 4 out on a one-slot server, a
+# call that takes a quarter of the timeout already times out).
+HOSTED_CONCURRENCY = 16
+LOCAL_CONCURRENCY = 2
+# litellm providers that are such a local server whatever their address (vLLM batches many
+# calls at once: it counts as hosted unless it is on a local address).
+LOCAL_PROVIDERS = frozenset({"ollama", "ollama_chat", "lm_studio", "llamafile", "oobabooga", "xinference"})
 
 
 @dataclass(frozen=True)
@@ -39,7 +56,7 @@ def gateway_config(settings: Settings, model: str, state_dir: Path) -> GatewayCo
         max_retries=settings.max_retries,
         breaker_failures=settings.breaker_failures,
         breaker_cooldown=settings.breaker_cooldown,
-        concurrency=settings.concurrency,
+        concurrency=call_concurrency(settings, model),
         stream_concurrency=settings.stream_concurrency,
         cache_dir=(state_dir / "cache" / "llm") if settings.cache else None,
         trace_file=(state_dir / "logs" / "llm-trace.jsonl") if settings.debug else None,
@@ -53,3 +70,33 @@ def call_deadline(config: GatewayConfig) -> float:
     if config.call_deadline:
         return float(config.call_deadline)
     return 3.0 * float(config.timeout)
+
+
+def provider_kind(model: str, api_base: str | None) -> str:
+    """``"local"`` for a model server on the user's own machine or network (a local provider
+    such as ``ollama/...``, or an ``api_base`` on localhost, a ``.local`` name, or a loopback,
+    private or link-local address); ``"hosted"`` otherwise."""
+    provider = model.split("/", 1)[0].lower() if "/" in model else ""
+    if provider in LOCAL_PROVIDERS:
+        return "local"
+    try:
+        host = (urlsplit(api_base).hostname or "") if api_base else ""
+    except ValueError:
+        host = ""
+    if host == "localhost" or host.endswith((".localhost", ".local")):
+        return "local"
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return "hosted"  # a name: not resolved here (no lookup to pick a default)
+    return "hosted" if address.is_global else "local"
+
+
+def call_concurrency(settings: Settings, model: str | None) -> int:
+    """Model calls in flight for one compile or CLI process: ``settings.concurrency`` when set,
+    else the default for ``model``'s provider kind."""
+    if settings.concurrency is not None:
+        return settings.concurrency
+    if provider_kind(model or "", settings.api_base) == "local":
+        return LOCAL_CONCURRENCY
+    return HOSTED_CONCURRENCY

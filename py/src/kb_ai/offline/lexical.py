@@ -94,6 +94,11 @@ def _read_body(wiki_dir: Path, entry: CatalogEntry) -> str:
     return body
 
 
+def page_body(wiki_dir: Path, entry: CatalogEntry) -> str:
+    """The text of a page as the index reads it (frontmatter removed; "" when unreadable)."""
+    return _read_body(wiki_dir, entry)[:BODY_CHAR_LIMIT]
+
+
 def _stamp_of(wiki_dir: Path, catalog: Catalog, path: str) -> tuple[int, int]:
     stamp = catalog.stamps.get(path) if catalog.stamps is not None else None
     if stamp is None:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from kb_ai.errors import KaasError
-from kb_ai.files import FileTooLargeError, read_regular_bytes
+from kb_ai.files import read_named_text
 from kb_ai.untrusted_text import parse_json
 
 MAX_QUESTIONS_FILE_BYTES = 50_000_000
@@ -104,16 +104,7 @@ def _unknown_key_warning(label: str, key: str, lines: list[int]) -> str:
 
 
 def load_questions(path: Path, warnings: list[str] | None = None) -> list[EvalQuestion]:
-    try:
-        text = read_regular_bytes(path, MAX_QUESTIONS_FILE_BYTES).decode("utf-8-sig")
-    except FileNotFoundError:
-        raise KaasError(f"{path}: no such file") from None
-    except FileTooLargeError:
-        raise KaasError(f"{path}: larger than {MAX_QUESTIONS_FILE_BYTES // 1_000_000} MB") from None
-    except UnicodeDecodeError:
-        raise KaasError(f"{path}: not UTF-8 text") from None
-    except OSError as exc:  # a folder, a FIFO (never waited on), permission denied
-        raise KaasError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    text = read_named_text(path, MAX_QUESTIONS_FILE_BYTES)
     questions = parse_questions(text, path.name, warnings)
     if not questions:
         raise KaasError(f"{path}: no questions")
