@@ -12,7 +12,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from browser_support import KaasServer, watch_errors
+from browser_support import KaasServer, browser_page
 from server_fakes import ServerThread
 
 pytestmark = pytest.mark.slow
@@ -38,11 +38,7 @@ def test_the_compile_progress_shows_the_calls_in_flight(browser, ui_kb):
     with _slow_compile_model(0.8) as model, KaasServer(ui_kb.root, env={
         "KAAS_MODEL": "openai/fake-model", "KAAS_API_BASE": f"{model.url}/v1", "KAAS_API_KEY": "k",
         "KAAS_CACHE": "false", "KAAS_MAX_RETRIES": "0", "KAAS_CONCURRENCY": "3",
-    }) as server:
-        context = browser.new_context(viewport={"width": 1280, "height": 820})
-        page = context.new_page()
-        page.set_default_timeout(60_000)
-        errors = watch_errors(page)
+    }) as server, browser_page(browser, timeout=60_000) as (page, errors):
         page.goto(server.url + "/#/sources")
         page.wait_for_selector("#compile-start:visible")
         page.click("#compile-start")
@@ -58,4 +54,3 @@ def test_the_compile_progress_shows_the_calls_in_flight(browser, ui_kb):
         finished = page.locator(".compile-progress .stage.done .stage-count").all_inner_texts()
         assert finished and all(text.endswith("✓") and "in flight" not in text for text in finished)
         assert not errors, errors
-        context.close()
