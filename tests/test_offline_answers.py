@@ -348,3 +348,74 @@ def test_many_rare_words_do_not_cover_a_question_none_of_whose_names_the_wiki_me
     kb = _kb(tmp_path)
     out = _ask_json(kb, "What is the maximum size of a connection pool page in the Zorblax Quantum server records?")
     assert out["abstained"] is True
+
+
+def test_code_inside_a_blockquote_is_a_code_unit_not_prose(tmp_path):
+    """reST docs put doctests under a note or an indented paragraph: the compiled page holds
+    ``> ```python`` / ``> >>> ...`` lines. They are code, quoted as code with their lead-in, never a
+    sentence of ``> >>>`` marks; the blockquote's prose before the fence stays a sentence."""
+    from kb_ai.offline.units import page_units
+
+    body = ("# Keys\n\nYou can use the `ciph.makekeys` function to create a keypair:\n\n"
+            "> ```python\n> >>> import ciph\n> >>> (pub, priv) = ciph.makekeys(512, workers=8)\n> ```\n\n"
+            "> **Warning:** `makekeys()` is slow on one core. Reuse the keys:\n>\n> ```\n"
+            "> keys = ciph.makekeys(512)\n> # Keep them for later\n>\n> store(keys)\n> ```\n")
+    units = page_units("crypto/keys.md", "Keys", body)
+    assert all(body[u.start:u.end] == u.quote for u in units)
+    code = [u for u in units if u.kind == "code"]
+    assert [u.text for u in code] == [
+        ">>> import ciph\n>>> (pub, priv) = ciph.makekeys(512, workers=8)",
+        "keys = ciph.makekeys(512)\n# Keep them for later\nstore(keys)"]
+    assert code[0].lead == "You can use the ciph.makekeys function to create a keypair:"
+    assert not any(">>>" in u.text or "```" in u.text for u in units if u.kind != "code")
+    assert any(u.kind == "sentence" and u.text.startswith("Warning: makekeys() is slow on one core.") for u in units)
+
+    keys = ("crypto/keys.md", "Keys", "Making keys.", body)
+    out = _ask_json(_kb(tmp_path, keys), "Which parameter of makekeys uses several workers?")
+    assert "(pub, priv) = ciph.makekeys(512, workers=8)" in out["answer"], out["answer"]
+    assert "> >>>" not in out["answer"]
+
+
+def test_a_line_of_a_long_code_block_is_quoted_as_its_whole_statement(tmp_path):
+    """A code block too long to quote whole is quoted statement by statement: a call spread over
+    lines is one unit, never its first line ``retries=Retry(`` alone; a comment alone or a block
+    header ("try:") is no unit of its own; comments closing the block stay with the last statement."""
+    from kb_ai.offline.units import page_units
+
+    body = ("# Retries\n\nExamples:\n\n```python\nimport fetchlib\n\n# Make the request\nresp = fetchlib.request(\n"
+            "    \"GET\",\n    \"https://example.com/redirect/3\",\n    retries=fetchlib.Retry(3, redirect=2)\n)\n"
+            "try:\n    fetchlib.request(\"GET\", \"https://nx.example.com\", retries=False)\n"
+            "except fetchlib.NewConnectionError:\n    print(\"Connection failed.\")\nprint(resp.status)\n# 302\n```\n")
+    texts = [u.text for u in page_units("net/retries.md", "Retries", body) if u.kind == "code"]
+    assert texts == [
+        "import fetchlib",
+        "# Make the request\nresp = fetchlib.request(\n    \"GET\",\n    \"https://example.com/redirect/3\",\n"
+        "    retries=fetchlib.Retry(3, redirect=2)\n)",
+        "try:\n    fetchlib.request(\"GET\", \"https://nx.example.com\", retries=False)",
+        "except fetchlib.NewConnectionError:\n    print(\"Connection failed.\")",
+        "print(resp.status)\n# 302"]
+    # A statement longer than a quotable block: only its lines that stand alone, never "settings = {".
+    long_dict = "# Settings\n\n```python\nsettings = {\n" + "".join(f"    \"key{n}\": {n},\n" for n in range(9)) + "}\n```\n"
+    texts = [u.text for u in page_units("s.md", "Settings", long_dict) if u.kind == "code"]
+    assert texts == [f"\"key{n}\": {n}," for n in range(9)]
+
+
+def test_follow_ups_are_never_double_question_marks_nor_pages_unrelated_by_score(tmp_path):
+    """A page titled as a question is suggested as that question ("Why migrate?", not "What does
+    the wiki say about Why migrate??"); a keyword match far below the best one is no follow-up."""
+    from kb_ai.navigate.offline_navigator import about
+
+    assert about("Why should I migrate to Charset-Normalizer?") == "Why should I migrate to Charset-Normalizer?"
+    assert about("Replication") == "What does the wiki say about Replication?"
+    assert about("Installation:") == "What does the wiki say about Installation?"
+    pool = ("storage/connection-pool.md", "Connection pool", "How the server keeps database connections.",
+            "# Connection pool\n\nThe maximum number of connections in the pool. Defaults to `500`.\n")
+    faq = ("storage/why-pool.md", "Why does the server pool its connections?", "Connection pool questions.",
+           "# Why does the server pool its connections?\n\nOpening database connections to the pool is slow; "
+           "the maximum number of connections is kept open.\n")
+    release = ("notes/release.md", "Release notes", "What changed.",
+               "# Release notes\n\nThe number of the release is 4. The server starts faster.\n")
+    kb = build_kb(tmp_path, pool, faq, release, toml="max_rounds = 1\n")
+    out = _ask_json(kb, "What is the maximum number of connections in the pool?", "--suggest")
+    assert not any("??" in s for s in out["suggestions"]), out["suggestions"]
+    assert not any("Release notes" in s for s in out["suggestions"]), out["suggestions"]

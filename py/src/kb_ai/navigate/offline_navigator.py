@@ -66,6 +66,15 @@ def _is_saved_answer(entry) -> bool:
     return bool(entry.depends) or entry.path.startswith("answers/")
 
 
+def about(title: str) -> str:
+    """The follow-up question about a page: its title when the title is a question ("Why should
+    I migrate?"), else "What does the wiki say about <title>?" (never "...??")."""
+    title = " ".join(title.split())
+    if title.endswith("?"):
+        return title
+    return f"What does the wiki say about {title.rstrip('.!:;, ')}?"
+
+
 def related_questions(index, question: str, pages: list[ReadPage], catalog: Catalog, count: int = 3) -> list[str]:
     """Follow-up questions about pages related to the answer: first the pages linked from the
     quoted passages (nearest link first), then from the rest of the pages quoted, then the best
@@ -84,7 +93,8 @@ def related_questions(index, question: str, pages: list[ReadPage], catalog: Cata
             distance = 0 if unit.start <= link.start < unit.end else abs(link.start - unit.start)
             candidates.append((0 if distance < 2_000 else 1, distance, target))
     hits = index.search(question + " " + " ".join(u.text for u in units), 12)
-    candidates += [(2, rank, h.path) for rank, h in enumerate(hits)]
+    top = hits[0].score if hits else 0.0  # a page scoring under RELATIVE_CUTOFF of the best is not related
+    candidates += [(2, rank, h.path) for rank, h in enumerate(hits) if h.score >= top * RELATIVE_CUTOFF]
     asked = set(tokenize(question))
     read = {p.path for p in pages}
     seen_titles = {title_key(p.title) for p in pages}
@@ -98,7 +108,7 @@ def related_questions(index, question: str, pages: list[ReadPage], catalog: Cata
         if not key or key in seen_titles or (terms and terms <= asked):
             continue
         seen_titles.add(key)
-        questions.append(f"What does the wiki say about {entry.title}?")
+        questions.append(about(entry.title))
         if len(questions) == count:
             break
     return questions
