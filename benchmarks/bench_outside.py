@@ -10,7 +10,8 @@ hand before kaas answered any of them:
 * benchmarks/outside_nonsense.jsonl: nonsense;
 * ``--fresh``: the *_fresh.jsonl sets instead (written after the fixes, run once).
 
-Prints facts held, false abstention, abstention on the other two sets, and answer checks: cited
+Prints facts held (``contains_answer``, as ``kaas eval`` scores; and "as written", the fact
+whole in the answer's text, which counts "newkeys" in "rsa.newkeys"), false abstention, abstention on the other two sets, and answer checks: cited
 passages whose quote is not the page text at its offsets, follow-ups that repeat the question or
 each other. Sources that are absent on this machine are skipped (and said so); the wiki is built
 in --work DIR (kept) or a temporary folder. Needs no model.
@@ -67,6 +68,13 @@ def _rows(path: Path) -> list[dict]:
             if line.strip() and not line.startswith("#")]
 
 
+def _code_held(text: str, fact: str) -> bool:
+    """A fact as written, whole (not inside a longer word): "newkeys" in "rsa.newkeys", "512" in
+    "chunk_size=512," — what a reader sees in quoted code, which the SQuAD normalization of
+    ``contains_answer`` (punctuation dropped: "rsanewkeys") does not match."""
+    return re.search(rf"(?<![\w-]){re.escape(fact)}(?![\w-])", text, re.IGNORECASE) is not None
+
+
 def _words(text: str) -> list[str]:
     return re.findall(r"\w+", text.lower())
 
@@ -82,6 +90,20 @@ def _passage_problems(result, bodies: dict[str, str]) -> list[str]:
             span = body[passage["start"]:passage["end"]]
             if not set(_words(passage["quote"])) <= set(_words(span)) or not span.strip():
                 problems.append(f"{citation['path']}: quote not at its offsets: {passage['quote'][:60]!r}")
+    return problems
+
+
+def _cut_units(answer: str) -> list[str]:
+    """Quoted code cut mid-way (brackets left open or closed that were never opened) and quote
+    marks of the page shown as text ("> >>> import rsa")."""
+    problems = []
+    blocks = re.findall(r"^  (~{3,})\n(.*?)\n  \1$", answer, re.S | re.M)
+    spans = re.findall(r"`([^`\n]+)`", re.sub(r"^  (~{3,})\n.*?\n  \1$", "", answer, flags=re.S | re.M))
+    for code in [b for _f, b in blocks] + spans:
+        bare = re.sub(r"'[^'\n]*'|\"[^\"\n]*\"", "", code)
+        if sum(bare.count(c) for c in "([{") != sum(bare.count(c) for c in ")]}"):
+            problems.append(f"code cut mid-way: {code[:60]!r}")
+    problems += [f"quote marks as text: {line[:60]!r}" for line in answer.splitlines() if "> >" in line]
     return problems
 
 
@@ -104,8 +126,8 @@ def run(root: Path, sets: dict[str, Path], verbose: bool, dump: Path | None) -> 
     figures: dict[str, dict[str, int]] = {}
     dumped = []
     for kind, path in sets.items():
-        row = figures.setdefault(kind, {"questions": 0, "abstained": 0, "facts held": 0,
-                                        "bad passages": 0, "bad follow-ups": 0})
+        row = figures.setdefault(kind, {"questions": 0, "abstained": 0, "facts held": 0, "held as written": 0,
+                                        "bad passages": 0, "bad follow-ups": 0, "cut units": 0})
         for q in _rows(path):
             result = asyncio.run(ask(service, AskRequest(question=q["question"], suggest=True)))
             bodies = {page["path"]: (root / "wiki" / page["path"]).read_text(encoding="utf-8")
@@ -118,15 +140,21 @@ def run(root: Path, sets: dict[str, Path], verbose: bool, dump: Path | None) -> 
                 text = scoring_text(result.answer)
                 held = not result.abstained and all(contains_answer(text, fact) for fact in q["facts"])
                 row["facts held"] += held
+                written = not result.abstained and all(contains_answer(text, fact) or _code_held(text, fact)
+                                                       for fact in q["facts"])
+                row["held as written"] += written
+                held = held or written
             passages = _passage_problems(result, bodies)
             follow = _follow_up_problems(q["question"], result.suggestions)
             row["bad passages"] += bool(passages)
             row["bad follow-ups"] += bool(follow)
+            cut = _cut_units(result.answer)
+            row["cut units"] += bool(cut)
             dumped.append({"id": q["id"], "kind": kind, "question": q["question"], "facts": q.get("facts"),
                            "held": held, "abstained": result.abstained, "answer": result.answer,
                            "suggestions": result.suggestions, "pages": [p["path"] for p in result.pages],
                            "citations": result.citations, "passage_problems": passages,
-                           "follow_up_problems": follow})
+                           "follow_up_problems": follow, "cut_units": cut})
             if verbose:
                 mark = {True: "ok ", False: "BAD", None: "ABS" if result.abstained else "ANS"}[held]
                 print(f"{mark} [{kind}] {q['question']}")
@@ -157,12 +185,14 @@ def main() -> None:
     for kind, row in figures.items():
         n = row["questions"]
         if kind == "answerable":
-            print(f"- answerable: facts held {row['facts held']}/{n} ({row['facts held'] / n:.0%}), "
+            print(f"- answerable: facts held {row['facts held']}/{n} ({row['facts held'] / n:.0%}; "
+                  f"as written in code: {row['held as written']}/{n}), "
                   f"false abstention {row['abstained']}/{n} ({row['abstained'] / n:.1%})")
         else:
             print(f"- {kind}: abstained {row['abstained']}/{n} ({row['abstained'] / n:.0%})")
         print(f"  answers citing a passage not at its offsets: {row['bad passages']}; "
-              f"with duplicate/junk follow-ups: {row['bad follow-ups']}")
+              f"with duplicate/junk follow-ups: {row['bad follow-ups']}; quoting a unit cut mid-way or "
+              f"quote marks as text: {row['cut units']}")
 
 
 if __name__ == "__main__":

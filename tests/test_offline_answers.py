@@ -369,6 +369,12 @@ def test_code_inside_a_blockquote_is_a_code_unit_not_prose(tmp_path):
     assert code[0].lead == "You can use the ciph.makekeys function to create a keypair:"
     assert not any(">>>" in u.text or "```" in u.text for u in units if u.kind != "code")
     assert any(u.kind == "sentence" and u.text.startswith("Warning: makekeys() is slow on one core.") for u in units)
+    # A blockquote's empty line ">" parts two paragraphs; its markers are never part of a unit's text.
+    note = ("# TLS\n\n> **Note:** *New in version 1.25:*\n>\n> HTTPS connections are now verified\n"
+            "> by default (`cert_reqs = \"CERT_REQUIRED\"`).\n")
+    texts = [u.text for u in page_units("net/tls.md", "TLS", note)]
+    assert "HTTPS connections are now verified by default (cert_reqs = \"CERT_REQUIRED\")." in texts, texts
+    assert not any(">" in text for text in texts), texts
 
     keys = ("crypto/keys.md", "Keys", "Making keys.", body)
     out = _ask_json(_kb(tmp_path, keys), "Which parameter of makekeys uses several workers?")

@@ -84,6 +84,12 @@ def question_names(question: str) -> list[Name]:
     return list(names.values())
 
 
+def identifiers(text: str) -> list[Name]:
+    """The identifiers written as code in ``text`` (options, dotted names, snake_case, camelCase)."""
+    found = [m.group() for m in _IDENTIFIER.finditer(text) if _is_identifier(m.group())]
+    return [Name(t, tuple(tokenize(t))) for t in dict.fromkeys(found) if tokenize(t)]
+
+
 def _is_identifier(text: str) -> bool:
     """Not an abbreviation written with dots ("e.g", "U.S"): some part is 3+ characters long."""
     return text.startswith("--") or "." not in text or max(len(part) for part in text.split(".")) >= 3

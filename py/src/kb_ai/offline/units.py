@@ -38,6 +38,7 @@ _ADMONITION = re.compile(r"^[ \t]*+(?:!!!|\?\?\?\+?)[ \t]")
 _FENCE_LINE = re.compile(r"[ \t]*+(`{3,}+|~{3,}+)")
 _TABLE_SEPARATOR = re.compile(r"^\|?[\s:|-]+\|?$")
 _QUOTE_MARK = re.compile(r"[ \t]*+> ?")  # a blockquote line's marker ("> "), as readers write code under a note
+_CONTINUED_QUOTE = re.compile(r"\n[ \t]*+>[ \t]?")
 _OPENERS, _CLOSERS = "([{", ")]}"
 
 
@@ -104,7 +105,7 @@ class _Builder:
         raw = self.body[start:end]
         flat = raw.replace("\n", " ")  # same length: offsets stay exact
         if len(flat.strip()) <= MAX_UNIT_CHARS and kind != "sentence":
-            self.add(kind, _with_lead(lead, plain_text(raw)), start, end)
+            self.add(kind, _with_lead(lead, plain_text(_unquoted(raw))), start, end)
             return
         spans = sentence_spans(flat)
         groups: list[list[tuple[int, int]]] = []
@@ -117,8 +118,13 @@ class _Builder:
                 groups.append([span])
         for number, group in enumerate(groups):
             g_start, g_end = start + group[0][0], start + group[-1][1]
-            text = plain_text(self.body[g_start:g_end])
+            text = plain_text(_unquoted(self.body[g_start:g_end]))
             self.add(kind, _with_lead(lead, text) if number == 0 else text, g_start, g_end)
+
+
+def _unquoted(text: str) -> str:
+    """A blockquote's lines without their markers: "> " opening a continuation line is no text."""
+    return _CONTINUED_QUOTE.sub("\n", text)
 
 
 def _with_lead(lead: str, text: str) -> str:
@@ -163,8 +169,8 @@ def page_units(path: str, title: str, body: str) -> list[Unit]:
     while i < len(lines):
         line = lines[i]
         stripped = line.text.strip()
-        if line.kind == "blank" or line.kind == "definition":
-            i += 1
+        if line.kind == "blank" or line.kind == "definition" or _QUOTE_MARK.fullmatch(line.text):
+            i += 1  # (a blockquote's empty line ">" parts its paragraphs as a blank line does)
             continue
         if line.kind == "heading":
             current.flush(builder)
@@ -218,10 +224,9 @@ def page_units(path: str, title: str, body: str) -> list[Unit]:
             continue
         j = i
         while j < len(lines) and lines[j].kind == "text" and not _LIST_MARK.match(lines[j].text) \
-                and not lines[j].text.strip().startswith(("|", "<")) and not (j > i and _quoted_fence(lines, j)):
+                and not lines[j].text.strip().startswith(("|", "<")) and not (j > i and _quoted_fence(lines, j)) \
+                and not _QUOTE_MARK.fullmatch(lines[j].text):
             j += 1
-        while j - 1 > i and _QUOTE_MARK.fullmatch(lines[j - 1].text):  # a blockquote's empty line ends nothing
-            j -= 1
         start, end = line.start + (len(line.text) - len(line.text.lstrip(" >"))), lines[j - 1].start + len(lines[j - 1].text)
         if j - i == 1 and _DEFINITION.match(stripped) and len(stripped) <= MAX_UNIT_CHARS:
             builder.prose(start, end, "", "definition")
