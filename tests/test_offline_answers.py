@@ -425,3 +425,40 @@ def test_follow_ups_are_never_double_question_marks_nor_pages_unrelated_by_score
     out = _ask_json(kb, "What is the maximum number of connections in the pool?", "--suggest")
     assert not any("??" in s for s in out["suggestions"]), out["suggestions"]
     assert not any("Release notes" in s for s in out["suggestions"]), out["suggestions"]
+
+
+FROB = ("tools/frob-shortlog.md", "frob shortlog", "Summarising the history of a frob repository.",
+        "# frob shortlog\n\nThe frob shortlog command summarises the history, grouped by author.\n\n"
+        "The `--group` option groups the summary by another field, such as the committer.\n\n"
+        "The `--numbered` option sorts the output by the number of commits per author.\n")
+
+
+def test_an_option_no_page_mentions_is_a_subject_the_wiki_lacks(tmp_path):
+    """An identifier the question writes as code ("--sentiment", "push.useBitmaps", "sign_hash") is
+    the exact thing asked about: when no page mentions it, the question is not covered, though its
+    other words ("frob shortlog ... print") are all on one page."""
+    from kb_ai.offline.names import question_names
+
+    assert [n.text for n in question_names("Does push.useBitmaps or sign_hash or --no-recurse, e.g. getSizeOf?")] == [
+        "push.useBitmaps", "sign_hash", "--no-recurse", "getSizeOf"]
+    kb = _kb(tmp_path, FROB)
+    made_up = _ask_json(kb, "What does frob shortlog --sentiment print?")
+    assert made_up["abstained"] is True, made_up["answer"]
+    real = _ask_json(kb, "What does frob shortlog --group print?")
+    assert real["abstained"] is False and "--group" in real["answer"]
+
+
+def test_which_flag_is_answered_by_the_code_that_names_it(tmp_path):
+    """"Which flag / option / parameter ...?" asks for a name written as code: a line of a help
+    text (a code block) that gives it is not ranked down as code nobody asked for, and a unit
+    writing the name as code is preferred to sentences that only restate the question's words."""
+    cli = ("tools/sniff-cli.md", "Sniffer command line", "The sniff command.",
+           "# Sniffer command line\n\nThe sniff tool detects the charset of a file and prints the detected charset "
+           "with other details as JSON.\n\nYou may invoke sniff with the help flag to see every option.\n\n"
+           "Sniff reads the file once and prints the charset it detected.\n\n```\nusage: sniff [-h] [-m] [-r] file\n\n"
+           "  -h, --help     show this help message and exit\n  -m, --minimal  Only print the charset detected. No JSON.\n"
+           "  -r, --replace  Replace the file instead of writing a new one.\n  -v, --verbose  Print the steps of the detection.\n"
+           "  -t, --threshold  Maximum amount of chaos allowed.\n  -a, --alternatives  Print other possible charsets.\n"
+           "  -f, --force    Replace without asking.\n  --version      Show the version and exit.\n```\n")
+    out = _ask_json(_kb(tmp_path, cli), "Which sniff flag prints only the detected charset?")
+    assert "--minimal" in out["answer"], out["answer"]
