@@ -385,13 +385,16 @@ def test_code_inside_a_blockquote_is_a_code_unit_not_prose(tmp_path):
 def test_a_line_of_a_long_code_block_is_quoted_as_its_whole_statement(tmp_path):
     """A code block too long to quote whole is quoted statement by statement: a call spread over
     lines is one unit, never its first line ``retries=Retry(`` alone; a comment alone or a block
-    header ("try:") is no unit of its own; comments closing the block stay with the last statement."""
+    header ("try:") is no unit of its own, a class is quoted with its body (a doctest's with its
+    "..." lines); comments closing the block stay with the last statement."""
     from kb_ai.offline.units import page_units
 
     body = ("# Retries\n\nExamples:\n\n```python\nimport fetchlib\n\n# Make the request\nresp = fetchlib.request(\n"
             "    \"GET\",\n    \"https://example.com/redirect/3\",\n    retries=fetchlib.Retry(3, redirect=2)\n)\n"
             "try:\n    fetchlib.request(\"GET\", \"https://nx.example.com\", retries=False)\n"
-            "except fetchlib.NewConnectionError:\n    print(\"Connection failed.\")\nprint(resp.status)\n# 302\n```\n")
+            "except fetchlib.NewConnectionError:\n    print(\"Connection failed.\")\n"
+            "class PizzaAuth(AuthBase):\n    \"\"\"Pizza authentication.\"\"\"\n    def __call__(self, r):\n"
+            "        return r\n>>> class MyAuth(AuthBase):\n...     pass\nprint(resp.status)\n# 302\n```\n")
     texts = [u.text for u in page_units("net/retries.md", "Retries", body) if u.kind == "code"]
     assert texts == [
         "import fetchlib",
@@ -399,6 +402,8 @@ def test_a_line_of_a_long_code_block_is_quoted_as_its_whole_statement(tmp_path):
         "    retries=fetchlib.Retry(3, redirect=2)\n)",
         "try:\n    fetchlib.request(\"GET\", \"https://nx.example.com\", retries=False)",
         "except fetchlib.NewConnectionError:\n    print(\"Connection failed.\")",
+        "class PizzaAuth(AuthBase):\n    \"\"\"Pizza authentication.\"\"\"\n    def __call__(self, r):\n        return r",
+        ">>> class MyAuth(AuthBase):\n...     pass",
         "print(resp.status)\n# 302"]
     # A statement longer than a quotable block: only its lines that stand alone, never "settings = {".
     long_dict = "# Settings\n\n```python\nsettings = {\n" + "".join(f"    \"key{n}\": {n},\n" for n in range(9)) + "}\n```\n"

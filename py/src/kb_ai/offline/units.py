@@ -336,17 +336,26 @@ def _continues(code: str) -> bool:
 
 def _statements(lines) -> list[list]:
     """The lines of a long code block grouped into statements: a line leaving a bracket open is
-    joined with the lines up to the one closing it; a comment alone, a block header ("try:") or a
-    continued line with the line after it; comments ending the block with the last statement."""
+    joined with the lines up to the one closing it; a block header ("class A:", "try:") with the
+    lines indented under it; a comment alone or a continued line with the line after it; a
+    doctest's "..." line with the statement it continues; comments ending the block with the last
+    statement."""
     groups: list[list] = []
     current: list = []
-    depth = 0
+    depth, header, pending = 0, None, False  # open brackets; the open block header's indent; the line goes on
     for line in lines:
+        indent = len(line.text) - len(line.text.lstrip())
+        code = line.text.strip()
+        doctest_more = code.startswith("...") and not code.startswith("....")
+        if current and depth == 0 and not pending and not doctest_more and (header is None or indent <= header):
+            groups.append(current)
+            current, header = [], None
         current.append(line)
         depth = max(depth + _depth(line.text), 0)
-        if depth == 0 and not _continues(line.text):
-            groups.append(current)
-            current = []
+        bare = code.split(" #", 1)[0].rstrip()
+        if depth == 0 and header is None and bare.endswith(":") and not code.startswith("#"):
+            header = indent
+        pending = depth > 0 or _continues(line.text)
     if current:
         if groups and all(line.text.strip().startswith("#") for line in current):
             groups[-1].extend(current)  # comments closing the block show the last statement's output
