@@ -467,3 +467,15 @@ def test_which_flag_is_answered_by_the_code_that_names_it(tmp_path):
            "  -f, --force    Replace without asking.\n  --version      Show the version and exit.\n```\n")
     out = _ask_json(_kb(tmp_path, cli), "Which sniff flag prints only the detected charset?")
     assert "--minimal" in out["answer"], out["answer"]
+
+
+def test_a_question_every_name_of_which_no_page_mentions_is_not_covered(tmp_path):
+    """"What is the default port of the Zorblatt web interface?": every other word is on one page
+    (the share rule alone would cover it), but the one thing it names is nowhere in the wiki."""
+    console = ("ops/console.md", "Web console", "The admin web interface.",
+               "# Web console\n\nThe web interface of the server listens on port 8080 by default.\n")
+    kb = _kb(tmp_path, console)
+    lacking = _ask_json(kb, "What is the default port of the Zorblatt web interface?")
+    assert lacking["abstained"] is True, lacking["answer"]
+    asked = _ask_json(kb, "What is the default port of the web interface?")
+    assert asked["abstained"] is False and "8080" in asked["answer"]
