@@ -413,23 +413,33 @@ def test_a_line_of_a_long_code_block_is_quoted_as_its_whole_statement(tmp_path):
 
 def test_follow_ups_are_never_double_question_marks_nor_pages_unrelated_by_score(tmp_path):
     """A page titled as a question is suggested as that question ("Why migrate?", not "What does
-    the wiki say about Why migrate??"); a keyword match far below the best one is no follow-up."""
+    the wiki say about Why migrate??"); pages of the quoted page's topic folder come first; a
+    keyword match from elsewhere far below the best one is no follow-up."""
+    pool = ("storage/connection-pool.md", "Connection pool", "How the server keeps database connections.",
+            "# Connection pool\n\nThe maximum number of connections in the pool. Defaults to `500`.\n")
+    faq = ("storage/why-slow.md", "Why is the server slow at start?", "Start-up questions.",
+           "# Why is the server slow at start?\n\nIt warms its caches first.\n")
+    release = ("notes/release.md", "Release notes", "What changed.",
+               "# Release notes\n\nThe number of the release is 4. The server starts faster.\n")
+    kb = build_kb(tmp_path, pool, faq, release, toml="max_rounds = 1\n")
+    out = _ask_json(kb, "What is the maximum number of connections in the pool?", "--suggest")
+    assert "Why is the server slow at start?" in out["suggestions"], out["suggestions"]
+    assert not any("??" in s for s in out["suggestions"]), out["suggestions"]
+    assert not any("Release notes" in s for s in out["suggestions"]), out["suggestions"]
+    # Near means the quoted page's topic folder first: a page of storage/ before a better keyword
+    # match of another folder (a release-notes page matching common words is no follow-up).
+    replicas = ("storage/replicas.md", "Replicas", "Copies of the records.", "# Replicas\n\nTwo copies are kept.\n")
+    noisy = ("notes/changes.md", "Changes", "What changed.",
+             "# Changes\n\nThe maximum number of connections in the pool of the old server changed.\n")
+    kb = build_kb(tmp_path / "near", pool, replicas, noisy, toml="max_rounds = 1\n")
+    out = _ask_json(kb, "What is the maximum number of connections in the pool?", "--suggest")
+    assert out["suggestions"][0] == "What does the wiki say about Replicas?", out["suggestions"]
+
     from kb_ai.navigate.offline_navigator import about
 
     assert about("Why should I migrate to Charset-Normalizer?") == "Why should I migrate to Charset-Normalizer?"
     assert about("Replication") == "What does the wiki say about Replication?"
     assert about("Installation:") == "What does the wiki say about Installation?"
-    pool = ("storage/connection-pool.md", "Connection pool", "How the server keeps database connections.",
-            "# Connection pool\n\nThe maximum number of connections in the pool. Defaults to `500`.\n")
-    faq = ("storage/why-pool.md", "Why does the server pool its connections?", "Connection pool questions.",
-           "# Why does the server pool its connections?\n\nOpening database connections to the pool is slow; "
-           "the maximum number of connections is kept open.\n")
-    release = ("notes/release.md", "Release notes", "What changed.",
-               "# Release notes\n\nThe number of the release is 4. The server starts faster.\n")
-    kb = build_kb(tmp_path, pool, faq, release, toml="max_rounds = 1\n")
-    out = _ask_json(kb, "What is the maximum number of connections in the pool?", "--suggest")
-    assert not any("??" in s for s in out["suggestions"]), out["suggestions"]
-    assert not any("Release notes" in s for s in out["suggestions"]), out["suggestions"]
 
 
 FROB = ("tools/frob-shortlog.md", "frob shortlog", "Summarising the history of a frob repository.",
