@@ -489,3 +489,23 @@ def test_a_question_every_name_of_which_no_page_mentions_is_not_covered(tmp_path
     assert lacking["abstained"] is True, lacking["answer"]
     asked = _ask_json(kb, "What is the default port of the web interface?")
     assert asked["abstained"] is False and "8080" in asked["answer"]
+
+
+def test_which_release_names_the_release_the_entry_is_listed_under(tmp_path):
+    """"Which release added ...?" on release notes: the entry never says its version, the page's
+    title (or the heading it sits under, in a changelog) does, and the answer shows it."""
+    notes = ("releases/frob-v2-38.md", "Frob v2.38 Release Notes", "What changed in Frob 2.38.",
+             "# Frob v2.38 Release Notes\n\n## UI, Workflows & Features\n\n"
+             "- \"frob grep -m<max-hits>\" is a way to limit the hits shown per file.\n"
+             "- \"frob mv\" moves paths between sparse directories.\n")
+    changes = ("releases/changes.md", "Changes", "The changelog of zorp.",
+               "# Changes\n\n## 1.4.0 (2023-04-26)\n\n- Added the `--dry-run` option to zorp sync.\n\n"
+               "## 1.3.0 (2022-11-02)\n\n- Dropped support for Python 3.7.\n")
+    kb = _kb(tmp_path, notes, changes)
+    out = _ask_json(kb, "Which frob release added grep -m to limit the hits shown per file?")
+    _bullet_with(out["answer"], "Frob v2.38 Release Notes:", "limit the hits shown per file")
+    out = _ask_json(kb, "In which version was the --dry-run option of zorp sync added?")
+    _bullet_with(out["answer"], "1.4.0 (2023-04-26):", "--dry-run")
+    # Not asked for a release: no prefix.
+    out = _ask_json(kb, "How do I limit the hits shown per file with frob grep?")
+    assert "Frob v2.38 Release Notes:" not in out["answer"]

@@ -40,6 +40,11 @@ _LIST_Q = re.compile(r"\b(what|which)\b[^?.]{0,60}?\b(are|were)\b|\b(list|types|
 _IDENT_Q = re.compile(r"\b(which|what)\s+(?:[\w-]+\s+){0,2}?(option|parameter|argument|flag|switch|function|method|"
                       r"class|variable|setting|key|command|field|attribute|module|exception|header|tool|scheme|"
                       r"keyword|config|configuration)s?\b", re.IGNORECASE)
+# "Which release / version added ...?": in release notes and changelogs the version is the page's
+# title or the heading the entry sits under, not the entry's own words.
+_VERSION_Q = re.compile(r"\b(which|what)\s+(?:[\w-]+\s+){0,2}?(release|version)s?\b|"
+                        r"\bsince (which|what)\b|\bin (which|what) (release|version)\b", re.IGNORECASE)
+_VERSION = re.compile(r"(?<![\w.])v?\d+\.\d+(?:\.\d+)*(?![\w.]*\d)")
 _CODE_SPAN = re.compile(r"`+([^`\n]+?)`+")
 _NUMBER = re.compile(r"(?<![\w.])\d[\d,._]*")
 _YEAR = re.compile(r"\b(1[0-9]{3}|20[0-9]{2})\b|\b(January|February|March|April|May|June|July|August|September|"
@@ -65,7 +70,8 @@ class Evidence:
 
     unit: Unit
     score: float
-    subject: str = ""  # the page's title, when the unit speaks of it as "He", "It", "The film"...
+    subject: str = ""  # the page's title, when the unit speaks of it as "He", "It", "The film"...; or the
+    # heading / title giving the version a "which release ...?" unit does not state
 
     @property
     def path(self) -> str:
@@ -212,7 +218,7 @@ def best_units(question: str, pages: list[PageText], limit: int = 4) -> list[Evi
         used_chars += len(unit.text)
         said = " " + " ".join(tokenize(unit.text)) + " "
         named |= {path for path, title in titles.items() if title and path != unit.path and f" {title} " in said}
-        picked.append(Evidence(unit, base[best], _subject(unit)))
+        picked.append(Evidence(unit, base[best], _subject(unit) or _version_context(unit, question)))
     return picked
 
 
@@ -222,6 +228,14 @@ def _subject(unit: Unit) -> str:
         return ""
     title = set(tokenize(unit.title))
     return unit.title if title and not title <= set(tokenize(unit.text)) else ""
+
+
+def _version_context(unit: Unit, question: str) -> str:
+    """For "which release / version ...?": the heading or page title that gives the version of a
+    unit that does not say it ("Git v2.38 Release Notes" for '"git grep -m" limits the hits ...')."""
+    if not _VERSION_Q.search(question) or _VERSION.search(unit.text):
+        return ""
+    return next((context for context in (unit.heading, unit.title) if context and _VERSION.search(context)), "")
 
 
 def _ranked_text(unit: Unit) -> str:
