@@ -8,7 +8,8 @@ hand before kaas answered any of them:
 * benchmarks/outside_questions.jsonl: answerable, with the facts a correct answer holds;
 * benchmarks/outside_uncovered.jsonl: not covered by the wiki though in its vocabulary;
 * benchmarks/outside_nonsense.jsonl: nonsense;
-* ``--fresh``: the *_fresh.jsonl sets instead (written after the fixes, run once).
+* ``--fresh``: the *_fresh.jsonl sets instead (written after most fixes, run once);
+  ``--suffix _fresh2``: the *_fresh2.jsonl sets (written after the last fix, run once).
 
 Prints facts held (``contains_answer``, as ``kaas eval`` scores; and "as written", the fact
 whole in the answer's text, which counts "newkeys" in "rsa.newkeys"), false abstention, abstention on the other two sets, and answer checks: cited
@@ -169,8 +170,9 @@ def main() -> None:
     parser.add_argument("--verbose", action="store_true")
     parser.add_argument("--dump", type=Path, default=None, help="write every answer as JSONL here")
     parser.add_argument("--fresh", action="store_true", help="ask the *_fresh.jsonl sets")
+    parser.add_argument("--suffix", default="", help="ask the outside_*<suffix>.jsonl sets (_fresh2: the second fresh set)")
     args = parser.parse_args()
-    suffix = "_fresh" if args.fresh else ""
+    suffix = "_fresh" if args.fresh else args.suffix
     sets = {"answerable": BENCH / f"outside_questions{suffix}.jsonl",
             "not covered": BENCH / f"outside_uncovered{suffix}.jsonl",
             "nonsense": BENCH / f"outside_nonsense{suffix}.jsonl"}
