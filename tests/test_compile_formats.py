@@ -669,3 +669,19 @@ def test_markdown_snippets_are_bounded_like_includes(tmp_path):
     body = _articles(root)["raw/docs/page.md"].body
     assert body.count("Shared part text.") == 1
     assert len(calls) <= 200, len(calls)  # on main: 10 + 100 + 1,000 + 10,000 + ... reads
+
+
+def test_an_autodoc_directive_keeps_the_text_written_under_it(tmp_path):
+    """``.. autoclass:: TTLCache(maxsize, ttl)`` with a paragraph and an example under it (as
+    cachetools' docs write them): the signature becomes the API reference note and the text under
+    it is kept, not dropped with the directive."""
+    page = ("Caches\n======\n\n.. autoclass:: TTLCache(maxsize, ttl, timer=time.monotonic)\n   :members: popitem\n\n"
+            "   This class associates a time-to-live value with each item.\n\n   .. testcode::\n\n"
+            "      cache = TTLCache(maxsize=10, ttl=60)\n\n.. autofunction:: cached\n")
+    root = _kb(tmp_path, {"docs/caches.rst": page})
+    compile_offline(root)
+    body = _articles(root)["raw/docs/caches.rst"].body
+    assert "> **API reference:** `TTLCache(maxsize, ttl, timer=time.monotonic)`" in body
+    assert "This class associates a time-to-live value with each item." in body
+    assert "cache = TTLCache(maxsize=10, ttl=60)" in body
+    assert "> **API reference:** `cached`" in body and ":members:" not in body

@@ -348,3 +348,164 @@ def test_many_rare_words_do_not_cover_a_question_none_of_whose_names_the_wiki_me
     kb = _kb(tmp_path)
     out = _ask_json(kb, "What is the maximum size of a connection pool page in the Zorblax Quantum server records?")
     assert out["abstained"] is True
+
+
+def test_code_inside_a_blockquote_is_a_code_unit_not_prose(tmp_path):
+    """reST docs put doctests under a note or an indented paragraph: the compiled page holds
+    ``> ```python`` / ``> >>> ...`` lines. They are code, quoted as code with their lead-in, never a
+    sentence of ``> >>>`` marks; the blockquote's prose before the fence stays a sentence."""
+    from kb_ai.offline.units import page_units
+
+    body = ("# Keys\n\nYou can use the `ciph.makekeys` function to create a keypair:\n\n"
+            "> ```python\n> >>> import ciph\n> >>> (pub, priv) = ciph.makekeys(512, workers=8)\n> ```\n\n"
+            "> **Warning:** `makekeys()` is slow on one core. Reuse the keys:\n>\n> ```\n"
+            "> keys = ciph.makekeys(512)\n> # Keep them for later\n>\n> store(keys)\n> ```\n")
+    units = page_units("crypto/keys.md", "Keys", body)
+    assert all(body[u.start:u.end] == u.quote for u in units)
+    code = [u for u in units if u.kind == "code"]
+    assert [u.text for u in code] == [
+        ">>> import ciph\n>>> (pub, priv) = ciph.makekeys(512, workers=8)",
+        "keys = ciph.makekeys(512)\n# Keep them for later\nstore(keys)"]
+    assert code[0].lead == "You can use the ciph.makekeys function to create a keypair:"
+    assert not any(">>>" in u.text or "```" in u.text for u in units if u.kind != "code")
+    assert any(u.kind == "sentence" and u.text.startswith("Warning: makekeys() is slow on one core.") for u in units)
+    # A blockquote's empty line ">" parts two paragraphs; its markers are never part of a unit's text.
+    note = ("# TLS\n\n> **Note:** *New in version 1.25:*\n>\n> HTTPS connections are now verified\n"
+            "> by default (`cert_reqs = \"CERT_REQUIRED\"`).\n")
+    texts = [u.text for u in page_units("net/tls.md", "TLS", note)]
+    assert "HTTPS connections are now verified by default (cert_reqs = \"CERT_REQUIRED\")." in texts, texts
+    assert not any(">" in text for text in texts), texts
+
+    keys = ("crypto/keys.md", "Keys", "Making keys.", body)
+    out = _ask_json(_kb(tmp_path, keys), "Which parameter of makekeys uses several workers?")
+    assert "(pub, priv) = ciph.makekeys(512, workers=8)" in out["answer"], out["answer"]
+    assert "> >>>" not in out["answer"]
+
+
+def test_a_line_of_a_long_code_block_is_quoted_as_its_whole_statement(tmp_path):
+    """A code block too long to quote whole is quoted statement by statement: a call spread over
+    lines is one unit, never its first line ``retries=Retry(`` alone; a comment alone or a block
+    header ("try:") is no unit of its own, a class is quoted with its body (a doctest's with its
+    "..." lines); comments closing the block stay with the last statement."""
+    from kb_ai.offline.units import page_units
+
+    body = ("# Retries\n\nExamples:\n\n```python\nimport fetchlib\n\n# Make the request\nresp = fetchlib.request(\n"
+            "    \"GET\",\n    \"https://example.com/redirect/3\",\n    retries=fetchlib.Retry(3, redirect=2)\n)\n"
+            "try:\n    fetchlib.request(\"GET\", \"https://nx.example.com\", retries=False)\n"
+            "except fetchlib.NewConnectionError:\n    print(\"Connection failed.\")\n"
+            "class PizzaAuth(AuthBase):\n    \"\"\"Pizza authentication.\"\"\"\n    def __call__(self, r):\n"
+            "        return r\n>>> class MyAuth(AuthBase):\n...     pass\nprint(resp.status)\n# 302\n```\n")
+    texts = [u.text for u in page_units("net/retries.md", "Retries", body) if u.kind == "code"]
+    assert texts == [
+        "import fetchlib",
+        "# Make the request\nresp = fetchlib.request(\n    \"GET\",\n    \"https://example.com/redirect/3\",\n"
+        "    retries=fetchlib.Retry(3, redirect=2)\n)",
+        "try:\n    fetchlib.request(\"GET\", \"https://nx.example.com\", retries=False)",
+        "except fetchlib.NewConnectionError:\n    print(\"Connection failed.\")",
+        "class PizzaAuth(AuthBase):\n    \"\"\"Pizza authentication.\"\"\"\n    def __call__(self, r):\n        return r",
+        ">>> class MyAuth(AuthBase):\n...     pass",
+        "print(resp.status)\n# 302"]
+    # A statement longer than a quotable block: only its lines that stand alone, never "settings = {".
+    long_dict = "# Settings\n\n```python\nsettings = {\n" + "".join(f"    \"key{n}\": {n},\n" for n in range(9)) + "}\n```\n"
+    texts = [u.text for u in page_units("s.md", "Settings", long_dict) if u.kind == "code"]
+    assert texts == [f"\"key{n}\": {n}," for n in range(9)]
+
+
+def test_follow_ups_are_never_double_question_marks_nor_pages_unrelated_by_score(tmp_path):
+    """A page titled as a question is suggested as that question ("Why migrate?", not "What does
+    the wiki say about Why migrate??"); pages of the quoted page's topic folder come first; a
+    keyword match from elsewhere far below the best one is no follow-up."""
+    pool = ("storage/connection-pool.md", "Connection pool", "How the server keeps database connections.",
+            "# Connection pool\n\nThe maximum number of connections in the pool. Defaults to `500`.\n")
+    faq = ("storage/why-slow.md", "Why is the server slow at start?", "Start-up questions.",
+           "# Why is the server slow at start?\n\nIt warms its caches first.\n")
+    release = ("notes/release.md", "Release notes", "What changed.",
+               "# Release notes\n\nThe number of the release is 4. The server starts faster.\n")
+    kb = build_kb(tmp_path, pool, faq, release, toml="max_rounds = 1\n")
+    out = _ask_json(kb, "What is the maximum number of connections in the pool?", "--suggest")
+    assert "Why is the server slow at start?" in out["suggestions"], out["suggestions"]
+    assert not any("??" in s for s in out["suggestions"]), out["suggestions"]
+    assert not any("Release notes" in s for s in out["suggestions"]), out["suggestions"]
+    # Near means the quoted page's topic folder first: a page of storage/ before a better keyword
+    # match of another folder (a release-notes page matching common words is no follow-up).
+    replicas = ("storage/replicas.md", "Replicas", "Copies of the records.", "# Replicas\n\nTwo copies are kept.\n")
+    noisy = ("notes/changes.md", "Changes", "What changed.",
+             "# Changes\n\nThe maximum number of connections in the pool of the old server changed.\n")
+    kb = build_kb(tmp_path / "near", pool, replicas, noisy, toml="max_rounds = 1\n")
+    out = _ask_json(kb, "What is the maximum number of connections in the pool?", "--suggest")
+    assert out["suggestions"][0] == "What does the wiki say about Replicas?", out["suggestions"]
+
+    from kb_ai.navigate.offline_navigator import about
+
+    assert about("Why should I migrate to Charset-Normalizer?") == "Why should I migrate to Charset-Normalizer?"
+    assert about("Replication") == "What does the wiki say about Replication?"
+    assert about("Installation:") == "What does the wiki say about Installation?"
+
+
+FROB = ("tools/frob-shortlog.md", "frob shortlog", "Summarising the history of a frob repository.",
+        "# frob shortlog\n\nThe frob shortlog command summarises the history, grouped by author.\n\n"
+        "The `--group` option groups the summary by another field, such as the committer.\n\n"
+        "The `--numbered` option sorts the output by the number of commits per author.\n")
+
+
+def test_an_option_no_page_mentions_is_a_subject_the_wiki_lacks(tmp_path):
+    """An identifier the question writes as code ("--sentiment", "push.useBitmaps", "sign_hash") is
+    the exact thing asked about: when no page mentions it, the question is not covered, though its
+    other words ("frob shortlog ... print") are all on one page."""
+    from kb_ai.offline.names import question_names
+
+    assert [n.text for n in question_names("Does push.useBitmaps or sign_hash or --no-recurse, e.g. getSizeOf?")] == [
+        "push.useBitmaps", "sign_hash", "--no-recurse", "getSizeOf"]
+    kb = _kb(tmp_path, FROB)
+    made_up = _ask_json(kb, "What does frob shortlog --sentiment print?")
+    assert made_up["abstained"] is True, made_up["answer"]
+    real = _ask_json(kb, "What does frob shortlog --group print?")
+    assert real["abstained"] is False and "--group" in real["answer"]
+
+
+def test_which_flag_is_answered_by_the_code_that_names_it(tmp_path):
+    """"Which flag / option / parameter ...?" asks for a name written as code: a line of a help
+    text (a code block) that gives it is not ranked down as code nobody asked for, and a unit
+    writing the name as code is preferred to sentences that only restate the question's words."""
+    cli = ("tools/sniff-cli.md", "Sniffer command line", "The sniff command.",
+           "# Sniffer command line\n\nThe sniff tool detects the charset of a file and prints the detected charset "
+           "with other details as JSON.\n\nYou may invoke sniff with the help flag to see every option.\n\n"
+           "Sniff reads the file once and prints the charset it detected.\n\n```\nusage: sniff [-h] [-m] [-r] file\n\n"
+           "  -h, --help     show this help message and exit\n  -m, --minimal  Only print the charset detected. No JSON.\n"
+           "  -r, --replace  Replace the file instead of writing a new one.\n  -v, --verbose  Print the steps of the detection.\n"
+           "  -t, --threshold  Maximum amount of chaos allowed.\n  -a, --alternatives  Print other possible charsets.\n"
+           "  -f, --force    Replace without asking.\n  --version      Show the version and exit.\n```\n")
+    out = _ask_json(_kb(tmp_path, cli), "Which sniff flag prints only the detected charset?")
+    assert "--minimal" in out["answer"], out["answer"]
+
+
+def test_a_question_every_name_of_which_no_page_mentions_is_not_covered(tmp_path):
+    """"What is the default port of the Zorblatt web interface?": every other word is on one page
+    (the share rule alone would cover it), but the one thing it names is nowhere in the wiki."""
+    console = ("ops/console.md", "Web console", "The admin web interface.",
+               "# Web console\n\nThe web interface of the server listens on port 8080 by default.\n")
+    kb = _kb(tmp_path, console)
+    lacking = _ask_json(kb, "What is the default port of the Zorblatt web interface?")
+    assert lacking["abstained"] is True, lacking["answer"]
+    asked = _ask_json(kb, "What is the default port of the web interface?")
+    assert asked["abstained"] is False and "8080" in asked["answer"]
+
+
+def test_which_release_names_the_release_the_entry_is_listed_under(tmp_path):
+    """"Which release added ...?" on release notes: the entry never says its version, the page's
+    title (or the heading it sits under, in a changelog) does, and the answer shows it."""
+    notes = ("releases/frob-v2-38.md", "Frob v2.38 Release Notes", "What changed in Frob 2.38.",
+             "# Frob v2.38 Release Notes\n\n## UI, Workflows & Features\n\n"
+             "- \"frob grep -m<max-hits>\" is a way to limit the hits shown per file.\n"
+             "- \"frob mv\" moves paths between sparse directories.\n")
+    changes = ("releases/changes.md", "Changes", "The changelog of zorp.",
+               "# Changes\n\n## 1.4.0 (2023-04-26)\n\n- Added the `--dry-run` option to zorp sync.\n\n"
+               "## 1.3.0 (2022-11-02)\n\n- Dropped support for Python 3.7.\n")
+    kb = _kb(tmp_path, notes, changes)
+    out = _ask_json(kb, "Which frob release added grep -m to limit the hits shown per file?")
+    _bullet_with(out["answer"], "Frob v2.38 Release Notes:", "limit the hits shown per file")
+    out = _ask_json(kb, "In which version was the --dry-run option of zorp sync added?")
+    _bullet_with(out["answer"], "1.4.0 (2023-04-26):", "--dry-run")
+    # Not asked for a release: no prefix.
+    out = _ask_json(kb, "How do I limit the hits shown per file with frob grep?")
+    assert "Frob v2.38 Release Notes:" not in out["answer"]

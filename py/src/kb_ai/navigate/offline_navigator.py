@@ -66,10 +66,25 @@ def _is_saved_answer(entry) -> bool:
     return bool(entry.depends) or entry.path.startswith("answers/")
 
 
+def _folder(path: str) -> str:
+    return path.rpartition("/")[0]
+
+
+def about(title: str) -> str:
+    """The follow-up question about a page: its title when the title is a question ("Why should
+    I migrate?"), else "What does the wiki say about <title>?" (never "...??")."""
+    title = " ".join(title.split())
+    if title.endswith("?"):
+        return title
+    return f"What does the wiki say about {title.rstrip('.!:;, ')}?"
+
+
 def related_questions(index, question: str, pages: list[ReadPage], catalog: Catalog, count: int = 3) -> list[str]:
     """Follow-up questions about pages related to the answer: first the pages linked from the
     quoted passages (nearest link first), then from the rest of the pages quoted, then the best
-    keyword matches of the question and the passages. Never a page already read, a saved answer,
+    keyword matches of the question and the passages in the quoted pages' topic folders, then
+    those folders' other pages, then keyword matches elsewhere scoring at least RELATIVE_CUTOFF of
+    the best. Never a page already read, a saved answer,
     a page whose title the question already names, or two suggestions about the same title."""
     evidence = [p for p in pages if p.is_evidence]
     units = [e.unit for e in best_units(question, [PageText(p.path, p.title, p.text) for p in evidence])]
@@ -83,8 +98,18 @@ def related_questions(index, question: str, pages: list[ReadPage], catalog: Cata
                 continue
             distance = 0 if unit.start <= link.start < unit.end else abs(link.start - unit.start)
             candidates.append((0 if distance < 2_000 else 1, distance, target))
+    # Near the quoted passages: pages of the same topic folder (keyword matches first, then the
+    # folder's other pages); a match from elsewhere only when it scores at least RELATIVE_CUTOFF
+    # of the best (a long release-notes page matching common words is no follow-up of a crypto page).
     hits = index.search(question + " " + " ".join(u.text for u in units), 12)
-    candidates += [(2, rank, h.path) for rank, h in enumerate(hits)]
+    top = hits[0].score if hits else 0.0
+    folders = {_folder(u.path) for u in units} or {_folder(p.path) for p in evidence}
+    for rank, h in enumerate(hits):
+        if _folder(h.path) in folders:
+            candidates.append((2, rank, h.path))
+        elif h.score >= top * RELATIVE_CUTOFF:
+            candidates.append((4, rank, h.path))
+    candidates += [(3, n, entry.path) for n, entry in enumerate(catalog.entries) if _folder(entry.path) in folders]
     asked = set(tokenize(question))
     read = {p.path for p in pages}
     seen_titles = {title_key(p.title) for p in pages}
@@ -98,7 +123,7 @@ def related_questions(index, question: str, pages: list[ReadPage], catalog: Cata
         if not key or key in seen_titles or (terms and terms <= asked):
             continue
         seen_titles.add(key)
-        questions.append(f"What does the wiki say about {entry.title}?")
+        questions.append(about(entry.title))
         if len(questions) == count:
             break
     return questions

@@ -135,10 +135,13 @@ def coverage(index: LexicalIndex, title_of: Callable[[str], str], question: str,
             if sum(weights[t] for t in union) > sum(weights[t] for t in best_terms) + 1e-9:
                 best_terms, pages = union, (paths[i], paths[j])
     weight = sum(weights[t] for t in best_terms)
-    # Many rare words found speak for a question only when some of what it names is there: when
-    # every name it gives is missing, it is about something else ("... in the V8 Liftoff compiler").
-    rare_terms = 0.0 if missing_names and len(missing_names) == len(names) else weight / rarest
-    return Coverage(weight / total, rare_terms, pages, tuple(missing), tuple(m.text for m in missing_names))
+    # Words found speak for a question only when some of what it names is there: when every name
+    # it gives is missing, it is about something else, however many of its other words a page
+    # holds ("... in the V8 Liftoff compiler", "the default port of the Jenkins web interface").
+    lacks_subject = bool(missing_names) and len(missing_names) == len(names)
+    rare_terms = 0.0 if lacks_subject else weight / rarest
+    share = 0.0 if lacks_subject else weight / total
+    return Coverage(share, rare_terms, pages, tuple(missing), tuple(m.text for m in missing_names))
 
 
 def _indexed(index: LexicalIndex, path: str) -> bool:

@@ -4,7 +4,8 @@ Units (``offline.units``: sentences joined with a short neighbour, list items wi
 definitions, headings with their first line, table rows, short code) are ranked with BM25 among
 the selected pages' units only, nudged towards the higher-ranked pages and towards units that
 hold what the question asks for (a number for "how many / default / what port", a year or date
-for "when", a name for "who", code for "how do I", a whole list for "which ... are"), then picked greedily so that each new unit
+for "when", a name for "who", code for "how do I", a whole list for "which ... are", a name written
+as code for "which option / parameter / function"), then picked greedily so that each new unit
 adds query terms the earlier ones did not cover. A unit is quoted whole or not at all.
 """
 
@@ -13,6 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from kb_ai.offline.names import identifiers
 from kb_ai.offline.text_ranking import rank_texts
 from kb_ai.offline.text import tokenize
 from kb_ai.offline.units import Unit, page_units
@@ -33,6 +35,17 @@ _HOW_Q = re.compile(r"\b(how (do|can|should|to)|how would|command|example|syntax
                     re.IGNORECASE)
 _LIST_Q = re.compile(r"\b(what|which)\b[^?.]{0,60}?\b(are|were)\b|\b(list|types|kinds|options|ways|steps)\b",
                      re.IGNORECASE)
+# "Which option / parameter / flag / function / environment variable ...": the answer is a name
+# written as code (``poolsize``, ``--update-refs``, ``REQUESTS_CA_BUNDLE``), not a sentence about it.
+_IDENT_Q = re.compile(r"\b(which|what)\s+(?:[\w-]+\s+){0,2}?(option|parameter|argument|flag|switch|function|method|"
+                      r"class|variable|setting|key|command|field|attribute|module|exception|header|tool|scheme|"
+                      r"keyword|config|configuration)s?\b", re.IGNORECASE)
+# "Which release / version added ...?": in release notes and changelogs the version is the page's
+# title or the heading the entry sits under, not the entry's own words.
+_VERSION_Q = re.compile(r"\b(which|what)\s+(?:[\w-]+\s+){0,2}?(release|version)s?\b|"
+                        r"\bsince (which|what)\b|\bin (which|what) (release|version)\b", re.IGNORECASE)
+_VERSION = re.compile(r"(?<![\w.])v?\d+\.\d+(?:\.\d+)*(?![\w.]*\d)")
+_CODE_SPAN = re.compile(r"`+([^`\n]+?)`+")
 _NUMBER = re.compile(r"(?<![\w.])\d[\d,._]*")
 _YEAR = re.compile(r"\b(1[0-9]{3}|20[0-9]{2})\b|\b(January|February|March|April|May|June|July|August|September|"
                    r"October|November|December)\b")
@@ -57,7 +70,8 @@ class Evidence:
 
     unit: Unit
     score: float
-    subject: str = ""  # the page's title, when the unit speaks of it as "He", "It", "The film"...
+    subject: str = ""  # the page's title, when the unit speaks of it as "He", "It", "The film"...; or the
+    # heading / title giving the version a "which release ...?" unit does not state
 
     @property
     def path(self) -> str:
@@ -85,6 +99,8 @@ def _asks_for(question: str) -> set[str]:
         wants.add("code")
     if _LIST_Q.search(question):
         wants.add("list")
+    if _IDENT_Q.search(question):
+        wants.add("identifier")
     return wants
 
 
@@ -102,7 +118,16 @@ def _holds(unit: Unit, wants: set[str], question: str) -> bool:
         return True
     if "list" in wants and unit.kind == "list":
         return True
+    if "identifier" in wants and (unit.kind == "code" or _new_identifier(unit, question)):
+        return True
     return False
+
+
+def _new_identifier(unit: Unit, question: str) -> bool:
+    """Whether ``unit`` writes as code (a code span, an identifier) a name the question does not."""
+    asked = set(tokenize(question))
+    spans = [m.group(1) for m in _CODE_SPAN.finditer(unit.quote)] + [n.text for n in identifiers(unit.text)]
+    return any(set(tokenize(span)) - asked for span in spans)
 
 
 def best_units(question: str, pages: list[PageText], limit: int = 4) -> list[Evidence]:
@@ -134,7 +159,7 @@ def best_units(question: str, pages: list[PageText], limit: int = 4) -> list[Evi
         value = score * (1.0 - 0.08 * min(rank, 5))
         if wants and _holds(unit, wants, question):
             value *= ASKED_BONUS
-        if unit.kind == "code" and "code" not in wants:
+        if unit.kind == "code" and not wants & {"code", "identifier"}:
             value *= CODE_UNASKED
         if unit.text.endswith(":"):
             value *= CODE_UNASKED  # it introduces what it does not show
@@ -193,7 +218,7 @@ def best_units(question: str, pages: list[PageText], limit: int = 4) -> list[Evi
         used_chars += len(unit.text)
         said = " " + " ".join(tokenize(unit.text)) + " "
         named |= {path for path, title in titles.items() if title and path != unit.path and f" {title} " in said}
-        picked.append(Evidence(unit, base[best], _subject(unit)))
+        picked.append(Evidence(unit, base[best], _subject(unit) or _version_context(unit, question)))
     return picked
 
 
@@ -203,6 +228,14 @@ def _subject(unit: Unit) -> str:
         return ""
     title = set(tokenize(unit.title))
     return unit.title if title and not title <= set(tokenize(unit.text)) else ""
+
+
+def _version_context(unit: Unit, question: str) -> str:
+    """For "which release / version ...?": the heading or page title that gives the version of a
+    unit that does not say it ("Git v2.38 Release Notes" for '"git grep -m" limits the hits ...')."""
+    if not _VERSION_Q.search(question) or _VERSION.search(unit.text):
+        return ""
+    return next((context for context in (unit.heading, unit.title) if context and _VERSION.search(context)), "")
 
 
 def _ranked_text(unit: Unit) -> str:

@@ -1,6 +1,7 @@
 """The names a question gives: what it is about, as the words of a page would name it.
 
-A name is a quoted title (``"Big Stone Gap"``) or a run of capitalised words or numbers
+A name is a quoted title (``"Big Stone Gap"``), an identifier written as code ("--no-recurse",
+"push.useBitmaps", "sign_hash", "getSizeOf") or a run of capitalised words or numbers
 ("Scott Derrickson", "888 7th Avenue", "Battle of Stones River": lower-case *of*, *the*, *de*,
 *von*... may sit inside a run, never at its ends). Punctuation ends a run ("Lawrence, Kansas" is
 two names), and so do years and month names (dates are written in many ways: "October 22, 1930",
@@ -29,6 +30,11 @@ _YEAR = re.compile(r"(?:1\d{3}|20\d{2})s?")
 _QUOTED = re.compile(r"[\"“”]([^\"“”\n]{2,100})[\"“”]")
 _TOKEN = re.compile(r"[\w'’&.-]+|[^\w\s]", re.UNICODE)
 _SENTENCE_END = frozenset(".?!")
+# Identifiers a question writes as code: an option ("--no-recurse"), a dotted name
+# ("push.useBitmaps", "rsa.newkeys"), a snake_case or camelCase word. Each is a name: the exact
+# thing asked about, which a page states by that spelling or not at all.
+_IDENTIFIER = re.compile(r"(?<![\w-])--[A-Za-z][\w-]+|(?<![\w.])[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+(?![\w.]*\w)"
+                         r"|(?<!\w)[A-Za-z]\w*_\w*[A-Za-z0-9](?!\w)|(?<!\w)[a-z]+[A-Z]\w*")
 _PRONOUNS = frozenset("i you he she it we they his her its our their this that these those there here".split())
 
 
@@ -41,6 +47,7 @@ class Name:
 def question_names(question: str) -> list[Name]:
     """The names ``question`` gives, in order, each once (see the module's docstring)."""
     found = [m.group(1) for m in _QUOTED.finditer(question)]
+    found += [m.group() for m in _IDENTIFIER.finditer(question) if _is_identifier(m.group())]
     run: list[str] = []
 
     def end_run() -> None:
@@ -75,6 +82,17 @@ def question_names(question: str) -> list[Name]:
         if terms and not all(t.isdigit() for t in terms) and terms not in names:
             names[terms] = Name(text, terms)
     return list(names.values())
+
+
+def identifiers(text: str) -> list[Name]:
+    """The identifiers written as code in ``text`` (options, dotted names, snake_case, camelCase)."""
+    found = [m.group() for m in _IDENTIFIER.finditer(text) if _is_identifier(m.group())]
+    return [Name(t, tuple(tokenize(t))) for t in dict.fromkeys(found) if tokenize(t)]
+
+
+def _is_identifier(text: str) -> bool:
+    """Not an abbreviation written with dots ("e.g", "U.S"): some part is 3+ characters long."""
+    return text.startswith("--") or "." not in text or max(len(part) for part in text.split(".")) >= 3
 
 
 def page_terms(*texts: str) -> str:

@@ -37,6 +37,18 @@ _DEFINITION = re.compile(r"^(?:\*\*[^*\n]{1,80}\*\*|`[^`\n]{1,80}`|[\w][\w .()/-
 _ADMONITION = re.compile(r"^[ \t]*+(?:!!!|\?\?\?\+?)[ \t]")
 _FENCE_LINE = re.compile(r"[ \t]*+(`{3,}+|~{3,}+)")
 _TABLE_SEPARATOR = re.compile(r"^\|?[\s:|-]+\|?$")
+_QUOTE_MARK = re.compile(r"[ \t]*+> ?")  # a blockquote line's marker ("> "), as readers write code under a note
+_CONTINUED_QUOTE = re.compile(r"\n[ \t]*+>[ \t]?")
+_OPENERS, _CLOSERS = "([{", ")]}"
+
+
+@dataclass(frozen=True)
+class _Quoted:
+    """A line of a blockquote, its marker left out (``start`` moved past it: offsets stay exact)."""
+
+    start: int
+    text: str
+    kind: str = "code"
 
 
 @dataclass(frozen=True)
@@ -93,7 +105,7 @@ class _Builder:
         raw = self.body[start:end]
         flat = raw.replace("\n", " ")  # same length: offsets stay exact
         if len(flat.strip()) <= MAX_UNIT_CHARS and kind != "sentence":
-            self.add(kind, _with_lead(lead, plain_text(raw)), start, end)
+            self.add(kind, _with_lead(lead, plain_text(_unquoted(raw))), start, end)
             return
         spans = sentence_spans(flat)
         groups: list[list[tuple[int, int]]] = []
@@ -106,8 +118,13 @@ class _Builder:
                 groups.append([span])
         for number, group in enumerate(groups):
             g_start, g_end = start + group[0][0], start + group[-1][1]
-            text = plain_text(self.body[g_start:g_end])
+            text = plain_text(_unquoted(self.body[g_start:g_end]))
             self.add(kind, _with_lead(lead, text) if number == 0 else text, g_start, g_end)
+
+
+def _unquoted(text: str) -> str:
+    """A blockquote's lines without their markers: "> " opening a continuation line is no text."""
+    return _CONTINUED_QUOTE.sub("\n", text)
 
 
 def _with_lead(lead: str, text: str) -> str:
@@ -152,8 +169,8 @@ def page_units(path: str, title: str, body: str) -> list[Unit]:
     while i < len(lines):
         line = lines[i]
         stripped = line.text.strip()
-        if line.kind == "blank" or line.kind == "definition":
-            i += 1
+        if line.kind == "blank" or line.kind == "definition" or _QUOTE_MARK.fullmatch(line.text):
+            i += 1  # (a blockquote's empty line ">" parts its paragraphs as a blank line does)
             continue
         if line.kind == "heading":
             current.flush(builder)
@@ -162,6 +179,12 @@ def page_units(path: str, title: str, body: str) -> list[Unit]:
             current.introduce("", -1)
             after_lead = False
             i += 1
+            continue
+        quoted = _quoted_fence(lines, i)
+        if quoted:  # "> ```python" ... "> ```": a code block inside a blockquote is code, not prose
+            _code(builder, quoted, current if after_lead else None)
+            after_lead = False
+            i += len(quoted)
             continue
         if line.kind == "code":
             j = i
@@ -201,7 +224,8 @@ def page_units(path: str, title: str, body: str) -> list[Unit]:
             continue
         j = i
         while j < len(lines) and lines[j].kind == "text" and not _LIST_MARK.match(lines[j].text) \
-                and not lines[j].text.strip().startswith(("|", "<")):
+                and not lines[j].text.strip().startswith(("|", "<")) and not (j > i and _quoted_fence(lines, j)) \
+                and not _QUOTE_MARK.fullmatch(lines[j].text):
             j += 1
         start, end = line.start + (len(line.text) - len(line.text.lstrip(" >"))), lines[j - 1].start + len(lines[j - 1].text)
         if j - i == 1 and _DEFINITION.match(stripped) and len(stripped) <= MAX_UNIT_CHARS:
@@ -245,9 +269,99 @@ def _code(builder: _Builder, lines, introduced: _List | None = None) -> None:
         else:
             builder.add("code", text, start, end)
         return
-    for ln in inner:
-        start = ln.start + len(ln.text) - len(ln.text.lstrip())
-        builder.add("code", ln.text.strip(), start, ln.start + len(ln.text))
+    for statement in _statements(inner):  # a statement whole, never a line cut out of one
+        if len(statement) > MAX_CODE_LINES:  # too long whole: its lines that stand alone ('"key": "value",')
+            for ln in statement:
+                code = ln.text.strip()
+                if _depth(ln.text) == 0 and not code.startswith("#") and not code.rstrip(",").endswith((":", "\\")) \
+                        and code.strip(_CLOSERS + ",; "):
+                    builder.add("code", code, ln.start + len(ln.text) - len(ln.text.lstrip()), ln.start + len(ln.text))
+            continue
+        first, last = statement[0], statement[-1]
+        indent = min(len(ln.text) - len(ln.text.lstrip()) for ln in statement)
+        text = "\n".join(ln.text[indent:].rstrip() for ln in statement)
+        builder.add("code", text, first.start + len(first.text) - len(first.text.lstrip()), last.start + len(last.text))
+
+
+def _quoted_fence(lines, i: int) -> list[_Quoted]:
+    """The lines of a fenced code block written inside a blockquote, starting at ``lines[i]``
+    (fences included, markers stripped); [] when ``lines[i]`` does not open one."""
+    first = lines[i]
+    if first.kind != "text" or not first.text.lstrip().startswith(">"):
+        return []
+    mark = _QUOTE_MARK.match(first.text)
+    opening = _FENCE_LINE.match(first.text[mark.end():])
+    if not opening:
+        return []
+    fence = opening.group(1)
+    quoted: list[_Quoted] = []
+    for line in lines[i:]:
+        mark = _QUOTE_MARK.match(line.text)
+        if line.kind not in ("text", "code") or not line.text.lstrip().startswith(">"):
+            break
+        inner = line.text[mark.end():]
+        quoted.append(_Quoted(line.start + mark.end(), inner))
+        if len(quoted) > 1 and inner.strip().startswith(fence[0] * len(fence)) and not inner.strip().strip(fence[0]):
+            break
+    return quoted
+
+
+def _depth(code: str) -> int:
+    """How many brackets a line of code leaves open (strings and a trailing # comment ignored)."""
+    depth, quote = 0, ""
+    for index, char in enumerate(code):
+        if quote:
+            if char == quote and code[index - 1] != "\\":
+                quote = ""
+        elif char in "'\"":
+            quote = char
+        elif char == "#":
+            break
+        elif char in _OPENERS:
+            depth += 1
+        elif char in _CLOSERS:
+            depth -= 1
+    return depth
+
+
+def _continues(code: str) -> bool:
+    """A line whose statement goes on: a comment alone, or code ending in ":", "\\" or "," (a
+    block's header, a continued line, an item of a call)."""
+    text = code.strip()
+    if text.startswith("#"):
+        return True
+    bare = text.split(" #", 1)[0].rstrip()
+    return bare.endswith((":", "\\", ","))
+
+
+def _statements(lines) -> list[list]:
+    """The lines of a long code block grouped into statements: a line leaving a bracket open is
+    joined with the lines up to the one closing it; a block header ("class A:", "try:") with the
+    lines indented under it; a comment alone or a continued line with the line after it; a
+    doctest's "..." line with the statement it continues; comments ending the block with the last
+    statement."""
+    groups: list[list] = []
+    current: list = []
+    depth, header, pending = 0, None, False  # open brackets; the open block header's indent; the line goes on
+    for line in lines:
+        indent = len(line.text) - len(line.text.lstrip())
+        code = line.text.strip()
+        doctest_more = code.startswith("...") and not code.startswith("....")
+        if current and depth == 0 and not pending and not doctest_more and (header is None or indent <= header):
+            groups.append(current)
+            current, header = [], None
+        current.append(line)
+        depth = max(depth + _depth(line.text), 0)
+        bare = code.split(" #", 1)[0].rstrip()
+        if depth == 0 and header is None and bare.endswith(":") and not code.startswith("#"):
+            header = indent
+        pending = depth > 0 or _continues(line.text)
+    if current:
+        if groups and all(line.text.strip().startswith("#") for line in current):
+            groups[-1].extend(current)  # comments closing the block show the last statement's output
+        else:
+            groups.append(current)
+    return groups
 
 
 def _cells(row: str) -> list[str]:

@@ -300,7 +300,10 @@ class _Description(Directive):
             para += nodes.literal(signature, signature)
             quote = nodes.admonition()
             quote += para
-            return [quote]
+            container += quote
+            if self.content:  # the text the author wrote under it ("This class discards ..."): kept
+                self.state.nested_parse(self.content, self.content_offset, container)
+            return [container]
         if signature:
             para = nodes.paragraph()
             para += nodes.literal(signature, signature)

@@ -1,0 +1,201 @@
+"""Issue 15 checked from outside: a wiki built offline from real documentation nobody here used
+(the Sphinx reST docs of urllib3, requests, python-rsa, cachetools and charset_normalizer shipped
+with the Google Cloud SDK's gsutil, and git's release notes 2.37-2.39), asked questions written by
+hand before kaas answered any of them:
+
+    .venv/bin/python benchmarks/bench_outside.py [--work DIR] [--verbose] [--dump FILE] [--fresh]
+
+* benchmarks/outside_questions.jsonl: answerable, with the facts a correct answer holds;
+* benchmarks/outside_uncovered.jsonl: not covered by the wiki though in its vocabulary;
+* benchmarks/outside_nonsense.jsonl: nonsense;
+* ``--fresh``: the *_fresh.jsonl sets instead (written after most fixes, run once);
+  ``--suffix _fresh2``: the *_fresh2.jsonl sets (written after the last fix, run once).
+
+Prints facts held (``contains_answer``, as ``kaas eval`` scores; and "as written", the fact
+whole in the answer's text, which counts "newkeys" in "rsa.newkeys"), false abstention, abstention on the other two sets, and answer checks: cited
+passages whose quote is not the page text at its offsets, follow-ups that repeat the question or
+each other. Sources that are absent on this machine are skipped (and said so); the wiki is built
+in --work DIR (kept) or a temporary folder. Needs no model.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import re
+import shutil
+import tempfile
+from pathlib import Path
+
+from kb_ai.compile.pipeline import run_compile
+from kb_ai.config import load_settings
+from kb_ai.navigate.ask import ask, build_service
+from kb_ai.navigate.records import AskRequest
+from kb_ai.quality.scoring import contains_answer, scoring_text
+
+BENCH = Path(__file__).resolve().parent
+THIRD = Path("/usr/lib/google-cloud-sdk/platform/gsutil/third_party")
+SOURCES = {  # raw/ sub-folder -> (root, glob patterns)
+    "urllib3": (THIRD / "urllib3" / "docs", ("*.rst", "reference/*.rst")),
+    "requests": (THIRD / "requests" / "docs", ("user/*.rst", "api.rst", "community/faq.rst")),
+    "rsa": (THIRD / "rsa" / "doc", ("*.rst",)),
+    "cachetools": (THIRD / "cachetools" / "docs", ("index.rst",)),
+    "charset_normalizer": (THIRD / "charset_normalizer" / "docs", ("*.rst", "user/*.rst", "community/*.rst")),
+    "git": (Path("/usr/share/doc/git/RelNotes"), ("2.37.0.txt", "2.38.0.txt", "2.39.0.txt")),
+}
+
+
+def build(root: Path) -> list[str]:
+    """Copy the sources present into ``root/raw`` and compile offline; the names of those absent."""
+    missing = [name for name, (path, _) in SOURCES.items() if not path.is_dir()]
+    if (root / "wiki" / "master-index.md").exists():
+        return missing
+    for name, (path, patterns) in SOURCES.items():
+        if name in missing:
+            continue
+        for pattern in patterns:
+            for source in sorted(path.glob(pattern)):
+                target = root / "raw" / name / source.relative_to(path)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                # git's release notes are AsciiDoc-like plain text: kept as .txt
+                shutil.copy(source, target)
+    run_compile(load_settings(root, env={}), progress=False)
+    return missing
+
+
+def _rows(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()
+            if line.strip() and not line.startswith("#")]
+
+
+def _code_held(text: str, fact: str) -> bool:
+    """A fact as written, whole (not inside a longer word): "newkeys" in "rsa.newkeys", "512" in
+    "chunk_size=512," — what a reader sees in quoted code, which the SQuAD normalization of
+    ``contains_answer`` (punctuation dropped: "rsanewkeys") does not match."""
+    return re.search(rf"(?<![\w-]){re.escape(fact)}(?![\w-])", text, re.IGNORECASE) is not None
+
+
+def _words(text: str) -> list[str]:
+    return re.findall(r"\w+", text.lower())
+
+
+def _passage_problems(result, bodies: dict[str, str]) -> list[str]:
+    problems = []
+    for citation in result.citations:
+        body = bodies.get(citation["path"])
+        for passage in citation.get("passages", ()):
+            if body is None:
+                problems.append(f"{citation['path']}: page not read")
+                continue
+            span = body[passage["start"]:passage["end"]]
+            if not set(_words(passage["quote"])) <= set(_words(span)) or not span.strip():
+                problems.append(f"{citation['path']}: quote not at its offsets: {passage['quote'][:60]!r}")
+    return problems
+
+
+def _cut_units(answer: str) -> list[str]:
+    """Quoted code cut mid-way (brackets left open or closed that were never opened) and quote
+    marks of the page shown as text ("> >>> import rsa")."""
+    problems = []
+    blocks = re.findall(r"^  (~{3,})\n(.*?)\n  \1$", answer, re.S | re.M)
+    spans = re.findall(r"`([^`\n]+)`", re.sub(r"^  (~{3,})\n.*?\n  \1$", "", answer, flags=re.S | re.M))
+    for code in [b for _f, b in blocks] + spans:
+        bare = re.sub(r"'[^'\n]*'|\"[^\"\n]*\"", "", code)
+        if sum(bare.count(c) for c in "([{") != sum(bare.count(c) for c in ")]}"):
+            problems.append(f"code cut mid-way: {code[:60]!r}")
+    problems += [f"quote marks as text: {line[:60]!r}" for line in answer.splitlines() if "> >" in line]
+    return problems
+
+
+def _follow_up_problems(question: str, suggestions: list[str]) -> list[str]:
+    seen, problems = set(), []
+    for suggestion in suggestions:
+        key = " ".join(_words(suggestion))
+        if key == " ".join(_words(question)):
+            problems.append(f"repeats the question: {suggestion!r}")
+        elif key in seen:
+            problems.append(f"duplicate: {suggestion!r}")
+        elif not key or "??" in suggestion:
+            problems.append(f"junk: {suggestion!r}")
+        seen.add(key)
+    return problems
+
+
+def run(root: Path, sets: dict[str, Path], verbose: bool, dump: Path | None) -> dict[str, dict[str, int]]:
+    service = build_service(load_settings(root, env={}))
+    figures: dict[str, dict[str, int]] = {}
+    dumped = []
+    for kind, path in sets.items():
+        row = figures.setdefault(kind, {"questions": 0, "abstained": 0, "facts held": 0, "held as written": 0,
+                                        "bad passages": 0, "bad follow-ups": 0, "cut units": 0})
+        for q in _rows(path):
+            result = asyncio.run(ask(service, AskRequest(question=q["question"], suggest=True)))
+            bodies = {page["path"]: (root / "wiki" / page["path"]).read_text(encoding="utf-8")
+                      for page in result.pages if (root / "wiki" / page["path"]).exists()}
+            bodies = {p: re.sub(r"\A---\n.*?\n---\n", "", text, flags=re.S) for p, text in bodies.items()}
+            row["questions"] += 1
+            row["abstained"] += bool(result.abstained)
+            held = None
+            if kind == "answerable":
+                text = scoring_text(result.answer)
+                held = not result.abstained and all(contains_answer(text, fact) for fact in q["facts"])
+                row["facts held"] += held
+                written = not result.abstained and all(contains_answer(text, fact) or _code_held(text, fact)
+                                                       for fact in q["facts"])
+                row["held as written"] += written
+                held = held or written
+            passages = _passage_problems(result, bodies)
+            follow = _follow_up_problems(q["question"], result.suggestions)
+            row["bad passages"] += bool(passages)
+            row["bad follow-ups"] += bool(follow)
+            cut = _cut_units(result.answer)
+            row["cut units"] += bool(cut)
+            dumped.append({"id": q["id"], "kind": kind, "question": q["question"], "facts": q.get("facts"),
+                           "held": held, "abstained": result.abstained, "answer": result.answer,
+                           "suggestions": result.suggestions, "pages": [p["path"] for p in result.pages],
+                           "citations": result.citations, "passage_problems": passages,
+                           "follow_up_problems": follow, "cut_units": cut})
+            if verbose:
+                mark = {True: "ok ", False: "BAD", None: "ABS" if result.abstained else "ANS"}[held]
+                print(f"{mark} [{kind}] {q['question']}")
+    if dump:
+        dump.write_text("\n".join(json.dumps(d) for d in dumped) + "\n", encoding="utf-8")
+    return figures
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--work", type=Path, default=None)
+    parser.add_argument("--verbose", action="store_true")
+    parser.add_argument("--dump", type=Path, default=None, help="write every answer as JSONL here")
+    parser.add_argument("--fresh", action="store_true", help="ask the *_fresh.jsonl sets")
+    parser.add_argument("--suffix", default="", help="ask the outside_*<suffix>.jsonl sets (_fresh2: the second fresh set)")
+    args = parser.parse_args()
+    suffix = "_fresh" if args.fresh else args.suffix
+    sets = {"answerable": BENCH / f"outside_questions{suffix}.jsonl",
+            "not covered": BENCH / f"outside_uncovered{suffix}.jsonl",
+            "nonsense": BENCH / f"outside_nonsense{suffix}.jsonl"}
+    if all(not path.is_dir() for path, _ in SOURCES.values()):
+        raise SystemExit("none of the outside sources is on this machine: nothing to build the wiki from")
+    with tempfile.TemporaryDirectory() as tmp:
+        root = args.work or Path(tmp) / "outside"
+        missing = build(root)
+        if missing:
+            print(f"skipped (absent on this machine): {', '.join(missing)}")
+        figures = run(root, sets, args.verbose, args.dump)
+    for kind, row in figures.items():
+        n = row["questions"]
+        if kind == "answerable":
+            print(f"- answerable: facts held {row['facts held']}/{n} ({row['facts held'] / n:.0%}; "
+                  f"as written in code: {row['held as written']}/{n}), "
+                  f"false abstention {row['abstained']}/{n} ({row['abstained'] / n:.1%})")
+        else:
+            print(f"- {kind}: abstained {row['abstained']}/{n} ({row['abstained'] / n:.0%})")
+        print(f"  answers citing a passage not at its offsets: {row['bad passages']}; "
+              f"with duplicate/junk follow-ups: {row['bad follow-ups']}; quoting a unit cut mid-way or "
+              f"quote marks as text: {row['cut units']}")
+
+
+if __name__ == "__main__":
+    main()
