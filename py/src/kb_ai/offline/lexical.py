@@ -43,6 +43,7 @@ from kb_ai.offline.text import tokenize
 from kb_ai.store.access import parse_access
 from kb_ai.store.articles import read_article_text, split_frontmatter
 from kb_ai.store.catalog import Catalog, CatalogEntry
+from kb_ai.store.stamps import FileStamps
 from kb_ai.files import (
     DamagedFileError,
     atomic_write_text,
@@ -94,15 +95,23 @@ def _read_body(wiki_dir: Path, entry: CatalogEntry) -> str:
     return body
 
 
-def _stamp_of(wiki_dir: Path, catalog: Catalog, path: str) -> tuple[int, int]:
-    stamp = catalog.stamps.get(path) if catalog.stamps is not None else None
-    if stamp is None:
-        try:
-            st = os.stat(f"{wiki_dir}/{path}")
-            stamp = (st.st_size, st.st_mtime_ns)
-        except OSError:
-            stamp = (-1, -1)
-    return stamp
+def _stamps_of(wiki_dir: Path, catalog: Catalog) -> list[tuple[int, int]]:
+    """Each entry's file (size, mtime_ns): as the catalog loaded it, else stat-ed now."""
+    stamps = catalog.stamps
+    if isinstance(stamps, FileStamps):
+        known = stamps.in_order(catalog.entries)
+    else:
+        known = [stamps.get(e.path) if stamps is not None else None for e in catalog.entries]
+    out = []
+    for entry, stamp in zip(catalog.entries, known):
+        if stamp is None:
+            try:
+                st = os.stat(f"{wiki_dir}/{entry.path}")
+                stamp = (st.st_size, st.st_mtime_ns)
+            except OSError:
+                stamp = (-1, -1)
+        out.append(stamp)
+    return out
 
 
 def _page_key(entry: CatalogEntry, stamp: tuple[int, int]) -> int:
@@ -120,8 +129,7 @@ def catalog_fingerprint(wiki_dir: Path, catalog: Catalog) -> str:
         digest.update(f"identity:{catalog.identity}".encode())
         return digest.hexdigest()
     parts = []
-    for entry in catalog.entries:
-        stamp = _stamp_of(wiki_dir, catalog, entry.path)
+    for entry, stamp in zip(catalog.entries, _stamps_of(wiki_dir, catalog)):
         parts.append(f"{entry.path}\x00{entry.title}\x00{entry.summary}\x00{entry.topic}\x00{entry.access}\x00"
                      f"{stamp[0]}:{stamp[1]}\n")
     digest.update("".join(parts).encode("utf-8", "surrogatepass"))
@@ -173,8 +181,8 @@ class LexicalIndex:
         freqs: list[np.ndarray] = []
         lengths = np.zeros(len(catalog.entries), dtype=np.float64)
         keys = np.zeros(len(catalog.entries), dtype=np.uint64)
-        for position, entry in enumerate(catalog.entries):
-            stamp = _stamp_of(wiki_dir, catalog, entry.path)  # before reading: a later edit changes the key
+        stamps = _stamps_of(wiki_dir, catalog)  # before reading: a later edit changes the key
+        for position, (entry, stamp) in enumerate(zip(catalog.entries, stamps)):
             terms = _entry_terms(entry, _read_body(wiki_dir, entry) if with_bodies else "")
             counts = Counter(terms)
             lengths[position] = len(terms)
@@ -215,8 +223,7 @@ class LexicalIndex:
         gone and putting in the changed and new ones; None when that is too many pages to be
         worth it (rebuild). Ranks exactly as ``build(catalog)`` would."""
         wanted: dict[str, tuple[CatalogEntry, tuple[int, int], int]] = {}
-        for entry in catalog.entries:
-            stamp = _stamp_of(wiki_dir, catalog, entry.path)
+        for entry, stamp in zip(catalog.entries, _stamps_of(wiki_dir, catalog)):
             wanted[entry.path] = (entry, stamp, _page_key(entry, stamp))
         out = [i for i, p in enumerate(self.paths)
                if p is not None and (p not in wanted or wanted[p][2] != int(self._keys[i]))]
