@@ -43,6 +43,7 @@ from kb_ai.offline.text import tokenize
 from kb_ai.store.access import parse_access
 from kb_ai.store.articles import read_article_text, split_frontmatter
 from kb_ai.store.catalog import Catalog, CatalogEntry
+from kb_ai.store.name_index import NameIndex
 from kb_ai.store.stamps import FileStamps
 from kb_ai.files import (
     DamagedFileError,
@@ -136,6 +137,21 @@ def catalog_fingerprint(wiki_dir: Path, catalog: Catalog) -> str:
     return digest.hexdigest()
 
 
+def _path_names(path: str | None) -> tuple[str, ...]:
+    return () if path is None else (path,)
+
+
+def _interned(paths: list[str], catalog: Catalog) -> list[str | None]:
+    """Paths read from disk, each replaced by the catalog's own equal string where it lists the
+    page ("" -> None: a page taken out): one copy of 100,000 path strings in a server, not two."""
+    by_path = catalog.by_path
+    out: list[str | None] = []
+    for path in paths:
+        entry = by_path.get(path) if path else None
+        out.append(entry.path if entry is not None else (path or None))
+    return out
+
+
 def idf(df: int, n: int) -> float:
     return math.log(1 + (n - df + 0.5) / (df + 0.5))
 
@@ -168,8 +184,15 @@ class LexicalIndex:
         total = float(self._lengths[self._live].sum()) if self._n else 0.0
         average = (total / self._n) if self._n else 1.0
         self._norm = K1 * (1 - B + B * self._lengths / (average or 1.0))
-        self._position = dict(zip(self.paths, range(len(self.paths))))
-        self._position.pop(None, None)
+        self._by_path: NameIndex | None = None  # built at the first lookup by path (``_position``)
+
+    @property
+    def _position(self) -> NameIndex:
+        """Path -> position: hashes in numpy (store/name_index.py), not a dict of 100,000 paths;
+        built when first needed (a cold question that only searches never does)."""
+        if self._by_path is None:
+            self._by_path = NameIndex(self.paths, _path_names)
+        return self._by_path
 
     # -- building -------------------------------------------------------------------------------
 
@@ -206,7 +229,7 @@ class LexicalIndex:
         if cache_dir is None or not catalog.entries:
             return cls.build(wiki_dir, catalog)
         fingerprint = catalog_fingerprint(wiki_dir, catalog)
-        loaded, current = cls._load(cache_dir, fingerprint)
+        loaded, current = cls._load(cache_dir, fingerprint, catalog)
         if loaded is not None and current and loaded._lists(catalog):
             return loaded
         index = loaded.updated(wiki_dir, catalog) if loaded is not None else None
@@ -228,7 +251,7 @@ class LexicalIndex:
         out = [i for i, p in enumerate(self.paths)
                if p is not None and (p not in wanted or wanted[p][2] != int(self._keys[i]))]
         put_in = [w for path, w in wanted.items()
-                  if path not in self._position or w[2] != int(self._keys[self._position[path]])]
+                  if (at := self._position_of(path)) is None or w[2] != int(self._keys[at])]
         if len(out) + len(put_in) > max(UPDATE_AT_MOST, len(catalog.entries) // 50):
             return None
         index = self._copy()
@@ -242,7 +265,8 @@ class LexicalIndex:
     def _lists(self, catalog: Catalog) -> bool:
         """Whether this index's pages are exactly the catalog's (a saved index whose fingerprint
         matches but whose pages do not was damaged: it is updated to the catalog instead)."""
-        return len(self._position) == len(catalog.entries) and self._position.keys() == catalog.by_path.keys()
+        live = [p for p in self.paths if p is not None]
+        return len(live) == len(catalog.entries) == len(set(live)) and all(p in catalog.by_path for p in live)
 
     def _copy(self) -> "LexicalIndex":
         """A copy that can be changed while this one keeps serving (the arrays of the last full
@@ -317,7 +341,7 @@ class LexicalIndex:
             pass
 
     @classmethod
-    def _load(cls, cache_dir: Path, fingerprint: str) -> "tuple[LexicalIndex | None, bool]":
+    def _load(cls, cache_dir: Path, fingerprint: str, catalog: Catalog) -> "tuple[LexicalIndex | None, bool]":
         """The saved index and whether its fingerprint is ``fingerprint``; (None, False) when
         there is none (quietly) or it is damaged (with a warning)."""
         try:
@@ -326,7 +350,7 @@ class LexicalIndex:
                 return None, False
             if stored != fingerprint.encode() and not os.path.lexists(cache_dir / "kaas-paths.txt"):
                 return None, False  # an index of an earlier format (bm25s's files): rebuilt quietly
-            paths = [p or None for p in split_texts(read_state_bytes(cache_dir / "kaas-paths.txt", MAX_INDEX_FILE_BYTES))]
+            paths = _interned(split_texts(read_state_bytes(cache_dir / "kaas-paths.txt", MAX_INDEX_FILE_BYTES)), catalog)
             words = split_texts(read_state_bytes(cache_dir / "kaas-vocab.txt", MAX_INDEX_FILE_BYTES))
             extra = read_state_json(cache_dir / "kaas-extra.json", MAX_INDEX_FILE_BYTES)
             arrays = {name: load_array(cache_dir / f"{name}.npy") for name in ARRAYS}
@@ -344,7 +368,7 @@ class LexicalIndex:
     def restricted_to(self, paths) -> "LexicalIndex":
         """The same index, scoring only ``paths`` (a topic's pages, what one user may read)."""
         mask = np.zeros(len(self.paths), dtype=bool)
-        mask[[self._position[p] for p in paths if p in self._position]] = True
+        mask[[at for at in self._position.first_positions(list(paths)) if at is not None]] = True
         view = object.__new__(LexicalIndex)
         view.__dict__.update(self.__dict__)
         view._mask = mask
@@ -401,7 +425,14 @@ class LexicalIndex:
 
     def position(self, path: str) -> int:
         """The position of ``path`` in ``paths`` (what ``pages_with`` returns)."""
-        return self._position[path]
+        at = self._position_of(path)
+        if at is None:
+            raise KeyError(path)
+        return at
+
+    def _position_of(self, path: str) -> int | None:
+        found = self._position.positions(path)
+        return found[0] if found else None
 
     def pages_with(self, term: str) -> np.ndarray:
         """Positions (in ``paths``) of the live pages whose text holds ``term`` (a tokenized

@@ -25,35 +25,47 @@ class NameIndex(Mapping):
 
     def __init__(self, entries: Sequence, names_of: Callable[[object], Iterable[str]], *, first: bool = False):
         self._entries = entries
-        self.longest_name_words = 0  # words in the longest name (a mention finder's longest n-gram)
         self._names_of = names_of
         self._first = first
-        hashes: list[int] = []
-        positions: list[int] = []
-        for position, entry in enumerate(entries):
-            for name in names_of(entry):
-                hashes.append(hash(name))
-                positions.append(position)
-                self.longest_name_words = max(self.longest_name_words, name.count(" ") + 1)
-        h = np.array(hashes, dtype=np.int64)
+        named = [(name, position) for position, entry in enumerate(entries) for name in names_of(entry)]
+        h = np.fromiter((hash(name) for name, _ in named), dtype=np.int64, count=len(named))
         order = np.argsort(h, kind="stable")  # equal hashes keep catalog order
         self._hashes = h[order]
-        self._positions = np.array(positions, dtype=np.int32)[order]
+        self._positions = np.fromiter((p for _, p in named), dtype=np.int32, count=len(named))[order]
+        # words in the longest name (a mention finder's longest n-gram)
+        self.longest_name_words = max((name.count(" ") + 1 for name, _ in named), default=0)
+
+    def _verified(self, name: str, lo: int, hi: int) -> list[int]:
+        entries, names_of = self._entries, self._names_of
+        return [p for p in self._positions[lo:hi].tolist() if name in names_of(entries[p])]
 
     def _paths(self, name: str, lo: int, hi: int) -> list[str]:
-        entries, names_of = self._entries, self._names_of
-        found = []
-        for position in self._positions[lo:hi].tolist():
-            entry = entries[position]
-            if name in names_of(entry):
-                found.append(entry.path)
-        return found
+        return [self._entries[p].path for p in self._verified(name, lo, hi)]
 
     def _range(self, name: str) -> tuple[int, int]:
         h = hash(name)
         lo = int(np.searchsorted(self._hashes, h, side="left"))
         hi = int(np.searchsorted(self._hashes, h, side="right"))
         return lo, hi
+
+    def positions(self, name: str) -> list[int]:
+        """The positions (in ``entries``) of the entries named ``name``, in order."""
+        lo, hi = self._range(name)
+        return self._verified(name, lo, hi) if hi > lo else []
+
+    def first_positions(self, names: Sequence[str]) -> list[int | None]:
+        """The first position of each name (None for a name no entry has), looked up together."""
+        lo, hi = self._ranges(names)
+        out: list[int | None] = []
+        for name, a, b in zip(names, lo, hi):
+            found = self._verified(name, a, b) if b > a else []
+            out.append(found[0] if found else None)
+        return out
+
+    def _ranges(self, names: Sequence[str]) -> tuple[list[int], list[int]]:
+        h = np.fromiter((hash(n) for n in names), dtype=np.int64, count=len(names))
+        return (np.searchsorted(self._hashes, h, side="left").tolist(),
+                np.searchsorted(self._hashes, h, side="right").tolist())
 
     def paths(self, name: str) -> list[str]:
         """The paths of the pages named ``name``, in catalog order ([] for none)."""
@@ -64,10 +76,8 @@ class NameIndex(Mapping):
         """``paths`` of each name, looked up together (one numpy search for the batch)."""
         if not names:
             return []
-        h = np.fromiter((hash(n) for n in names), dtype=np.int64, count=len(names))
-        lo = np.searchsorted(self._hashes, h, side="left")
-        hi = np.searchsorted(self._hashes, h, side="right")
-        return [self._paths(n, a, b) if b > a else [] for n, a, b in zip(names, lo.tolist(), hi.tolist())]
+        lo, hi = self._ranges(names)
+        return [self._paths(n, a, b) if b > a else [] for n, a, b in zip(names, lo, hi)]
 
     # -- Mapping ------------------------------------------------------------------------------------
 

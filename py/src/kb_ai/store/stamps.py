@@ -34,11 +34,8 @@ class FileStamps(Mapping):
             return None
         if self._by_path is None:
             self._by_path = NameIndex(self._entries, _path_names)
-        lo, hi = self._by_path._range(path)
-        for position in self._by_path._positions[lo:hi].tolist():
-            if self._entries[position].path == path:
-                return position
-        return None
+        found = self._by_path.positions(path)
+        return found[0] if found else None
 
     def in_order(self, entries: Sequence) -> list[tuple[int, int] | None]:
         """The stamp of each of ``entries`` (None for a path not here): read straight down the
