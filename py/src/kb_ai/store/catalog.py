@@ -22,6 +22,7 @@ from typing import Callable
 from urllib.parse import quote, unquote
 
 from kb_ai.errors import ArticleFormatError, UnsafePathError
+from kb_ai.heap import release_free_memory
 from kb_ai.store.access import Reader, format_access
 from kb_ai.store.articles import Article, load_article, iter_article_paths
 from kb_ai.store.derived import Derived
@@ -411,6 +412,7 @@ class CatalogStore:
             for warning in catalog.warnings:
                 log.warning("%s", warning)
             self._catalog, self._stamp = catalog, stamp
+            release_free_memory()  # the snapshot's rows or the parsed text, freed (kb_ai/heap.py)
             return catalog
 
     def _load(self, stamp: tuple[int, int, int] | None) -> Catalog:
