@@ -43,6 +43,7 @@ from kb_ai.compile.pipeline import run_compile
 from kb_ai.config import load_settings
 from kb_ai.navigate.ask import ask, build_service
 from kb_ai.navigate.navigator import LexicalIndexCache
+from kb_ai.navigate.offline_navigator import question_coverage
 from kb_ai.navigate.records import AskRequest
 from kb_ai.offline import coverage as cov
 from kb_ai.quality.eval import GoldResolver, run_eval_file
@@ -89,11 +90,12 @@ def _hotpot_rows() -> list[dict]:
 class _Wiki:
     def __init__(self, root: Path):
         kb = KnowledgeBase(root)
+        self.wiki_dir = kb.wiki_dir
         self.catalog = kb.require_catalog()
         self.index = LexicalIndexCache(kb.wiki_dir, kb.state_dir / "lexical-index").get(self.catalog)
 
     def coverage(self, question: str) -> cov.Coverage:
-        return cov.coverage(self.index, lambda p: self.catalog.by_path[p].title if p in self.catalog else "", question)
+        return question_coverage(self.index, self.catalog, question, self.wiki_dir)
 
 
 def _sets(work: Path) -> dict[str, list[tuple[_Wiki, str]]]:

@@ -249,3 +249,102 @@ def test_a_code_block_matches_as_well_as_the_sentence_that_introduces_it(tmp_pat
     out = _ask_json(_kb(tmp_path, quota), "How do I limit the size of attachments?")
     assert "courier.options['MAX_PARCEL'] = 8 * 1000 * 1000" in out["answer"], out["answer"]
     _bullet_with(out["answer"], "you can limit their size by setting the MAX_PARCEL option:")  # with its lead-in
+
+
+LIT = ("music/lit.md", "Lit (band)", "An American rock band.",
+       "# Lit (band)\n\nLit is an American rock band from Fullerton, California. The band was formed in 1988 "
+       "by the brothers A. Jay and Jeremy Popoff.\n")
+ADORABLE = ("music/adorable.md", "Adorable (band)", "An English band.",
+            "# Adorable (band)\n\nAdorable were an English band from Coventry, formed in 1990.\n")
+BLUR = ("music/blur.md", "Blur (band)", "An English band.",
+        "# Blur (band)\n\nBlur are an English band from London, known for Britpop.\n")
+
+
+def test_a_date_comparison_names_the_earlier_with_both_years_quoted_and_cited(tmp_path):
+    kb = _kb(tmp_path, LIT, ADORABLE, BLUR)
+    first = _ask_json(kb, "Which band was formed first, Lit or Adorable?")
+    verdict = first["answer"].splitlines()[2]
+    assert verdict.startswith("Lit (band), by the years quoted below: Lit (band) (1988) comes before "
+                              "Adorable (band) (1990).") and "Derived from the quoted passages" in verdict
+    assert {"music/lit.md", "music/adorable.md"} <= {c["path"] for c in page_refs(first["citations"])}
+    assert _bullet_with(first["answer"], "formed in 1988", "(music/lit.md)")
+    assert _bullet_with(first["answer"], "formed in 1990", "(music/adorable.md)")
+    later = _ask_json(kb, "Which band was formed more recently, Lit or Adorable?")
+    assert later["answer"].splitlines()[2].startswith("Adorable (band), by the years quoted below")
+    # No year on one page: no verdict, only the quotes.
+    unsure = _ask_json(kb, "Which band was formed first, Lit or Blur?")
+    assert "Derived from the quoted passages" not in unsure["answer"] and "comes before" not in unsure["answer"]
+    # "the first ..." ranks things; it asks for no date comparison.
+    rank = _ask_json(kb, "Which was the first band to play in Coventry, Lit or Adorable?")
+    assert "comes before" not in rank["answer"]
+
+
+def test_a_both_question_is_answered_yes_only_when_each_page_states_it(tmp_path):
+    kb = _kb(tmp_path, LIT, ADORABLE, BLUR)
+    yes = _ask_json(kb, "Are Lit and Adorable both bands?")
+    assert yes["answer"].splitlines()[2].startswith("Yes: the pages of both Lit (band) and Adorable (band) say so")
+    assert {"music/lit.md", "music/adorable.md"} <= {c["path"] for c in page_refs(yes["citations"])}
+    # Only Lit's page says "rock": no verdict either way (a page that does not say it is no "no").
+    unsure = _ask_json(kb, "Are Lit and Adorable both rock bands?")
+    assert "Yes:" not in unsure["answer"] and "Derived from" not in unsure["answer"]
+
+
+CROWELL = ("people/zach-crowell.md", "Zach Crowell", "An American record producer.",
+           "# Zach Crowell\n\nZach Crowell is an American record producer and songwriter from Nashville.\n")
+VARTAN = ("people/vartan-malakian.md", "Vartan Malakian", "An Armenian painter.",
+          "# Vartan Malakian\n\nVartan Malakian is an Armenian painter, the father of Daron Malakian, the guitarist "
+          "and record producer of System of a Down.\n")
+
+
+def test_a_subject_no_page_names_is_not_covered_though_its_words_are_elsewhere(tmp_path):
+    kb = _kb(tmp_path, CROWELL, VARTAN)
+    # "Zach" is on Zach Crowell's page, "Bogosian" nowhere: the wiki does not know Zach Bogosian.
+    out = _ask_json(kb, "Which is a record producer, Zach Bogosian or Zach Malakian?")
+    assert out["abstained"] is True and out["citations"] == []
+    # Both subjects named by some page: answered.
+    known = _ask_json(kb, "Which is a record producer, Zach Crowell or Daron Malakian?")
+    assert known["abstained"] is False and known["citations"]
+
+
+def test_question_names_are_quoted_titles_and_capitalised_runs_and_a_page_names_them_as_a_phrase():
+    from kb_ai.offline.names import mentions, page_terms, question_names  # new in issue 15's second pass
+
+    def texts(question):
+        return [n.text for n in question_names(question)]
+
+    assert texts("Which band was formed first, Lit or Adorable?") == ["Lit", "Adorable"]
+    assert texts('Is the Battle of Stones River older than "Big Stone Gap"?') == ["Big Stone Gap", "Battle of Stones River"]
+    assert texts("He was born on 6 March 1937 in Lawrence, Kansas.") == ["Lawrence", "Kansas"]
+    assert texts("Both Sorbaria and Goldenrod are genera?") == ["Sorbaria", "Goldenrod"]
+    name = question_names("Which team is the 1974 Texas Tech Raiders?")[0]
+    assert name.text == "Texas Tech Raiders"
+    assert mentions(page_terms("The Texas Tech Red Raiders football team"), name)  # two adjacent words of three
+    bogosian = question_names("Is Zach Bogosian a producer?")[0]
+    assert not mentions(page_terms("Zach Crowell", "Zach Crowell works with Bogosian."), bogosian)
+    assert mentions(page_terms("Hockey", "Zach Bogosian plays hockey."), bogosian)
+
+
+KISS = ("film/kiss-and-tell.md", "Kiss and Tell (1945 film)", "A 1945 comedy film.",
+        "# Kiss and Tell (1945 film)\n\nKiss and Tell is a 1945 American comedy film in which Shirley Temple "
+        "played Corliss Archer, a teenage girl.\n")
+TEMPLE = ("people/shirley-temple.md", "Shirley Temple", "An American actress and diplomat.",
+          "# Shirley Temple\n\nShirley Temple Black was an American actress who held the government position "
+          "of Chief of Protocol of the United States.\n")
+
+
+def test_a_two_hop_question_is_covered_by_the_page_its_best_match_names(tmp_path, monkeypatch):
+    # Coverage looks at the best keyword match only here (a large wiki: the second hop's page is
+    # not among the best matches); the page it names completes the question.
+    monkeypatch.setattr("kb_ai.offline.coverage.CANDIDATES", 1)
+    films = ("film/cinema.md", "Cinema", "Films and where they are played.",
+             "# Cinema\n\nA film is played in a cinema. Films are played on screens.\n")
+    kb = _kb(tmp_path, KISS, TEMPLE, films)
+    out = _ask_json(kb, "What government position did the woman who played Corliss Archer hold?")
+    assert out["abstained"] is False
+    assert "Chief of Protocol" in out["answer"]
+
+
+def test_many_rare_words_do_not_cover_a_question_none_of_whose_names_the_wiki_mentions(tmp_path):
+    kb = _kb(tmp_path)
+    out = _ask_json(kb, "What is the maximum size of a connection pool page in the Zorblax Quantum server records?")
+    assert out["abstained"] is True

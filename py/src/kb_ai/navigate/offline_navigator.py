@@ -7,6 +7,7 @@ it runs in a worker thread, never on the event loop a server shares between read
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import AsyncIterator
 
 import anyio
@@ -15,8 +16,10 @@ from kb_ai.llm.usage import UsageMeter
 from kb_ai.navigate import bridge
 from kb_ai.navigate.navigator import LexicalIndexCache
 from kb_ai.navigate.records import ReadPage, Selection, Turn
-from kb_ai.offline.coverage import coverage
+from kb_ai.offline.compare import ComparedPage, derive
+from kb_ai.offline.coverage import Coverage, coverage
 from kb_ai.offline.extractive import PageText, best_units
+from kb_ai.offline.lexical import page_body
 from kb_ai.offline.units import Unit
 from kb_ai.offline.text import tokenize
 from kb_ai.store.catalog import Catalog
@@ -101,11 +104,32 @@ def related_questions(index, question: str, pages: list[ReadPage], catalog: Cata
     return questions
 
 
-def abstention_selection(index, catalog: Catalog, question: str) -> Selection | None:
-    """No page, when the wiki does not cover ``question`` (``offline.coverage``): the pages that
+def question_coverage(index, catalog: Catalog, question: str, wiki_dir: Path | None) -> Coverage:
+    """``offline.coverage`` of ``question`` over the reader's ``catalog``: the pages the question
+    names by title are looked at too, and (with ``wiki_dir``) page text tells whether a page names
+    what the question names."""
+    def title_of(path: str) -> str:
+        return catalog.by_path[path].title if path in catalog else ""
+
+    def text_of(path: str) -> str:
+        entry = catalog.by_path.get(path)
+        return page_body(wiki_dir, entry) if entry is not None and wiki_dir is not None else ""
+
+    mentions = bridge.TitleMentions.of(catalog)
+
+    def names_in(path: str) -> list[str]:
+        return mentions.find(text_of(path))
+
+    return coverage(index, title_of, question, named=mentions.find(question),
+                    text_of=text_of if wiki_dir is not None else None,
+                    names_in=names_in if wiki_dir is not None else None)
+
+
+def abstention_selection(index, catalog: Catalog, question: str, wiki_dir: Path | None = None) -> Selection | None:
+    """No page, when the wiki does not cover ``question`` (``question_coverage``): the pages that
     came closest are named as related, with the question's words no page holds. None when the
     question is covered (selection goes on)."""
-    verdict = coverage(index, lambda path: catalog.by_path[path].title if path in catalog else "", question)
+    verdict = question_coverage(index, catalog, question, wiki_dir)
     if verdict.covered:
         return None
     related = [h.path for h in index.search(question, RELATED_PAGES)]
@@ -138,7 +162,7 @@ class OfflineNavigator:
         keyword hits and the pages the question names by title, leaving a page for each later
         round (``navigate.bridge.first_round``)."""
         index = self.lexical.get(catalog)
-        abstention = abstention_selection(index, catalog, question)
+        abstention = abstention_selection(index, catalog, question, self.lexical.wiki_dir)
         if abstention:
             return abstention
         selection = lexical_selection(index, question, max_pages, "lexical")
@@ -167,9 +191,17 @@ class OfflineNavigator:
             yield line + "\n"
 
     def _answer_lines(self, question: str, pages: list[ReadPage], catalog: Catalog) -> list[str]:
-        evidence = best_units(question, [PageText(p.path, p.title, p.text) for p in pages if p.is_evidence])
+        read = [p for p in pages if p.is_evidence]
+        evidence = best_units(question, [PageText(p.path, p.title, p.text) for p in read])
         lines = [self.label, ""]
-        if evidence:
+        verdict = derive(question, [ComparedPage(p.path, p.title, p.text) for p in read])
+        if verdict is not None:  # a comparison settled by quoted passages: the verdict, then them
+            lines += [verdict.text, ""]
+            for unit in verdict.units:
+                lines += answer_lines(unit)
+            quoted = {(u.path, u.start) for u in verdict.units}
+            evidence = [e for e in evidence if (e.unit.path, e.unit.start) not in quoted]
+        if evidence or verdict is not None:
             for e in evidence:
                 lines += answer_lines(e.unit, e.sentence)
         else:

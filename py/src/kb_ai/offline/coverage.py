@@ -24,17 +24,23 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Sequence
 
 import numpy as np
 
 from kb_ai.offline.lexical import LexicalIndex
+from kb_ai.offline.names import Name, mentions, page_terms, question_names
 from kb_ai.offline.text import tokenize
 
 COVERED_SHARE = 0.60  # share of the question's term weight one page (or a joined pair) must hold
 COVERED_RARE_TERMS = 2.8  # ... or this many times the weight of the rarest term the wiki holds
 CANDIDATES = 8  # best keyword matches examined (and pairs among them)
 TITLE_NAMED = 0.5  # a page is named by the question when this share of its title's terms is in it
+MISSING_NAME = 1.5  # a name the question gives that no page mentions weighs this many times its terms
+BRIDGE_SEEDS, BRIDGES = 2, 8  # pages of the best matches whose named pages are looked at, and how many each
+NAME_PAGES = 24  # pages read, at most, to find one that mentions a name (more holders: taken as mentioned)
+PAGES_READ = 64  # pages read for all names of one question, at most (then: taken as mentioned)
+MAX_NAMES = 12  # names of one question looked for
 
 
 @dataclass(frozen=True)
@@ -45,6 +51,7 @@ class Coverage:
     rare_terms: float  # that weight, in units of the rarest possible term's weight
     pages: tuple[str, ...]  # the page(s) holding it, best first
     missing: tuple[str, ...] = ()  # question words no page (this reader may read) holds
+    missing_names: tuple[str, ...] = ()  # names the question gives that no page mentions
 
     @property
     def covered(self) -> bool:
@@ -61,17 +68,26 @@ def _idf(pages: int, holders: int) -> float:
     return math.log(1 + (pages - holders + 0.5) / (holders + 0.5))
 
 
-def coverage(index: LexicalIndex, title_of: Callable[[str], str], question: str) -> Coverage:
+def coverage(index: LexicalIndex, title_of: Callable[[str], str], question: str, *,
+             text_of: Callable[[str], str] | None = None, named: Sequence[str] = (),
+             names_in: Callable[[str], list[str]] | None = None) -> Coverage:
     """How well the best page, or best joined pair of pages, of ``index`` covers ``question``.
-    ``title_of``: a page's title (the catalog's), to tell which pages are joined."""
+    ``title_of``: a page's title (the catalog's), to tell which pages are joined. ``named``: pages
+    the question names by title (looked at besides the keyword matches). ``text_of``: a page's
+    text, to tell whether it names what the question names (``offline.names``); without it, names
+    are not looked for."""
     terms = list(dict.fromkeys(tokenize(question)))
     _found, missing = index.known_terms(question)
-    hits = index.search(question, CANDIDATES) if terms else []
-    if not hits:
+    paths = [h.path for h in index.search(question, CANDIDATES)] if terms else []
+    paths += [p for p in dict.fromkeys(named) if p not in paths and _indexed(index, p)][:CANDIDATES]
+    if names_in is not None:  # the second hop: pages the best matches name ("the woman who portrayed ...")
+        for path in paths[:BRIDGE_SEEDS]:
+            paths += [p for p in names_in(path)[:BRIDGES] if p not in paths and _indexed(index, p)]
+    if not paths:
         return Coverage(0.0, 0.0, (), tuple(missing))
     n = max(index.page_count(), 1)
-    ids = np.array([index.position(h.path) for h in hits], dtype=np.int64)
-    holders: dict[str, tuple[int, frozenset[int]]] = {}  # term -> (pages holding it, which hits)
+    ids = np.array([index.position(p) for p in paths], dtype=np.int64)
+    holders: dict[str, tuple[int, frozenset[int]]] = {}  # term -> (pages holding it, which candidates)
 
     def look_up(term: str) -> tuple[int, frozenset[int]]:
         if term not in holders:
@@ -84,23 +100,102 @@ def coverage(index: LexicalIndex, title_of: Callable[[str], str], question: str)
     # wiki, plain words of a question ("use", "happens") are often in no page at all.
     rarest = _idf(n, 1)
     weights = {t: min(_idf(n, look_up(t)[0]), rarest) for t in terms}
-    total = sum(weights.values()) or 1.0
     asked = set(terms)
-    held = [frozenset(t for t in terms if i in look_up(t)[1]) for i in range(len(hits))]
-    title_terms = [set(tokenize(title_of(h.path))) for h in hits]
-    named = [bool(tt) and len(tt & asked) / len(tt) >= TITLE_NAMED for tt in title_terms]
+    held = [set(t for t in terms if i in look_up(t)[1]) for i in range(len(paths))]
+    missing_names: list[Name] = []
+    names = question_names(question) if text_of is not None else []
+    if names:
+        missing_names = _names_not_held(index, names, paths, held, title_of, text_of)
+    # The thing a question is about weighs more than its other words: a name no page mentions
+    # ("Which band has more members, The Futureheads or ...?") is a subject the wiki lacks.
+    # No page's holding of its words counts then: they are there in another sense.
+    for name in missing_names:
+        for t in name.terms:
+            if t in weights:
+                weights[t] *= MISSING_NAME
+            for page_terms_held in held:
+                page_terms_held.discard(t)
+    total = sum(weights.values()) or 1.0
+    held_sets = [frozenset(h) for h in held]
+    title_terms = [set(tokenize(title_of(p))) for p in paths]
+    by_title = set(named)  # pages the question names by their title (parenthetical aside)
+    is_named = [p in by_title or (bool(tt) and len(tt & asked) / len(tt) >= TITLE_NAMED)
+                for p, tt in zip(paths, title_terms)]
 
     def holds_title(i: int, j: int) -> bool:  # page i's text holds every term of page j's title
         return bool(title_terms[j]) and all(i in look_up(t)[1] for t in title_terms[j])
 
-    best = max(range(len(hits)), key=lambda i: (sum(weights[t] for t in held[i]), -i))
-    best_terms, pages = held[best], (hits[best].path,)
-    for i in range(len(hits)):
-        for j in range(i + 1, len(hits)):
-            if not ((named[i] and named[j]) or holds_title(i, j) or holds_title(j, i)):
+    best = max(range(len(paths)), key=lambda i: (sum(weights[t] for t in held_sets[i]), -i))
+    best_terms, pages = held_sets[best], (paths[best],)
+    for i in range(len(paths)):
+        for j in range(i + 1, len(paths)):
+            if not ((is_named[i] and is_named[j]) or holds_title(i, j) or holds_title(j, i)):
                 continue
-            union = held[i] | held[j]
+            union = held_sets[i] | held_sets[j]
             if sum(weights[t] for t in union) > sum(weights[t] for t in best_terms) + 1e-9:
-                best_terms, pages = union, (hits[i].path, hits[j].path)
+                best_terms, pages = union, (paths[i], paths[j])
     weight = sum(weights[t] for t in best_terms)
-    return Coverage(weight / total, weight / rarest, pages, tuple(missing))
+    # Many rare words found speak for a question only when some of what it names is there: when
+    # every name it gives is missing, it is about something else ("... in the V8 Liftoff compiler").
+    rare_terms = 0.0 if missing_names and len(missing_names) == len(names) else weight / rarest
+    return Coverage(weight / total, rare_terms, pages, tuple(missing), tuple(m.text for m in missing_names))
+
+
+def _indexed(index: LexicalIndex, path: str) -> bool:
+    try:
+        index.position(path)
+    except KeyError:
+        return False
+    return True
+
+
+def _names_not_held(index: LexicalIndex, names: list[Name], paths: list[str], held: list[set[str]],
+                    title_of: Callable[[str], str], text_of: Callable[[str], str]) -> list[Name]:
+    """The ``names`` a question gives that no page mentions (``offline.names.mentions``). Also
+    takes a name's terms out of ``held[i]`` when candidate page ``paths[i]`` holds its words but
+    does not name it (the words of "Zach Bogosian" on a page about Zach Crowell)."""
+    texts: dict[str, str] = {}
+
+    def names_it(path: str, name: Name) -> bool:
+        """Whether the page names ``name``; past ``PAGES_READ`` pages read, taken as yes."""
+        if path not in texts:
+            if len(texts) >= PAGES_READ:
+                return True
+            texts[path] = page_terms(title_of(path), text_of(path))
+        return mentions(texts[path], name)
+
+    candidates = {index.position(p): p for p in paths}
+    missing = []
+    for name in names[:MAX_NAMES]:
+        for i, path in enumerate(paths):
+            if set(name.terms) <= held[i] and len(name.terms) > 1 and not names_it(path, name):
+                held[i] -= set(name.terms)
+        holders = _holders(index, name)
+        if holders is None:
+            continue  # too many pages hold its words to read them: taken as mentioned
+        ordered = sorted(holders, key=lambda pos: (pos not in candidates, pos))
+        if len(name.terms) == 1 and ordered:
+            continue
+        if not any(names_it(index.paths[pos], name) for pos in ordered):
+            missing.append(name)
+    return missing
+
+
+def _holders(index: LexicalIndex, name: Name) -> list[int] | None:
+    """Positions of the pages that may mention ``name`` (hold all its terms; for a name of three or
+    more terms, two adjacent ones), or None when there are more than ``NAME_PAGES``."""
+    def having(terms) -> set[int]:
+        found: set[int] | None = None
+        for term in terms:
+            pages = set(index.pages_with(term).tolist())
+            found = pages if found is None else found & pages
+            if not found:
+                return set()
+        return found or set()
+
+    if len(name.terms) < 3:
+        pages = having(name.terms)
+    else:
+        pages = set().union(*(having(pair) for pair in zip(name.terms, name.terms[1:])))
+    pages = {p for p in pages if index.paths[p] is not None}
+    return sorted(pages) if len(pages) <= NAME_PAGES else None

@@ -96,6 +96,11 @@ def _read_body(wiki_dir: Path, entry: CatalogEntry) -> str:
     return body
 
 
+def page_body(wiki_dir: Path, entry: CatalogEntry) -> str:
+    """The text of a page as the index reads it (frontmatter removed; "" when unreadable)."""
+    return _read_body(wiki_dir, entry)[:BODY_CHAR_LIMIT]
+
+
 def _stamps_of(wiki_dir: Path, catalog: Catalog) -> list[tuple[int, int]]:
     """Each entry's file (size, mtime_ns): as the catalog loaded it, else stat-ed now."""
     stamps = catalog.stamps
