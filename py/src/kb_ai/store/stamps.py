@@ -26,7 +26,8 @@ class FileStamps(Mapping):
         if len(entries) != len(stamps):
             raise ValueError("one stamp per entry")
         self._entries = entries
-        self._columns = np.array(stamps, dtype=np.int64).reshape(len(stamps), 2)
+        columns = np.array(stamps, dtype=np.int64)  # (n, 2), its own memory
+        self._columns = columns if len(stamps) else np.zeros((0, 2), dtype=np.int64)
         self._by_path: NameIndex | None = None  # built at the first lookup by path
 
     def _position(self, path: object) -> int | None:
