@@ -76,26 +76,23 @@ class TitleMentions:
         ``New York``)."""
         found: dict[str, None] = {}
         tokens = [(m.group(0), m.group(0).casefold()) for m in _WORD.finditer(text[:MAX_SCAN_CHARS])]
-        # every word sequence that could be a mention (starting at a capital or a digit), looked
-        # up at once; then, left to right, the longest one that names a page at each position
-        candidates: dict[str, None] = {}
-        for i, (first, _) in enumerate(tokens):
-            if first[0].isupper() or first[0].isdigit():
-                for n in range(min(self.longest, len(tokens) - i), 0, -1):
-                    candidates[" ".join(t for _, t in tokens[i:i + n])] = None
-        named = {key: paths for key, paths in zip(candidates, self.keys.many(list(candidates))) if paths}
-        i = 0
-        while i < len(tokens):
-            first = tokens[i][0]
-            step = 1
-            if named and (first[0].isupper() or first[0].isdigit()):
-                for n in range(min(self.longest, len(tokens) - i), 0, -1):
-                    paths = named.get(" ".join(t for _, t in tokens[i:i + n]))
-                    if paths:
-                        found.update(dict.fromkeys(paths))
-                        step = n
-                        break
-            i += step
+        # the word sequences that could be a mention (from each word starting with a capital or a
+        # digit, longest first), looked up at once; then, left to right, the longest one that
+        # names a page at each position
+        starts = [(i, [" ".join(t for _, t in tokens[i:i + n]) for n in range(min(self.longest, len(tokens) - i), 0, -1)])
+                  for i, (word, _) in enumerate(tokens) if word[0].isupper() or word[0].isdigit()]
+        present = iter(self.keys.maybe([key for _, keys in starts for key in keys]))
+        after = 0  # the first position not inside a mention found already
+        for i, keys in starts:
+            hits = [next(present) for _ in keys]
+            if i < after:
+                continue
+            for key, hit in zip(keys, hits):
+                paths = self.keys.paths(key) if hit else None
+                if paths:
+                    found.update(dict.fromkeys(paths))
+                    after = i + key.count(" ") + 1
+                    break
         return list(found)
 
 

@@ -67,6 +67,14 @@ class NameIndex(Mapping):
         return (np.searchsorted(self._hashes, h, side="left").tolist(),
                 np.searchsorted(self._hashes, h, side="right").tolist())
 
+    def maybe(self, names: Sequence[str]) -> list[bool]:
+        """For each name, whether an entry may have it (its hash is here: one numpy search for the
+        batch). False is certain; True is checked by ``paths`` (a collision has no paths)."""
+        if not names:
+            return []
+        lo, hi = self._ranges(names)
+        return [b > a for a, b in zip(lo, hi)]
+
     def paths(self, name: str) -> list[str]:
         """The paths of the pages named ``name``, in catalog order ([] for none)."""
         lo, hi = self._range(name)
