@@ -374,12 +374,31 @@ class LexicalIndex:
         """The same index, scoring only ``paths`` (a topic's pages, what one user may read)."""
         mask = np.zeros(len(self.paths), dtype=bool)
         mask[[at for at in self._position.first_positions(list(paths)) if at is not None]] = True
+        if self._stats_mask is not None:
+            mask &= self._stats_mask  # a part of a reader's view stays inside it
         view = object.__new__(LexicalIndex)
         view.__dict__.update(self.__dict__)
         view._mask = mask
         return view
 
     _mask: np.ndarray | None = None
+    # A reader's view (``as_view``): the pages whose statistics count (document frequencies,
+    # page count, average length); None: the index's own statistics.
+    _stats_mask: np.ndarray | None = None
+
+    def as_view(self, paths) -> "LexicalIndex":
+        """The same index scoring ``paths`` only, *as an index built over those pages alone*
+        would: page count, average length and each query term's document frequency come from
+        those pages (counted over them at query time), so nothing outside them — a reader's
+        hidden pages — changes which pages come back, their order or their scores. A view costs a
+        few bytes a page (masks and lengths), not a second index."""
+        view = self.restricted_to(paths)
+        visible = view._mask & view._live
+        view._stats_mask = visible
+        view._n = int(visible.sum())
+        average = float(self._lengths[visible].sum()) / view._n if view._n else 1.0
+        view._norm = K1 * (1 - B + B * self._lengths / (average or 1.0))
+        return view
 
     def _postings(self, term: int) -> tuple[np.ndarray, np.ndarray]:
         base = len(self._indptr) - 1
@@ -398,12 +417,14 @@ class LexicalIndex:
         """Scores by position (a dead page, and a page outside the mask, score 0)."""
         scores = np.zeros(len(self.paths), dtype=np.float64)
         for term in ids:
-            df = int(self._df[term])
-            if df <= 0:
+            if int(self._df[term]) <= 0:
                 continue
             docs, tfs = self._postings(term)
-            alive = self._live[docs]
+            alive = self._live[docs] if self._stats_mask is None else self._stats_mask[docs]
             docs, tfs = docs[alive], tfs[alive].astype(np.float64)
+            df = int(self._df[term]) if self._stats_mask is None else len(docs)
+            if df <= 0:
+                continue
             scores[docs] += idf(df, self._n) * tfs / (tfs + self._norm[docs])
         return scores if self._mask is None else np.where(self._mask, scores, 0.0)
 

@@ -15,6 +15,7 @@ import os
 import re
 import stat
 import threading
+import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 from collections.abc import Mapping
@@ -151,6 +152,10 @@ class Catalog:
     # outside it): ``key`` names the kind of reader (stable across catalog versions, for caches
     # on disk). "" for a full catalog.
     key: str = ""
+    # A reader's view: the catalog it was cut from (a weak reference: the full catalog keeps its
+    # views in ``derived``), so its keyword index can be the full one scored as the view
+    # (``LexicalIndex.as_view``) rather than a second index. None otherwise.
+    cut_from: "weakref.ref[Catalog] | None" = field(default=None, repr=False, compare=False)
     # Everything computed from this catalog version (readers' views, keyword and topic indexes,
     # topic subsets): kept here, so it lives and dies with the version (store/derived.py).
     derived: Derived = field(default_factory=Derived, repr=False, compare=False)
@@ -209,7 +214,7 @@ class Catalog:
             if len(entries) == len(self.entries):
                 return None  # sees everything: this catalog (not kept in itself: no cycle)
             # warnings name files; a reader sees none of them
-            return Catalog(entries, [], self.stamps, key=_view_key(reader))
+            return Catalog(entries, [], self.stamps, key=_view_key(reader), cut_from=weakref.ref(self))
 
         view = self.derived.get(("view", reader.key), cut)
         return self if view is None else view  # the same catalog, the same caches
