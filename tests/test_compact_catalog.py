@@ -42,6 +42,9 @@ def test_names_that_share_a_hash_are_still_told_apart():
     assert index.paths(Colliding("Two")) == ["b/two.md"]
     assert index.paths(Colliding("Three")) == [] and Colliding("Three") not in index
     assert index.many([Colliding("Two"), Colliding("One"), Colliding("x")]) == [["b/two.md"], ["a/one.md", "c/one.md"], []]
+    each = NameIndex.one_each(entries, [Colliding(e.title) for e in entries], lambda e: (Colliding(e.title),))
+    assert each.paths(Colliding("One")) == ["a/one.md", "c/one.md"] and each.positions(Colliding("Two")) == [1]
+    assert each.first_positions([Colliding("Three"), Colliding("One")]) == [None, 0]
     first = NameIndex(entries, lambda e: (Colliding(e.title),), first=True)
     assert first[Colliding("One")] == "a/one.md"
     with pytest.raises(KeyError):

@@ -196,7 +196,7 @@ class LexicalIndex:
         """Path -> position: hashes in numpy (store/name_index.py), not a dict of 100,000 paths;
         built when first needed (a cold question that only searches never does)."""
         if self._by_path is None:
-            self._by_path = NameIndex(self.paths, _path_names)
+            self._by_path = NameIndex.one_each(self.paths, self.paths, _path_names)
         return self._by_path
 
     # -- building -------------------------------------------------------------------------------

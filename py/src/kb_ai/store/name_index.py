@@ -35,6 +35,21 @@ class NameIndex(Mapping):
         # words in the longest name (a mention finder's longest n-gram)
         self.longest_name_words = max((name.count(" ") + 1 for name, _ in named), default=0)
 
+    @classmethod
+    def one_each(cls, entries: Sequence, names: Sequence[str | None], names_of: Callable[[object], Iterable[str]]) -> "NameIndex":
+        """The index of entries with one name each, given in entry order (None: no name; a path
+        per page): built without a call per entry (~20 ms for 100,000 names, not ~70).
+        ``names_of`` must give the same names (it checks lookups)."""
+        index = cls.__new__(cls)
+        index._entries, index._names_of, index._first = entries, names_of, False
+        positions = [i for i, name in enumerate(names) if name is not None]
+        h = np.fromiter(map(hash, (names[i] for i in positions)), dtype=np.int64, count=len(positions))
+        order = np.argsort(h, kind="stable")
+        index._hashes = h[order]
+        index._positions = np.array(positions, dtype=np.int32)[order]
+        index.longest_name_words = max((names[i].count(" ") + 1 for i in positions), default=0)
+        return index
+
     def _verified(self, name: str, lo: int, hi: int) -> list[int]:
         entries, names_of = self._entries, self._names_of
         return [p for p in self._positions[lo:hi].tolist() if name in names_of(entries[p])]

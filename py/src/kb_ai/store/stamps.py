@@ -34,7 +34,7 @@ class FileStamps(Mapping):
         if not isinstance(path, str):
             return None
         if self._by_path is None:
-            self._by_path = NameIndex(self._entries, _path_names)
+            self._by_path = NameIndex.one_each(self._entries, [e.path for e in self._entries], _path_names)
         found = self._by_path.positions(path)
         return found[0] if found else None
 
