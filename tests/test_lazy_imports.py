@@ -55,3 +55,29 @@ result = CliRunner().invoke(cli, ["compile", "--kb", {str(sample_kb.root)!r}, "-
 print(result.exit_code, "$" in result.output, "litellm" in sys.modules)
 """
     assert _run(script) == ["0", "True", "False"]
+
+
+def test_a_server_imports_the_mcp_sdk_only_when_an_agent_calls_mcp(sample_kb):
+    """The MCP SDK and its pydantic models (~33 MB) load at the first request to /mcp, not at
+    start-up nor for a chat; then /mcp answers an MCP client (initialize, tools listed), and the
+    app's shutdown (which stops it) raises nothing."""
+    script = f"""
+import sys
+from starlette.testclient import TestClient
+from kb_ai.config import Settings
+from kb_ai.server.app import create_app
+app = create_app(Settings(kb={str(sample_kb.root)!r}))
+with TestClient(app) as client:
+    text = client.post("/api/chat", json={{"question": "How are citations validated?"}}).text
+    print("event: done" in text, "mcp" in sys.modules, "pydantic" in sys.modules)
+    headers = {{"Accept": "application/json, text/event-stream"}}
+    init = client.post("/mcp", headers=headers, json={{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {{
+        "protocolVersion": "2025-06-18", "capabilities": {{}}, "clientInfo": {{"name": "t", "version": "1"}}}}}})
+    session = init.headers.get("mcp-session-id")
+    if session:
+        headers["mcp-session-id"] = session
+    client.post("/mcp", headers=headers, json={{"jsonrpc": "2.0", "method": "notifications/initialized"}})
+    tools = client.post("/mcp", headers=headers, json={{"jsonrpc": "2.0", "id": 2, "method": "tools/list"}})
+    print(init.status_code, "list_pages" in tools.text, "mcp" in sys.modules)
+"""
+    assert _run(script) == ["True", "False", "False", "200", "True", "True"]

@@ -9,7 +9,6 @@ interfaces never branch on the mode: they get a navigator and call it.
 from __future__ import annotations
 
 import logging
-import shutil
 import threading
 from pathlib import Path
 from typing import AsyncIterator, Protocol
@@ -18,7 +17,6 @@ from kb_ai.llm.usage import UsageMeter
 from kb_ai.navigate.records import ReadPage, Selection, Turn
 from kb_ai.offline.lexical import LexicalIndex
 from kb_ai.store.catalog import Catalog
-from kb_ai.files import remove_state_entry
 
 log = logging.getLogger(__name__)
 
@@ -57,18 +55,18 @@ class Navigator(Protocol):
 class LexicalIndexCache:
     """Lexical indexes shared by both navigators (selection fallback, shortlists, offline ranking).
 
-    One index per *root* catalog: the full catalog, and each reader's view (``Catalog.visible_to``),
-    which is indexed over its own pages only — its document frequencies, average length and
-    vocabulary come from nothing that reader may not read, so neither which pages a reader gets
-    back nor their order or scores can depend on hidden text. A topic's pages (a subset of a
-    root) are a mask of the root's index. Each index is kept on the catalog version it was built
-    for (``Catalog.derived``: a new master-index.md is a new catalog object, so a new index) and
-    saved on disk: the full one in ``cache_dir``, a view's in ``<cache_dir>-views/<view key>/``.
+    One index: the full catalog's, saved in ``cache_dir``. A reader's view (``Catalog.visible_to``)
+    scores with it as an index built over the view's pages alone would (``LexicalIndex.as_view``:
+    document frequencies, page count and average length counted over the view's pages; a word
+    only hidden pages hold is unknown), so neither which pages a reader gets back nor their order
+    or scores can depend on hidden text — at the cost of a few bytes a page per kind of reader,
+    not a second index (~45 MB and a full read of the wiki at 100,000 articles). A topic's pages
+    (a subset of a root) are a mask of the root's index (of the view, for a view's topic). Each
+    is kept on the catalog version it was made for (``Catalog.derived``: a new master-index.md is
+    a new catalog object, so a new index).
 
     Called from worker threads (never on a server's event loop): each index is loaded or built
     once (``Derived`` builds a key once), and loaded, built and saved by one thread at a time."""
-
-    VIEWS_ON_DISK = 32
 
     def __init__(self, wiki_dir: Path, cache_dir: Path | None):
         self.wiki_dir = wiki_dir
@@ -82,36 +80,14 @@ class LexicalIndexCache:
         (it may read every page): call it in a worker thread from async code."""
         root = catalog.root
         if catalog is root:
+            full = root.cut_from() if root.cut_from is not None else None
+            if full is not None:  # a reader's view: the full index, scored as if built over the view
+                return root.derived.get(self._key, lambda: self.get(full).as_view(root.by_path))
             return root.derived.get(self._key, lambda: self._load_or_build(root))
         return catalog.derived.get(self._key, lambda: self.get(root).restricted_to(catalog.by_path))
 
     def _load_or_build(self, root: Catalog) -> LexicalIndex:
+        # Saved: the full catalog's index. A view whose full catalog is gone (replaced while a
+        # question held the view) is built over its own pages, in memory only.
         with self._disk:
-            return LexicalIndex.load_or_build(self.wiki_dir, root, self._folder_for(root))
-
-    def _folder_for(self, root: Catalog) -> Path | None:
-        if self.cache_dir is None or not root.key:
-            return self.cache_dir
-        views = self.cache_dir.with_name(self.cache_dir.name + "-views")
-        _prune(views, self.VIEWS_ON_DISK - 1, keep=root.key)
-        return views / root.key
-
-
-def _prune(folder: Path, keep_at_most: int, keep: str) -> None:
-    """Remove the least recently written saved view indexes beyond ``keep_at_most`` (readers'
-    kinds come and go; their indexes should not pile up)."""
-    if folder.is_symlink():
-        # kaas never makes this folder a link: pruning through one would delete folders elsewhere.
-        log.warning("%s is a link, not kaas's folder of saved indexes; removed (the link only)", folder)
-        remove_state_entry(folder)
-        return
-    try:
-        saved = [p for p in folder.iterdir()
-                 if p.is_dir() and not p.is_symlink() and "." not in p.name and p.name != keep]
-    except OSError:
-        return
-    if len(saved) <= keep_at_most:
-        return
-    saved.sort(key=lambda p: p.stat().st_mtime_ns if p.exists() else 0)
-    for stale in saved[: len(saved) - keep_at_most]:
-        shutil.rmtree(stale, ignore_errors=True)
+            return LexicalIndex.load_or_build(self.wiki_dir, root, None if root.key else self.cache_dir)

@@ -43,6 +43,8 @@ from kb_ai.offline.text import tokenize
 from kb_ai.store.access import parse_access
 from kb_ai.store.articles import read_article_text, split_frontmatter
 from kb_ai.store.catalog import Catalog, CatalogEntry
+from kb_ai.store.name_index import NameIndex
+from kb_ai.store.stamps import FileStamps
 from kb_ai.files import (
     DamagedFileError,
     atomic_write_text,
@@ -99,15 +101,23 @@ def page_body(wiki_dir: Path, entry: CatalogEntry) -> str:
     return _read_body(wiki_dir, entry)[:BODY_CHAR_LIMIT]
 
 
-def _stamp_of(wiki_dir: Path, catalog: Catalog, path: str) -> tuple[int, int]:
-    stamp = catalog.stamps.get(path) if catalog.stamps is not None else None
-    if stamp is None:
-        try:
-            st = os.stat(f"{wiki_dir}/{path}")
-            stamp = (st.st_size, st.st_mtime_ns)
-        except OSError:
-            stamp = (-1, -1)
-    return stamp
+def _stamps_of(wiki_dir: Path, catalog: Catalog) -> list[tuple[int, int]]:
+    """Each entry's file (size, mtime_ns): as the catalog loaded it, else stat-ed now."""
+    stamps = catalog.stamps
+    if isinstance(stamps, FileStamps):
+        known = stamps.in_order(catalog.entries)
+    else:
+        known = [stamps.get(e.path) if stamps is not None else None for e in catalog.entries]
+    out = []
+    for entry, stamp in zip(catalog.entries, known):
+        if stamp is None:
+            try:
+                st = os.stat(f"{wiki_dir}/{entry.path}")
+                stamp = (st.st_size, st.st_mtime_ns)
+            except OSError:
+                stamp = (-1, -1)
+        out.append(stamp)
+    return out
 
 
 def _page_key(entry: CatalogEntry, stamp: tuple[int, int]) -> int:
@@ -125,12 +135,26 @@ def catalog_fingerprint(wiki_dir: Path, catalog: Catalog) -> str:
         digest.update(f"identity:{catalog.identity}".encode())
         return digest.hexdigest()
     parts = []
-    for entry in catalog.entries:
-        stamp = _stamp_of(wiki_dir, catalog, entry.path)
+    for entry, stamp in zip(catalog.entries, _stamps_of(wiki_dir, catalog)):
         parts.append(f"{entry.path}\x00{entry.title}\x00{entry.summary}\x00{entry.topic}\x00{entry.access}\x00"
                      f"{stamp[0]}:{stamp[1]}\n")
     digest.update("".join(parts).encode("utf-8", "surrogatepass"))
     return digest.hexdigest()
+
+
+def _path_names(path: str | None) -> tuple[str, ...]:
+    return () if path is None else (path,)
+
+
+def _interned(paths: list[str], catalog: Catalog) -> list[str | None]:
+    """Paths read from disk, each replaced by the catalog's own equal string where it lists the
+    page ("" -> None: a page taken out): one copy of 100,000 path strings in a server, not two."""
+    by_path = catalog.by_path
+    out: list[str | None] = []
+    for path in paths:
+        entry = by_path.get(path) if path else None
+        out.append(entry.path if entry is not None else (path or None))
+    return out
 
 
 def idf(df: int, n: int) -> float:
@@ -165,8 +189,15 @@ class LexicalIndex:
         total = float(self._lengths[self._live].sum()) if self._n else 0.0
         average = (total / self._n) if self._n else 1.0
         self._norm = K1 * (1 - B + B * self._lengths / (average or 1.0))
-        self._position = dict(zip(self.paths, range(len(self.paths))))
-        self._position.pop(None, None)
+        self._by_path: NameIndex | None = None  # built at the first lookup by path (``_position``)
+
+    @property
+    def _position(self) -> NameIndex:
+        """Path -> position: hashes in numpy (store/name_index.py), not a dict of 100,000 paths;
+        built when first needed (a cold question that only searches never does)."""
+        if self._by_path is None:
+            self._by_path = NameIndex.one_each(self.paths, self.paths, _path_names)
+        return self._by_path
 
     # -- building -------------------------------------------------------------------------------
 
@@ -178,8 +209,8 @@ class LexicalIndex:
         freqs: list[np.ndarray] = []
         lengths = np.zeros(len(catalog.entries), dtype=np.float64)
         keys = np.zeros(len(catalog.entries), dtype=np.uint64)
-        for position, entry in enumerate(catalog.entries):
-            stamp = _stamp_of(wiki_dir, catalog, entry.path)  # before reading: a later edit changes the key
+        stamps = _stamps_of(wiki_dir, catalog)  # before reading: a later edit changes the key
+        for position, (entry, stamp) in enumerate(zip(catalog.entries, stamps)):
             terms = _entry_terms(entry, _read_body(wiki_dir, entry) if with_bodies else "")
             counts = Counter(terms)
             lengths[position] = len(terms)
@@ -203,7 +234,7 @@ class LexicalIndex:
         if cache_dir is None or not catalog.entries:
             return cls.build(wiki_dir, catalog)
         fingerprint = catalog_fingerprint(wiki_dir, catalog)
-        loaded, current = cls._load(cache_dir, fingerprint)
+        loaded, current = cls._load(cache_dir, fingerprint, catalog)
         if loaded is not None and current and loaded._lists(catalog):
             return loaded
         index = loaded.updated(wiki_dir, catalog) if loaded is not None else None
@@ -220,13 +251,12 @@ class LexicalIndex:
         gone and putting in the changed and new ones; None when that is too many pages to be
         worth it (rebuild). Ranks exactly as ``build(catalog)`` would."""
         wanted: dict[str, tuple[CatalogEntry, tuple[int, int], int]] = {}
-        for entry in catalog.entries:
-            stamp = _stamp_of(wiki_dir, catalog, entry.path)
+        for entry, stamp in zip(catalog.entries, _stamps_of(wiki_dir, catalog)):
             wanted[entry.path] = (entry, stamp, _page_key(entry, stamp))
         out = [i for i, p in enumerate(self.paths)
                if p is not None and (p not in wanted or wanted[p][2] != int(self._keys[i]))]
         put_in = [w for path, w in wanted.items()
-                  if path not in self._position or w[2] != int(self._keys[self._position[path]])]
+                  if (at := self._position_of(path)) is None or w[2] != int(self._keys[at])]
         if len(out) + len(put_in) > max(UPDATE_AT_MOST, len(catalog.entries) // 50):
             return None
         index = self._copy()
@@ -240,7 +270,8 @@ class LexicalIndex:
     def _lists(self, catalog: Catalog) -> bool:
         """Whether this index's pages are exactly the catalog's (a saved index whose fingerprint
         matches but whose pages do not was damaged: it is updated to the catalog instead)."""
-        return len(self._position) == len(catalog.entries) and self._position.keys() == catalog.by_path.keys()
+        live = [p for p in self.paths if p is not None]
+        return len(live) == len(catalog.entries) == len(set(live)) and all(p in catalog.by_path for p in live)
 
     def _copy(self) -> "LexicalIndex":
         """A copy that can be changed while this one keeps serving (the arrays of the last full
@@ -315,7 +346,7 @@ class LexicalIndex:
             pass
 
     @classmethod
-    def _load(cls, cache_dir: Path, fingerprint: str) -> "tuple[LexicalIndex | None, bool]":
+    def _load(cls, cache_dir: Path, fingerprint: str, catalog: Catalog) -> "tuple[LexicalIndex | None, bool]":
         """The saved index and whether its fingerprint is ``fingerprint``; (None, False) when
         there is none (quietly) or it is damaged (with a warning)."""
         try:
@@ -324,7 +355,7 @@ class LexicalIndex:
                 return None, False
             if stored != fingerprint.encode() and not os.path.lexists(cache_dir / "kaas-paths.txt"):
                 return None, False  # an index of an earlier format (bm25s's files): rebuilt quietly
-            paths = [p or None for p in split_texts(read_state_bytes(cache_dir / "kaas-paths.txt", MAX_INDEX_FILE_BYTES))]
+            paths = _interned(split_texts(read_state_bytes(cache_dir / "kaas-paths.txt", MAX_INDEX_FILE_BYTES)), catalog)
             words = split_texts(read_state_bytes(cache_dir / "kaas-vocab.txt", MAX_INDEX_FILE_BYTES))
             extra = read_state_json(cache_dir / "kaas-extra.json", MAX_INDEX_FILE_BYTES)
             arrays = {name: load_array(cache_dir / f"{name}.npy") for name in ARRAYS}
@@ -342,13 +373,32 @@ class LexicalIndex:
     def restricted_to(self, paths) -> "LexicalIndex":
         """The same index, scoring only ``paths`` (a topic's pages, what one user may read)."""
         mask = np.zeros(len(self.paths), dtype=bool)
-        mask[[self._position[p] for p in paths if p in self._position]] = True
+        mask[[at for at in self._position.first_positions(list(paths)) if at is not None]] = True
+        if self._stats_mask is not None:
+            mask &= self._stats_mask  # a part of a reader's view stays inside it
         view = object.__new__(LexicalIndex)
         view.__dict__.update(self.__dict__)
         view._mask = mask
         return view
 
     _mask: np.ndarray | None = None
+    # A reader's view (``as_view``): the pages whose statistics count (document frequencies,
+    # page count, average length); None: the index's own statistics.
+    _stats_mask: np.ndarray | None = None
+
+    def as_view(self, paths) -> "LexicalIndex":
+        """The same index scoring ``paths`` only, *as an index built over those pages alone*
+        would: page count, average length and each query term's document frequency come from
+        those pages (counted over them at query time), so nothing outside them — a reader's
+        hidden pages — changes which pages come back, their order or their scores. A view costs a
+        few bytes a page (masks and lengths), not a second index."""
+        view = self.restricted_to(paths)
+        visible = view._mask & view._live
+        view._stats_mask = visible
+        view._n = int(visible.sum())
+        average = float(self._lengths[visible].sum()) / view._n if view._n else 1.0
+        view._norm = K1 * (1 - B + B * self._lengths / (average or 1.0))
+        return view
 
     def _postings(self, term: int) -> tuple[np.ndarray, np.ndarray]:
         base = len(self._indptr) - 1
@@ -367,12 +417,14 @@ class LexicalIndex:
         """Scores by position (a dead page, and a page outside the mask, score 0)."""
         scores = np.zeros(len(self.paths), dtype=np.float64)
         for term in ids:
-            df = int(self._df[term])
-            if df <= 0:
+            if int(self._df[term]) <= 0:
                 continue
             docs, tfs = self._postings(term)
-            alive = self._live[docs]
+            alive = self._live[docs] if self._stats_mask is None else self._stats_mask[docs]
             docs, tfs = docs[alive], tfs[alive].astype(np.float64)
+            df = int(self._df[term]) if self._stats_mask is None else len(docs)
+            if df <= 0:
+                continue
             scores[docs] += idf(df, self._n) * tfs / (tfs + self._norm[docs])
         return scores if self._mask is None else np.where(self._mask, scores, 0.0)
 
@@ -399,7 +451,14 @@ class LexicalIndex:
 
     def position(self, path: str) -> int:
         """The position of ``path`` in ``paths`` (what ``pages_with`` returns)."""
-        return self._position[path]
+        at = self._position_of(path)
+        if at is None:
+            raise KeyError(path)
+        return at
+
+    def _position_of(self, path: str) -> int | None:
+        found = self._position.positions(path)
+        return found[0] if found else None
 
     def pages_with(self, term: str) -> np.ndarray:
         """Positions (in ``paths``) of the live pages whose text holds ``term`` (a tokenized

@@ -150,9 +150,9 @@ def create_app(settings: Settings, *, service: AskService | None = None, web_dir
         concurrency=settings.serve_concurrency, stream_concurrency=min(settings.serve_streams, settings.serve_concurrency)))
     mcp_endpoint = None
     if mcp:
-        from kb_ai.server.mcp import MCPHttpEndpoint
+        from kb_ai.server.mcp_mount import LazyMCPEndpoint
 
-        mcp_endpoint = MCPHttpEndpoint(settings, service)
+        mcp_endpoint = LazyMCPEndpoint(settings, service)  # the MCP SDK is imported at the first /mcp request
     web = Path(web_dir) if web_dir else default_web_dir()
     state = ServerState(settings=settings, service=service, web_dir=web, templates=template_env(web))
     if announce_url:

@@ -15,15 +15,20 @@ import os
 import re
 import stat
 import threading
+import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
+from collections.abc import Mapping
 from typing import Callable
 from urllib.parse import quote, unquote
 
 from kb_ai.errors import ArticleFormatError, UnsafePathError
+from kb_ai.heap import release_free_memory
 from kb_ai.store.access import Reader, format_access
 from kb_ai.store.articles import Article, load_article, iter_article_paths
 from kb_ai.store.derived import Derived
+from kb_ai.store.name_index import NameIndex
+from kb_ai.store.stamps import FileStamps
 from kb_ai.store import snapshot
 from kb_ai.files import NotRegularFileError, append_text, read_regular_bytes, write_text_if_changed
 from kb_ai.store.paths import normalize_wiki_path
@@ -134,7 +139,8 @@ class Catalog:
     warnings: list[str] = field(default_factory=list)
     # (size, mtime_ns) of each entry's file when the catalog was loaded, so that whatever needs
     # to notice article edits (the lexical index) does not stat 100,000 files a second time.
-    stamps: dict[str, tuple[int, int]] | None = None
+    # (``store/stamps.py``: two numpy columns, not a dict of 100,000 tuples)
+    stamps: Mapping[str, tuple[int, int]] | None = None
     # A digest of the entries and their files' stamps, set by ``CatalogStore`` (store/snapshot.py):
     # what the keyword index's saved copy is keyed by. None for a view or a subset.
     identity: str | None = field(default=None, compare=False)
@@ -146,6 +152,10 @@ class Catalog:
     # outside it): ``key`` names the kind of reader (stable across catalog versions, for caches
     # on disk). "" for a full catalog.
     key: str = ""
+    # A reader's view: the catalog it was cut from (a weak reference: the full catalog keeps its
+    # views in ``derived``), so its keyword index can be the full one scored as the view
+    # (``LexicalIndex.as_view``) rather than a second index. None otherwise.
+    cut_from: "weakref.ref[Catalog] | None" = field(default=None, repr=False, compare=False)
     # Everything computed from this catalog version (readers' views, keyword and topic indexes,
     # topic subsets): kept here, so it lives and dies with the version (store/derived.py).
     derived: Derived = field(default_factory=Derived, repr=False, compare=False)
@@ -204,7 +214,7 @@ class Catalog:
             if len(entries) == len(self.entries):
                 return None  # sees everything: this catalog (not kept in itself: no cycle)
             # warnings name files; a reader sees none of them
-            return Catalog(entries, [], self.stamps, key=_view_key(reader))
+            return Catalog(entries, [], self.stamps, key=_view_key(reader), cut_from=weakref.ref(self))
 
         view = self.derived.get(("view", reader.key), cut)
         return self if view is None else view  # the same catalog, the same caches
@@ -217,21 +227,16 @@ class Catalog:
         return len(self.entries)
 
     @functools.cached_property
-    def by_title(self) -> dict[str, str]:
+    def by_title(self) -> Mapping[str, str]:
         """``title_identity`` of a title -> path, the first page of that title (a model answering
-        with a title instead of a path, gold titles in ``kaas eval``)."""
-        found: dict[str, str] = {}
-        for e in self.entries:
-            found.setdefault(title_identity(e.title), e.path)
-        return found
+        with a title instead of a path, gold titles in ``kaas eval``). A ``NameIndex``: hashes in
+        numpy, not 100,000 strings."""
+        return NameIndex(self.entries, _title_names, first=True)
 
     @functools.cached_property
-    def by_stem(self) -> dict[str, list[str]]:
+    def by_stem(self) -> Mapping[str, list[str]]:
         """File name without .md -> paths (for repairing a slug without its topic)."""
-        stems: dict[str, list[str]] = {}
-        for e in self.entries:
-            stems.setdefault(e.path.rsplit("/", 1)[-1].removesuffix(".md"), []).append(e.path)
-        return stems
+        return NameIndex(self.entries, _stem_names)
 
     @functools.cached_property
     def line_chars(self) -> int:
@@ -247,6 +252,14 @@ class Catalog:
     @property
     def topics(self) -> list[str]:
         return sorted({e.topic for e in self.entries})
+
+
+def _title_names(entry: CatalogEntry) -> tuple[str]:
+    return (title_identity(entry.title),)
+
+
+def _stem_names(entry: CatalogEntry) -> tuple[str]:
+    return (entry.path.rsplit("/", 1)[-1].removesuffix(".md"),)
 
 
 def _view_key(reader: Reader) -> str:
@@ -404,6 +417,7 @@ class CatalogStore:
             for warning in catalog.warnings:
                 log.warning("%s", warning)
             self._catalog, self._stamp = catalog, stamp
+            release_free_memory()  # the snapshot's rows or the parsed text, freed (kb_ai/heap.py)
             return catalog
 
     def _load(self, stamp: tuple[int, int, int] | None) -> Catalog:
@@ -455,12 +469,12 @@ class CatalogStore:
         index_id = (stamp[1], stamp[0], stamp[2])
         if known is not None and not save and all(st is not None and st != (-1, -1) for st in stamps):
             # every listed file there (the usual case): the entries as they are, no per-entry work
-            catalog = Catalog(entries, list(warnings), dict(zip([e.path for e in entries], stamps)),
+            catalog = Catalog(entries, list(warnings), FileStamps(entries, stamps),
                               identity=known.identity)
             catalog.__dict__["line_chars"] = known.line_chars
             return catalog
         kept: list[CatalogEntry] = []
-        kept_stamps: dict[str, tuple[int, int]] = {}
+        kept_stamps: list[tuple[int, int]] = []
         parse_warnings, warnings = warnings, list(warnings)
         for entry, st in zip(entries, stamps):
             if st is None or st == (-1, -1):
@@ -468,11 +482,11 @@ class CatalogStore:
                 warnings.append(f"master-index.md lists {entry.path}, which {what} (run `kaas index`)")
                 continue
             kept.append(entry)
-            kept_stamps[entry.path] = st
+            kept_stamps.append(st)
         if known is not None and not save:
-            return Catalog(kept, warnings, kept_stamps, identity=known.identity)
+            return Catalog(kept, warnings, FileStamps(kept, kept_stamps), identity=known.identity)
         rows = [(e.path, e.title, e.summary, e.topic, e.access, e.depends) for e in entries]
-        catalog = Catalog(kept, warnings, kept_stamps, identity=snapshot.identity_of(index_id, rows, stamps))
+        catalog = Catalog(kept, warnings, FileStamps(kept, kept_stamps), identity=snapshot.identity_of(index_id, rows, stamps))
         if self.state_dir is not None and save:
             snapshot.save_snapshot(self.state_dir, snapshot.Snapshot(
                 index_id=index_id, entries=rows, stamps=stamps, warnings=parse_warnings,

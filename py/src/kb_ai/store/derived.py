@@ -20,6 +20,8 @@ import threading
 from collections import OrderedDict
 from typing import Callable, Hashable, TypeVar
 
+from kb_ai.heap import release_free_memory
+
 T = TypeVar("T")
 
 
@@ -60,6 +62,7 @@ class Derived:
                 self._building.pop(key, None)
                 while len(self._items) > self.KEPT:
                     self._items.popitem(last=False)
+            release_free_memory()  # what the build allocated and freed (kb_ai/heap.py)
         return value
 
     def __len__(self) -> int:

@@ -82,10 +82,10 @@ def token_cost(model: str, prompt_tokens: int, completion_tokens: int) -> float 
         return None
 
 
-@functools.lru_cache(maxsize=1)
 def _model_map() -> dict[str, Any]:
     """litellm's model map (context windows, prices), read from the JSON file litellm ships
-    without importing litellm (~0.06 s instead of 7-15 s). Empty when it cannot be found."""
+    without importing litellm (~0.06 s instead of 7-15 s). Empty when it cannot be found. Not
+    kept: the whole map is ~5.5 MB of Python objects; ``model_map_entry`` keeps the entries used."""
     try:
         spec = importlib.util.find_spec("litellm")
         folder = Path(next(iter(spec.submodule_search_locations)))  # type: ignore[union-attr, arg-type]
@@ -95,6 +95,7 @@ def _model_map() -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
+@functools.lru_cache(maxsize=32)
 def model_map_entry(model: str) -> dict[str, Any] | None:
     """``model``'s entry in litellm's model map (also under its name without the provider)."""
     table = _model_map()
