@@ -173,11 +173,13 @@ def create_app(settings: Settings, *, service: AskService | None = None, web_dir
         if announce_url:
             _announce(service.kb.state_dir, announce_url, settings.model, state.proof_secret or "")
         try:
-            if mcp_endpoint is not None:
-                async with mcp_endpoint.running():
+            # One pool of connections to the model for the server's life, closed at shutdown.
+            async with _model_connections(service):
+                if mcp_endpoint is not None:
+                    async with mcp_endpoint.running():
+                        yield
+                else:
                     yield
-            else:
-                yield
         finally:
             if announce_url:
                 _withdraw(service.kb.state_dir)
@@ -240,6 +242,14 @@ def _withdraw(state_dir: Path) -> None:
             target.unlink()
     except (OSError, DamagedFileError):
         pass
+
+
+def _model_connections(service: AskService) -> contextlib.AbstractAsyncContextManager:
+    """The server's model calls share keep-alive connections while it runs (``LLMGateway.pooled``):
+    no new client and TCP connection per call, which under 200 concurrent chats was a large part
+    of each chat's CPU before its first event (docs/benchmarks.md, issue 17)."""
+    gateway = getattr(service.navigator, "gateway", None)
+    return gateway.pooled() if gateway is not None else contextlib.nullcontext()
 
 
 def _prepare_transport(service: AskService) -> None:

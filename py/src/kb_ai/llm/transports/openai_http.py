@@ -9,7 +9,10 @@ Events with one ``chat.completion.chunk`` per ``data:`` line and ``data: [DONE]`
 this module is a request and a JSON parse, read into kaas's ``Reply``/``ReplyChunk`` by the same
 ``replies.reply_of``/``chunks_of`` as litellm's objects. What is read is bounded: a reply body or
 stream at ``Request.max_bytes`` (the gateway derives it from ``max_tokens``), an error body at
-``ERROR_BODY_BYTES``; past that ``ReplyTooLarge``. Errors are httpx's own (``HTTPStatusError``
+``ERROR_BODY_BYTES``; past that ``ReplyTooLarge``. Connections: a call opens its own client and
+connection and closes both, unless its event loop is inside ``pooled()`` (a server's lifetime):
+then the calls of that loop share one client whose keep-alive connections are reused, and which
+is closed when the block ends. Errors are httpx's own (``HTTPStatusError``
 carrying the response, ``ConnectError``, ``ReadTimeout``...) or ``StreamError``, which the
 gateway maps like litellm's (``llm/error_map.py``). httpx is imported on the first call, not
 with this module. Context windows and prices come from litellm's model map file, read without
@@ -18,8 +21,11 @@ importing litellm: this transport never imports litellm.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import functools
 import json
+import weakref
 from typing import TYPE_CHECKING, Any, AsyncIterator
 
 from kb_ai.llm.replies import ERROR_BODY_BYTES, Reply, ReplyChunk, ReplyTooLarge, chunks_of, reply_of
@@ -32,6 +38,15 @@ if TYPE_CHECKING:
 OPENAI_PREFIX = "openai/"
 # Request parameters every OpenAI-compatible chat-completions server takes.
 OPENAI_PARAMS = {"temperature", "max_tokens", "response_format", "stream", "stream_options"}
+# A pooled client's idle connections: kept at most this long (below the 5 s keep-alive of common
+# servers, uvicorn's included, so a connection is not reused just as the server closes it) and at
+# most this many (the gateway's semaphore bounds the calls, not the pool).
+KEEPALIVE_SECONDS = 4.0
+KEEPALIVE_CONNECTIONS = 64
+# After a stream's ``[DONE]``, how much more is read to reach the end of the body (which lets a
+# pooled connection be reused) before the connection is closed instead.
+DRAIN_BYTES = 4096
+DRAIN_SECONDS = 1.0
 
 
 class StreamError(Exception):
@@ -50,6 +65,40 @@ class OpenAIHTTPTransport:
         self.api_base = api_base
         self.api_key = api_key or PLACEHOLDER_API_KEY
         self.timeout = timeout
+        # The shared client of each event loop inside ``pooled()``: a client's connections belong
+        # to the loop that opened them, and one transport serves several loops (tests, the CLI).
+        self._pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = (
+            weakref.WeakKeyDictionary())
+
+    @contextlib.asynccontextmanager
+    async def pooled(self) -> AsyncIterator[None]:
+        """While this block runs, the calls made on the running event loop share one client and
+        reuse its connections (no client, TLS context or TCP handshake per call); at its end the
+        client and every connection it holds are closed. Calls on other loops are not affected.
+        Nested blocks on the same loop share the outer one's client."""
+        loop = asyncio.get_running_loop()
+        if loop in self._pools:
+            yield
+            return
+        import httpx  # noqa: PLC0415
+
+        client = _client(self.timeout, limits=httpx.Limits(
+            max_connections=None, max_keepalive_connections=KEEPALIVE_CONNECTIONS,
+            keepalive_expiry=KEEPALIVE_SECONDS))
+        self._pools[loop] = client
+        try:
+            yield
+        finally:
+            if self._pools.get(loop) is client:
+                del self._pools[loop]
+            await client.aclose()
+
+    def _client_for_call(self) -> tuple[httpx.AsyncClient, bool]:
+        """The running loop's pooled client (False: not ours to close), or a new one (True)."""
+        client = self._pools.get(asyncio.get_running_loop())
+        if client is not None and not client.is_closed:
+            return client, False
+        return _client(self.timeout), True
 
     def where(self) -> str:
         return f"the LLM server at {self.api_base}"
@@ -87,13 +136,17 @@ class OpenAIHTTPTransport:
 
     async def complete(self, request: Request) -> Reply:
         """One chat completion: the reply, read from at most ``request.max_bytes`` of JSON."""
-        async with _client(self.timeout) as client:
+        client, owned = self._client_for_call()
+        try:
             response = await client.send(self._request(client, request, stream=False), stream=True)
             try:
                 await _raise_for_status(response)
                 body = await _read(response, request.max_bytes)
             finally:
                 await response.aclose()
+        finally:
+            if owned:
+                await client.aclose()
         try:
             payload = _json(body)
         except (ValueError, RecursionError):
@@ -107,19 +160,21 @@ class OpenAIHTTPTransport:
         """Send the request (raising on an HTTP error status) and return the iterator of chunks.
         At most ``request.max_bytes`` of the stream are read. The iterator is an async
         generator: ``aclose()`` releases the connection."""
-        client = _client(self.timeout)
+        client, owned = self._client_for_call()
         try:
             response = await client.send(self._request(client, request, stream=True), stream=True)
         except BaseException:
-            await client.aclose()
+            if owned:
+                await client.aclose()
             raise
         try:
             await _raise_for_status(response)
         except BaseException:
             await response.aclose()
-            await client.aclose()
+            if owned:
+                await client.aclose()
             raise
-        return _chunks(client, response, request.max_bytes, self.where())
+        return _chunks(client if owned else None, response, request.max_bytes, self.where())
 
 
 @functools.lru_cache(maxsize=1)
@@ -131,11 +186,11 @@ def _ssl_context():
     return httpx.create_ssl_context()
 
 
-def _client(timeout: float) -> httpx.AsyncClient:
-    # A client per call: it belongs to the running event loop, and a gateway outlives loops.
+def _client(timeout: float, limits: httpx.Limits | None = None) -> httpx.AsyncClient:
     import httpx  # noqa: PLC0415 (imported on the first call)
 
-    return httpx.AsyncClient(timeout=httpx.Timeout(timeout or 60.0), verify=_ssl_context())
+    return httpx.AsyncClient(timeout=httpx.Timeout(timeout or 60.0), verify=_ssl_context(),
+                             **({"limits": limits} if limits is not None else {}))
 
 
 async def _read(response: httpx.Response, max_bytes: int) -> bytes:
@@ -165,12 +220,12 @@ def _json(body: bytes) -> Any:
     return json.loads(body.decode("utf-8", "replace"))
 
 
-async def _lines(response: httpx.Response, max_bytes: int) -> AsyncIterator[str]:
-    """The lines of a response, counting every byte against ``max_bytes`` (so a single line
-    that never ends is as bounded as a stream that never ends): ReplyTooLarge past it."""
+async def _lines(pieces: AsyncIterator[bytes], max_bytes: int) -> AsyncIterator[str]:
+    """The lines of a response's body, counting every byte against ``max_bytes`` (so a single
+    line that never ends is as bounded as a stream that never ends): ReplyTooLarge past it."""
     buffer = bytearray()
     total = 0
-    async for piece in response.aiter_bytes():
+    async for piece in pieces:
         total += len(piece)
         if total > max_bytes:
             raise ReplyTooLarge(max_bytes)
@@ -186,14 +241,19 @@ async def _lines(response: httpx.Response, max_bytes: int) -> AsyncIterator[str]
         yield bytes(buffer).rstrip(b"\r").decode("utf-8", "replace")
 
 
-async def _chunks(client: httpx.AsyncClient, response: httpx.Response, max_bytes: int,
+async def _chunks(client: httpx.AsyncClient | None, response: httpx.Response, max_bytes: int,
                   where: str) -> AsyncIterator[ReplyChunk]:
+    """The stream's chunks; at the end the response is closed (its connection goes back to a
+    pooled client, or is closed) and ``client`` too, when the call opened its own."""
+    pieces = response.aiter_bytes()
     try:
-        async for line in _lines(response, max_bytes):
+        async for line in _lines(pieces, max_bytes):
             if not line.startswith("data:"):
                 continue  # blank separators, comments, event names
             data = line[5:].strip()
             if data == "[DONE]":
+                if client is None:
+                    await _finish(pieces)
                 return
             try:
                 payload = json.loads(data)
@@ -208,7 +268,21 @@ async def _chunks(client: httpx.AsyncClient, response: httpx.Response, max_bytes
                 yield chunk
     finally:
         await response.aclose()
-        await client.aclose()
+        if client is not None:
+            await client.aclose()
+
+
+async def _finish(pieces: AsyncIterator[bytes]) -> None:
+    """Read what follows ``[DONE]`` (normally only the end of the body) so that the connection
+    can go back to the pool: a response closed before its end closes its connection. At most
+    ``DRAIN_BYTES`` and ``DRAIN_SECONDS``; past either the connection is simply closed."""
+    extra = 0
+    with contextlib.suppress(Exception):
+        async with asyncio.timeout(DRAIN_SECONDS):
+            async for piece in pieces:
+                extra += len(piece)
+                if extra > DRAIN_BYTES:
+                    return
 
 
 def _error_message(detail: str, status: int) -> str:
