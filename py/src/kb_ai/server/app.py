@@ -135,7 +135,8 @@ async def wiki_root_redirect(request: Request) -> Response:
 def create_app(settings: Settings, *, service: AskService | None = None, web_dir: Path | None = None,
                allowed_hosts: Sequence[str] | None = None, watch_interval: float | None = None,
                warm_up: bool = False, extra_routes: Sequence[BaseRoute] = (), mcp: bool = True,
-               announce_url: str | None = None) -> Starlette:
+               announce_url: str | None = None, proof_secret: str | None = None,
+               mcp_stateless: bool = False) -> Starlette:
     """The KaaS HTTP app for ``settings``.
 
     ``service`` replaces the navigator the settings call for (tests, benchmarks);
@@ -143,7 +144,9 @@ def create_app(settings: Settings, *, service: AskService | None = None, web_dir
     on hand edits; ``warm_up`` prepares the model's transport at start-up, not at the first question;
     ``extra_routes`` are mounted too; ``mcp`` serves the MCP tools over streamable HTTP at ``/mcp``;
     ``announce_url`` is written to ``.kaas/server.json`` while the app runs, so that ``kaas ask``
-    can send its questions here instead of loading everything itself."""
+    can send its questions here instead of loading everything itself; ``proof_secret`` is the
+    secret of an announcement written by someone else (the parent of worker processes);
+    ``mcp_stateless`` keeps no MCP session between requests (several worker processes)."""
     # A server's model calls in flight, all users together: sized for serving (server/limits.py).
     service = service or build_service(settings.with_overrides(
         concurrency=settings.serve_concurrency, stream_concurrency=min(settings.serve_streams, settings.serve_concurrency)))
@@ -151,13 +154,15 @@ def create_app(settings: Settings, *, service: AskService | None = None, web_dir
     if mcp:
         from kb_ai.server.mcp import MCPHttpEndpoint
 
-        mcp_endpoint = MCPHttpEndpoint(settings, service)
+        mcp_endpoint = MCPHttpEndpoint(settings, service, stateless=mcp_stateless)
     web = Path(web_dir) if web_dir else default_web_dir()
     state = ServerState(settings=settings, service=service, web_dir=web, templates=template_env(web))
     if announce_url:
         from kb_ai.server.remote import new_secret
 
         state.proof_secret = new_secret()
+    elif proof_secret:
+        state.proof_secret = proof_secret
     if watch_interval:
         state.watcher = WikiWatcher(service.kb, watch_interval, lambda: state.save_lock, warm=service.warm,
                                     on_change=state.changes.publish)
@@ -272,9 +277,26 @@ def hosts_for(host: str) -> list[str] | None:
     return None
 
 
+@dataclass(frozen=True)
+class WorkerApp:
+    """The app of one worker process of ``kaas serve --workers N``: uvicorn sends this object
+    (pickled) to each worker, which calls it to build its own app — its own event loop, model
+    connections, catalog cache, watcher and per-user counters. The announcement in
+    ``.kaas/server.json`` is the parent's; every worker proves it with the same secret."""
+
+    settings: Settings
+    host: str
+    proof_secret: str | None
+
+    def __call__(self) -> Starlette:
+        return create_app(self.settings, allowed_hosts=hosts_for(self.host), watch_interval=WATCH_SECONDS,
+                          warm_up=True, proof_secret=self.proof_secret, mcp_stateless=True)
+
+
 def run_server(settings: Settings, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, *,
-               log_level: str = "info") -> None:
-    """Serve the app with uvicorn until interrupted (``kaas serve``)."""
+               log_level: str = "info", workers: int = 1) -> None:
+    """Serve the app with uvicorn until interrupted (``kaas serve``); ``workers`` > 1 runs that
+    many processes on one listening socket (uvicorn's supervisor restarts one that dies)."""
     import uvicorn
 
     if host not in LOOPBACK_HOSTS and not host.startswith("127.") and not UserDirectory(settings.kb, settings.api_token).required():
@@ -283,7 +305,35 @@ def run_server(settings: Settings, host: str = DEFAULT_HOST, port: int = DEFAULT
     loopback = host in LOOPBACK_HOSTS or host.startswith("127.")
     bracketed = f"[{host}]" if ":" in host else host
     announce = f"http://{'127.0.0.1' if host == 'localhost' else bracketed}:{port}" if loopback and port else None
+    if workers > 1:
+        _run_workers(settings, host, port, workers, announce, log_level)
+        return
     app = create_app(settings, allowed_hosts=hosts_for(host), watch_interval=WATCH_SECONDS, warm_up=True,
                      announce_url=announce)
     uvicorn.run(app, host=host, port=port, log_level=log_level, proxy_headers=False,
                 timeout_graceful_shutdown=5)
+
+
+def _run_workers(settings: Settings, host: str, port: int, workers: int, announce: str | None,
+                 log_level: str) -> None:
+    """uvicorn's own multi-process supervisor, given a picklable app factory (``WorkerApp``)
+    instead of an import string, so the workers get exactly these settings."""
+    import uvicorn
+    from uvicorn.supervisors import Multiprocess
+
+    from kb_ai.server.remote import new_secret
+
+    secret = new_secret() if announce else None
+    state_dir = KnowledgeBase(settings.kb).state_dir
+    config = uvicorn.Config(WorkerApp(settings, host, secret), factory=True, host=host, port=port,
+                            workers=workers, log_level=log_level, proxy_headers=False,
+                            timeout_graceful_shutdown=5)
+    sock = config.bind_socket()
+    if announce:
+        _announce(state_dir, announce, settings.model, secret or "")
+    try:
+        Multiprocess(config, sockets=[sock]).run()
+    finally:
+        if announce:
+            _withdraw(state_dir)
+        sock.close()

@@ -393,6 +393,19 @@ class CatalogStore:
             return None
         return (st.st_mtime_ns, st.st_size, st.st_ino) if stat.S_ISREG(st.st_mode) else None
 
+    def loaded(self) -> Catalog | None:
+        """The catalog already in memory if it is still current (one stat), else None — never
+        loads and never waits for a load in progress: cheap enough for an event loop."""
+        stamp = self._current_stamp()
+        if not self._lock.acquire(blocking=False):
+            return None
+        try:
+            if self._catalog is not None and stamp == self._stamp and stamp is not None:
+                return self._catalog
+            return None
+        finally:
+            self._lock.release()
+
     def get(self) -> Catalog:
         stamp = self._current_stamp()
         with self._lock:
