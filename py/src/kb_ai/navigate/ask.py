@@ -68,7 +68,6 @@ class AskService:
     # The kinds of readers who asked lately (by ``Reader.key``), most recent last: their views of
     # the catalog are warmed too, so a reader who may not read everything does not wait either.
     recent_readers: OrderedDict = field(default_factory=OrderedDict, repr=False)
-    preflight_passed: bool = False  # the navigator's check passed once (it checks settings only)
 
     RECENT_READERS = 8  # kinds of readers warmed after a re-index (each view is a keyword index)
 
@@ -232,14 +231,9 @@ async def ask_events(service: AskService, request: AskRequest) -> AsyncIterator[
         if catalog is None:
             catalog = await anyio.to_thread.run_sync(_catalog_for, service.kb, request.reader)
         service.asked_by(request.reader)
-        # A model that cannot be called at all fails here, before any work. In a worker thread the
-        # first time: the first check of a litellm model imports litellm (seconds), which must not
-        # stall other streams; once passed, the check (of settings only) is repeated inline.
-        if service.preflight_passed:
-            navigator.preflight()
-        else:
-            await anyio.to_thread.run_sync(navigator.preflight)
-            service.preflight_passed = True
+        # A model that cannot be called at all fails here, before any work. In a worker thread: the
+        # first check of a litellm model imports litellm (seconds), which must not stall other streams.
+        await anyio.to_thread.run_sync(navigator.preflight)
         max_pages = request.max_pages or service.settings.max_pages
 
         fallback = _fallback_allowed(service, request)
