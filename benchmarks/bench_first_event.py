@@ -140,6 +140,7 @@ def main() -> None:
     parser.add_argument("--setup", action="append", default=[])
     parser.add_argument("--sequential", action="store_true", help="chats one at a time (CPU per chat)")
     parser.add_argument("--profile", type=Path, help="py-spy record each server into this folder")
+    parser.add_argument("--profile-seconds", type=int, default=0, help="only the first N seconds (the burst's start)")
     args = parser.parse_args()
     setups = [parse_setup(s) for s in args.setup] or [("this tree", "", {})]
 
@@ -180,8 +181,9 @@ def main() -> None:
                         if args.profile:
                             args.profile.mkdir(parents=True, exist_ok=True)
                             target = args.profile / f"{label.replace(' ', '_')}-{round_}.txt"
+                            duration = ["-d", str(args.profile_seconds)] if args.profile_seconds else []
                             spy = subprocess.Popen([str(Path(sys.executable).parent / "py-spy"), "record", "-s",
-                                                    "-f", "raw", "-r", "200", "-o", str(target), "-p",
+                                                    "-f", "raw", "-r", "200", *duration, "-o", str(target), "-p",
                                                     str(server.proc.pid)], stdout=subprocess.DEVNULL,
                                                    stderr=subprocess.DEVNULL)
                             time.sleep(1.0)

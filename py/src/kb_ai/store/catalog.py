@@ -238,6 +238,11 @@ class Catalog:
         """Characters of all catalog lines: what showing the whole catalog to a model costs."""
         return sum(len(e.line()) for e in self.entries)
 
+    @property
+    def line_chars_known(self) -> bool:
+        """``line_chars`` is already computed (reading it costs nothing; a loaded catalog has it)."""
+        return "line_chars" in self.__dict__
+
     def __contains__(self, path: object) -> bool:
         return path in self.by_path
 
