@@ -42,7 +42,7 @@ from bench_server import Process, free_port, ms, one_chat, pct  # noqa: E402
 
 QUESTION = "When was the northern bridge founded?"
 WARM_UP_CHATS = 8
-MARKS = {b"event: status": "status", b"event: pages": "pages", b"event: token": "first_token",
+MARKS = {b"event: status": "status_event", b"event: pages": "pages", b"event: token": "first_token",
          b"event: done": "done", b"event: error": "error_event"}
 
 
@@ -201,7 +201,7 @@ def main() -> None:
                         print(f"| {label} | {round_} | {n} | – | – | – | – | | | | {load} |", flush=True)
                         continue
                     pages = [r["pages"] for r in ok if "pages" in r]
-                    status = [r["status"] for r in ok if "status" in r]
+                    status = [r["status_event"] for r in ok if "status_event" in r]  # the lean client only
                     summary[label].append(pct(pages, .95))
                     print(f"| {label} | {round_} | {n - len(ok)} | {ms(pct(pages, .5))} / {ms(pct(pages, .95))} | "
                           f"{ms(pct(status, .95)) if status else '–'} | "
