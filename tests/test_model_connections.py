@@ -188,3 +188,26 @@ def test_calls_outside_a_pool_leave_no_connection_open(tmp_path):
         asyncio.run(run())
         assert model.wait_closed(1.0) == 0
         assert len(set(model.ports)) == 2
+
+
+def test_a_model_server_closing_idle_connections_early_is_no_error(tmp_path):
+    """A model server whose keep-alive is shorter than the pool's (here 0.2 s): a pooled
+    connection it has closed is not reused; the next call opens a new one and succeeds."""
+    model = CountingModel()
+    model.thread.config.timeout_keep_alive = 0.2
+    with model:
+        gw = gateway(model.api_base)
+
+        async def run() -> list[str]:
+            texts = []
+            async with gw.pooled():
+                for _ in range(3):
+                    texts.append(await gw.complete(MESSAGES, purpose="select", max_tokens=50))
+                    texts.append(await stream_text(gw))
+                    await asyncio.sleep(0.5)  # the server closes the idle connection meanwhile
+            return texts
+
+        texts = asyncio.run(run())
+        assert all(t.strip() for t in texts)
+        assert len(set(model.ports)) == 3  # one connection per round: closed by the server between
+        assert model.wait_closed() == 0
