@@ -46,6 +46,14 @@ def children(pid: int) -> list[int]:
     return found
 
 
+def alive(pid: int) -> bool:
+    """A process that runs (not gone, not a zombie waiting for its parent)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
 @pytest.fixture
 def workers_server(sample_kb, tmp_path):
     port = free_port()
@@ -64,12 +72,20 @@ def workers_server(sample_kb, tmp_path):
             pass
         assert time.monotonic() < deadline, (tmp_path / "serve.log").read_text()
         time.sleep(0.2)
+    workers = children(proc.pid)
     try:
         yield proc, url, sample_kb
     finally:
         if proc.poll() is None:
-            proc.kill()
-            proc.wait(10)
+            proc.terminate()  # the supervisor stops its workers
+            try:
+                proc.wait(20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(10)
+        for pid in workers:  # whatever the test did: no worker outlives it
+            if alive(pid):
+                os.kill(pid, signal.SIGKILL)
         log.close()
 
 
@@ -113,9 +129,22 @@ def test_stopping_the_parent_stops_every_worker_and_withdraws_the_announcement(w
     proc.send_signal(signal.SIGINT)
     assert proc.wait(30) == 0
     deadline = time.monotonic() + 10
-    while any(Path(f"/proc/{pid}").exists() and "spawn_main" in Path(f"/proc/{pid}/cmdline").read_text()
-              for pid in workers) and time.monotonic() < deadline:
+    while any(alive(pid) for pid in workers) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert not any(Path(f"/proc/{pid}/cmdline").exists() and Path(f"/proc/{pid}/cmdline").read_text()
-                   for pid in workers)
+    assert not any(alive(pid) for pid in workers)
     assert not (kb.state_dir / "server.json").exists()
+
+
+def test_workers_stop_when_the_parent_is_killed(workers_server):
+    """kill -9 of `kaas serve`: its workers stop too instead of serving the port on their own."""
+    proc, url, _kb = workers_server
+    workers = children(proc.pid)
+    assert len(workers) == 2
+    proc.kill()
+    proc.wait(10)
+    deadline = time.monotonic() + 15
+    while any(alive(pid) for pid in workers) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(alive(pid) for pid in workers)
+    with pytest.raises(httpx.HTTPError):
+        httpx.get(url + "/healthz", timeout=2)

@@ -27,6 +27,8 @@ import contextlib
 import json
 import logging
 import os
+import signal
+import sys
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -287,10 +289,28 @@ class WorkerApp:
     settings: Settings
     host: str
     proof_secret: str | None
+    parent_pid: int = field(default_factory=os.getpid)
 
     def __call__(self) -> Starlette:
+        _exit_with_parent(self.parent_pid)
         return create_app(self.settings, allowed_hosts=hosts_for(self.host), watch_interval=WATCH_SECONDS,
                           warm_up=True, proof_secret=self.proof_secret, mcp_stateless=True)
+
+
+def _exit_with_parent(parent_pid: int) -> None:
+    """In a worker: be sent SIGTERM (a graceful stop) when the parent process dies, however it
+    dies (``kill -9`` included), rather than go on serving the port with nobody to stop it
+    (Linux's ``PR_SET_PDEATHSIG``; elsewhere uvicorn's supervisor is all there is). A parent
+    already gone before this ran is caught by comparing the parent's pid."""
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes  # noqa: PLC0415
+
+            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            log.debug("PR_SET_PDEATHSIG not set", exc_info=True)
+    if os.getppid() != parent_pid:
+        raise RuntimeError("the `kaas serve` process that started this worker is gone")
 
 
 def run_server(settings: Settings, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, *,
