@@ -211,3 +211,47 @@ def test_a_model_server_closing_idle_connections_early_is_no_error(tmp_path):
         assert all(t.strip() for t in texts)
         assert len(set(model.ports)) == 3  # one connection per round: closed by the server between
         assert model.wait_closed() == 0
+
+
+def test_a_compile_reuses_its_model_connections(tmp_path):
+    """A compile against an OpenAI-compatible server: its many calls share keep-alive
+    connections (no TCP/TLS handshake per call), and none is left open after it."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from bench_compile import fake_reply, make_corpus  # noqa: PLC0415
+
+    from starlette.applications import Starlette  # noqa: PLC0415
+    from starlette.requests import Request  # noqa: PLC0415
+    from starlette.responses import JSONResponse  # noqa: PLC0415
+    from starlette.routing import Route  # noqa: PLC0415
+
+    from kb_ai.compile.pipeline import run_compile  # noqa: PLC0415
+    from kb_ai.config import Settings  # noqa: PLC0415
+    from kb_ai.store.kb import KnowledgeBase  # noqa: PLC0415
+
+    async def chat(request: Request) -> JSONResponse:
+        return JSONResponse(fake_reply(await request.json()))
+
+    model = CountingModel()
+    model.thread = ServerThread(_counting(Starlette(routes=[Route("/v1/chat/completions", chat, methods=["POST"])]),
+                                          model.ports))
+    kb = KnowledgeBase(tmp_path)
+    kb.raw_dir.mkdir(parents=True)
+    make_corpus(kb.raw_dir, 12)
+    with model:
+        settings = Settings(kb=tmp_path, model="openai/fake", api_base=model.api_base, api_key="x", cache=False,
+                            max_retries=0, timeout=10.0, concurrency=4)
+        report = run_compile(settings)
+        assert report.mode == "llm" and report.created and not report.failed, report
+        calls = len(model.ports)
+        assert calls >= 12
+        # Calls in flight (concurrency 4) each need a connection; later calls reuse them.
+        assert len(set(model.ports)) < calls / 2, (calls, len(set(model.ports)))
+        assert model.wait_closed() == 0
+
+
+def _counting(app, ports: list[int]):
+    async def counted(scope, receive, send):
+        if scope["type"] == "http":
+            ports.append(scope["client"][1])
+        await app(scope, receive, send)
+    return counted
