@@ -10,9 +10,9 @@ this module is a request and a JSON parse, read into kaas's ``Reply``/``ReplyChu
 ``replies.reply_of``/``chunks_of`` as litellm's objects. What is read is bounded: a reply body or
 stream at ``Request.max_bytes`` (the gateway derives it from ``max_tokens``), an error body at
 ``ERROR_BODY_BYTES``; past that ``ReplyTooLarge``. Connections: a call opens its own client and
-connection and closes both, unless its event loop is inside ``pooled()`` (a server's lifetime):
-then the calls of that loop share one client whose keep-alive connections are reused, and which
-is closed when the block ends. Errors are httpx's own (``HTTPStatusError``
+connection and closes both, unless its event loop is inside ``pooled()`` (a server's lifetime,
+a compile): then the calls of that loop share a few clients whose keep-alive connections are
+reused, all closed when the block ends. Errors are httpx's own (``HTTPStatusError``
 carrying the response, ``ConnectError``, ``ReadTimeout``...) or ``StreamError``, which the
 gateway maps like litellm's (``llm/error_map.py``). httpx is imported on the first call, not
 with this module. Context windows and prices come from litellm's model map file, read without
@@ -29,7 +29,7 @@ import weakref
 from typing import TYPE_CHECKING, Any, AsyncIterator
 
 from kb_ai.llm.replies import ERROR_BODY_BYTES, Reply, ReplyChunk, ReplyTooLarge, chunks_of, reply_of
-from kb_ai.llm.transports import PLACEHOLDER_API_KEY, Request
+from kb_ai.llm.transports import PLACEHOLDER_API_KEY, Request, aclose_quietly
 from kb_ai.llm.transports.litellm import map_cost, model_map_entry
 
 if TYPE_CHECKING:
@@ -76,10 +76,10 @@ class OpenAIHTTPTransport:
 
     @contextlib.asynccontextmanager
     async def pooled(self) -> AsyncIterator[None]:
-        """While this block runs, the calls made on the running event loop share one client and
-        reuse its connections (no client, TLS context or TCP handshake per call); at its end the
-        client and every connection it holds are closed. Calls on other loops are not affected.
-        Nested blocks on the same loop share the outer one's client."""
+        """While this block runs, the calls made on the running event loop share the clients of
+        a ``_Pool`` and reuse their connections (no client, TLS context or TCP handshake per
+        call); at its end the clients and every connection they hold are closed. Calls on other
+        loops are not affected. Nested blocks on the same loop share the outer one's pool."""
         loop = asyncio.get_running_loop()
         if loop in self._pools:
             yield
@@ -296,26 +296,29 @@ async def _chunks(lease: _Lease, response: httpx.Response, max_bytes: int,
     pooled client, or is closed) and the lease released (a call's own client closed)."""
     pieces = response.aiter_bytes()
     try:
-        async for line in _lines(pieces, max_bytes):
-            if not line.startswith("data:"):
-                continue  # blank separators, comments, event names
-            data = line[5:].strip()
-            if data == "[DONE]":
-                if lease.pooled:
-                    await _finish(pieces)
-                return
-            try:
-                payload = json.loads(data)
-            except (ValueError, RecursionError):
-                raise StreamError(f"the server sent a stream line that is not JSON: {data[:200]!r}", 502) from None
-            if isinstance(payload, dict) and payload.get("error"):
-                error = payload["error"]
-                message = error.get("message") if isinstance(error, dict) else str(error)
-                code = error.get("code") if isinstance(error, dict) else None
-                raise StreamError(str(message or error), code if isinstance(code, int) else 500)
-            for chunk in chunks_of(payload, where):
-                yield chunk
+        async with contextlib.aclosing(_lines(pieces, max_bytes)) as lines:
+            async for line in lines:
+                if not line.startswith("data:"):
+                    continue  # blank separators, comments, event names
+                data = line[5:].strip()
+                if data == "[DONE]":
+                    if lease.pooled:
+                        await _finish(pieces)
+                    return
+                try:
+                    payload = json.loads(data)
+                except (ValueError, RecursionError):
+                    raise StreamError(f"the server sent a stream line that is not JSON: {data[:200]!r}",
+                                      502) from None
+                if isinstance(payload, dict) and payload.get("error"):
+                    error = payload["error"]
+                    message = error.get("message") if isinstance(error, dict) else str(error)
+                    code = error.get("code") if isinstance(error, dict) else None
+                    raise StreamError(str(message or error), code if isinstance(code, int) else 500)
+                for chunk in chunks_of(payload, where):
+                    yield chunk
     finally:
+        await aclose_quietly(pieces)
         await response.aclose()
         await lease.release()
 
