@@ -22,8 +22,11 @@ from kb_ai.cli.output import say
 @click.option("--kb", "kb_option", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Knowledge base folder (also accepted before the command).")
 @click.option("--offline", is_flag=True, help="Ignore any configured model: lexical selection, extractive answers.")
+@click.option("--workers", type=click.IntRange(1, 64), default=1, show_default=True, envvar="KAAS_SERVE_WORKERS",
+              help="Server processes sharing the port (one per core for many concurrent chats). "
+                   "Each has its own caches and per-user limits; MCP over HTTP keeps no sessions.")
 @click.pass_context
-def serve(ctx: click.Context, host: str, port: int, kb_option: Path | None, offline: bool) -> None:
+def serve(ctx: click.Context, host: str, port: int, kb_option: Path | None, offline: bool, workers: int) -> None:
     """Serve the chat UI and wiki browser at http://HOST:PORT/ (Ctrl+C stops)."""
     from kb_ai.config import load_settings
     from kb_ai.server import run_server
@@ -36,8 +39,9 @@ def serve(ctx: click.Context, host: str, port: int, kb_option: Path | None, offl
         if not (settings.kb / "wiki").is_dir():
             raise NoWikiError(f"no wiki at {settings.kb / 'wiki'} (run `kaas init` or pass --kb DIR)")
         say(f"kaas: serving {settings.kb / 'wiki'} at http://{_url_host(host)}:{port}/ "
-                   f"({'offline mode' if settings.offline else 'model ' + str(settings.model)})", err=True)
-        run_server(settings, host=host, port=port)
+                   f"({'offline mode' if settings.offline else 'model ' + str(settings.model)}"
+                   f"{f', {workers} worker processes' if workers > 1 else ''})", err=True)
+        run_server(settings, host=host, port=port, workers=workers)
     except KaasError as exc:
         say(f"kaas: error: {exc.message}", err=True)
         sys.exit(exc.exit_code)

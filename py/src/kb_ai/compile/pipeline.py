@@ -11,6 +11,7 @@ resumable (every finished unit of work is journaled; a rerun continues), and rep
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import time
 from dataclasses import replace
@@ -73,7 +74,9 @@ async def compile_async(settings: Settings, *, full: bool = False, dry_run: bool
             report.notes.append(lock.took_over)
         if lock.replaced:
             report.warnings.append(lock.replaced)
-        return await _compile(settings, kb, engine, report, today, full=full, dry_run=False, progress=progress)
+        # The compile's model calls reuse keep-alive connections (no TCP/TLS handshake per call).
+        async with _model_connections(gateway):
+            return await _compile(settings, kb, engine, report, today, full=full, dry_run=False, progress=progress)
     finally:
         lock.release()
 
@@ -94,6 +97,12 @@ async def _refresh_progress(progress: Progress) -> None:
     while True:
         await asyncio.sleep(PROGRESS_REFRESH_SECONDS)
         progress.refresh()
+
+
+def _model_connections(gateway) -> contextlib.AbstractAsyncContextManager:
+    """``gateway.pooled()`` (llm/gateway.py); nothing for an offline compile or a gateway without it."""
+    pooled = getattr(gateway, "pooled", None)
+    return pooled() if pooled is not None else contextlib.nullcontext()
 
 
 def make_engine(settings: Settings, gateway, today: str) -> Engine:

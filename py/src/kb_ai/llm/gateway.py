@@ -140,6 +140,14 @@ class LLMGateway:
             raise UnknownModelError("no model configured: set KAAS_MODEL, e.g. openai/gpt-4o-mini")
         self.transport.preflight()
 
+    def pooled(self) -> contextlib.AbstractAsyncContextManager:
+        """``async with gateway.pooled():`` — the calls made on this event loop inside the block
+        share their connections to the model (a server wraps its whole life in it); everything
+        is closed when the block ends. A transport without connections of its own to share
+        (litellm keeps its own clients) makes it a no-op."""
+        pooled = getattr(self.transport, "pooled", None)
+        return pooled() if pooled is not None else contextlib.nullcontext()
+
     def context_window(self) -> int | None:
         """The model's input token limit according to litellm's model map; None when unknown."""
         return self.transport.context_window()

@@ -145,6 +145,17 @@ def _check_given(paths: object) -> None:
                               f"({len(paths)} given)")
 
 
+def _loaded_catalog_for(kb: KnowledgeBase, reader: Reader):
+    """``_catalog_for`` when that costs no disk read or cut (the current catalog is in memory
+    and ``reader`` sees all of it); None otherwise."""
+    if not kb.wiki_dir.is_dir():
+        return None
+    catalog = kb.catalog_store.loaded()
+    if catalog is None or not catalog.entries or not (reader.admin or not catalog.restricted):
+        return None
+    return catalog
+
+
 def _catalog_for(kb: KnowledgeBase, reader: Reader):
     """The catalog ``reader`` may see (blocking: loads and cuts it)."""
     catalog = kb.catalog().visible_to(reader)
@@ -213,7 +224,12 @@ async def ask_events(service: AskService, request: AskRequest) -> AsyncIterator[
         question = _checked_question(request)
         # Authorization is part of the query: from here on, pages this reader may not read do
         # not exist — not for navigation, the model, counts, reading, citations or suggestions.
-        catalog = await anyio.to_thread.run_sync(_catalog_for, service.kb, request.reader)
+        # Blocking work (loading the catalog, cutting a reader's view) in a worker thread; when
+        # the catalog in memory is current and the reader sees all of it, nothing blocks: no
+        # thread hop (under 200 concurrent chats each hop cost the event loop its turn at the GIL).
+        catalog = _loaded_catalog_for(service.kb, request.reader)
+        if catalog is None:
+            catalog = await anyio.to_thread.run_sync(_catalog_for, service.kb, request.reader)
         service.asked_by(request.reader)
         # A model that cannot be called at all fails here, before any work. In a worker thread: the
         # first check of a litellm model imports litellm (seconds), which must not stall other streams.

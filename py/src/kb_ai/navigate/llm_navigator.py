@@ -25,7 +25,7 @@ from kb_ai.navigate.follow_up import select_more_llm
 from kb_ai.navigate.navigator import LexicalIndexCache
 from kb_ai.navigate.offline_navigator import OfflineNavigator, lexical_selection
 from kb_ai.navigate.records import ReadPage, Selection, Turn
-from kb_ai.navigate.select import catalog_tokens, select_budget_for, select_pages_llm
+from kb_ai.navigate.select import catalog_tokens, known_to_fit, select_budget_for, select_pages_llm
 from kb_ai.navigate.topic_select import TopicIndexCache, select_pages_by_topic
 from kb_ai.store.catalog import Catalog
 
@@ -90,9 +90,11 @@ class LLMNavigator:
             return await self._fallback(question, catalog, max_pages, f"The model did not answer ({meter.model_down})")
         budget = select_budget_for(self.gateway.context_window(), self.select_budget)
         notices: list[str] = []  # degradations on the way, for the reader (not only the log)
-        # The keyword index (loaded or built from every page) is what the shortlist and the
-        # fallback rank with: made in a worker thread, not on the event loop.
-        lexical = await anyio.to_thread.run_sync(self.lexical.get, catalog)
+        # The keyword index (loaded or built from every page) is what the shortlist ranks with:
+        # made in a worker thread, not on the event loop; not needed when the whole catalog fits.
+        lexical = None
+        if not known_to_fit(catalog, budget):
+            lexical = await anyio.to_thread.run_sync(self.lexical.get, catalog)
         try:
             selection = None
             if self.navigation == "topics" and catalog_tokens(catalog) > budget:

@@ -154,6 +154,13 @@ def catalog_tokens(catalog: Catalog) -> int:
     return int(catalog.line_chars / CHARS_PER_TOKEN) + len(catalog)
 
 
+def known_to_fit(catalog: Catalog, budget_tokens: int) -> bool:
+    """The whole catalog fits in the budget, as far as is known without blocking work (its size
+    is computed when it is loaded): then no keyword search is needed, and nothing runs in a
+    worker thread (each hop made the event loop wait its turn at the GIL under many chats)."""
+    return catalog.line_chars_known and catalog_tokens(catalog) <= budget_tokens
+
+
 async def select_pages_llm(
     question: str,
     catalog: Catalog,
@@ -166,8 +173,10 @@ async def select_pages_llm(
     meter: UsageMeter,
 ) -> Selection:
     """One selection call. Raises the gateway's LLMError on failure (the caller degrades)."""
-    # A keyword search over the whole catalog: in a worker thread, not on the event loop.
-    entries, shortlisted = await anyio.to_thread.run_sync(shortlist, catalog, question, budget_tokens, lexical)
+    if known_to_fit(catalog, budget_tokens):
+        entries, shortlisted = list(catalog.entries), False
+    else:  # a keyword search over the whole catalog: in a worker thread, not on the event loop
+        entries, shortlisted = await anyio.to_thread.run_sync(shortlist, catalog, question, budget_tokens, lexical)
     messages = prompts.render(
         "select",
         question=question,

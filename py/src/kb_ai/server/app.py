@@ -28,6 +28,8 @@ import contextlib
 import json
 import logging
 import os
+import signal
+import sys
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -136,7 +138,8 @@ async def wiki_root_redirect(request: Request) -> Response:
 def create_app(settings: Settings, *, service: AskService | None = None, web_dir: Path | None = None,
                allowed_hosts: Sequence[str] | None = None, watch_interval: float | None = None,
                warm_up: bool = False, extra_routes: Sequence[BaseRoute] = (), mcp: bool = True,
-               announce_url: str | None = None) -> Starlette:
+               announce_url: str | None = None, proof_secret: str | None = None,
+               mcp_stateless: bool = False) -> Starlette:
     """The KaaS HTTP app for ``settings``.
 
     ``service`` replaces the navigator the settings call for (tests, benchmarks);
@@ -144,7 +147,9 @@ def create_app(settings: Settings, *, service: AskService | None = None, web_dir
     on hand edits; ``warm_up`` prepares the model's transport at start-up, not at the first question;
     ``extra_routes`` are mounted too; ``mcp`` serves the MCP tools over streamable HTTP at ``/mcp``;
     ``announce_url`` is written to ``.kaas/server.json`` while the app runs, so that ``kaas ask``
-    can send its questions here instead of loading everything itself."""
+    can send its questions here instead of loading everything itself; ``proof_secret`` is the
+    secret of an announcement written by someone else (the parent of worker processes);
+    ``mcp_stateless`` keeps no MCP session between requests (several worker processes)."""
     # A server's model calls in flight, all users together: sized for serving (server/limits.py).
     service = service or build_service(settings.with_overrides(
         concurrency=settings.serve_concurrency, stream_concurrency=min(settings.serve_streams, settings.serve_concurrency)))
@@ -152,13 +157,15 @@ def create_app(settings: Settings, *, service: AskService | None = None, web_dir
     if mcp:
         from kb_ai.server.mcp_mount import LazyMCPEndpoint
 
-        mcp_endpoint = LazyMCPEndpoint(settings, service)  # the MCP SDK is imported at the first /mcp request
+        mcp_endpoint = LazyMCPEndpoint(settings, service, stateless=mcp_stateless)  # the MCP SDK is imported at the first /mcp request
     web = Path(web_dir) if web_dir else default_web_dir()
     state = ServerState(settings=settings, service=service, web_dir=web, templates=template_env(web))
     if announce_url:
         from kb_ai.server.remote import new_secret
 
         state.proof_secret = new_secret()
+    elif proof_secret:
+        state.proof_secret = proof_secret
     if watch_interval:
         state.watcher = WikiWatcher(service.kb, watch_interval, lambda: state.save_lock, warm=service.warm,
                                     on_change=state.changes.publish)
@@ -174,11 +181,13 @@ def create_app(settings: Settings, *, service: AskService | None = None, web_dir
         if announce_url:
             _announce(service.kb.state_dir, announce_url, settings.model, state.proof_secret or "")
         try:
-            if mcp_endpoint is not None:
-                async with mcp_endpoint.running():
+            # One pool of connections to the model for the server's life, closed at shutdown.
+            async with _model_connections(service):
+                if mcp_endpoint is not None:
+                    async with mcp_endpoint.running():
+                        yield
+                else:
                     yield
-            else:
-                yield
         finally:
             if announce_url:
                 _withdraw(service.kb.state_dir)
@@ -243,6 +252,14 @@ def _withdraw(state_dir: Path) -> None:
         pass
 
 
+def _model_connections(service: AskService) -> contextlib.AbstractAsyncContextManager:
+    """The server's model calls share keep-alive connections while it runs (``LLMGateway.pooled``):
+    no new client and TCP connection per call, which under 200 concurrent chats was a large part
+    of each chat's CPU before its first event (docs/benchmarks.md, issue 17)."""
+    gateway = getattr(service.navigator, "gateway", None)
+    return gateway.pooled() if gateway is not None else contextlib.nullcontext()
+
+
 def _prepare_transport(service: AskService) -> None:
     """What the model's transport sets up once, done now rather than in the first question: for
     litellm its import (seconds, ~150 MB); for an OpenAI-compatible server over httpx almost
@@ -263,9 +280,44 @@ def hosts_for(host: str) -> list[str] | None:
     return None
 
 
+@dataclass(frozen=True)
+class WorkerApp:
+    """The app of one worker process of ``kaas serve --workers N``: uvicorn sends this object
+    (pickled) to each worker, which calls it to build its own app — its own event loop, model
+    connections, catalog cache, watcher and per-user counters. The announcement in
+    ``.kaas/server.json`` is the parent's; every worker proves it with the same secret."""
+
+    settings: Settings
+    host: str
+    proof_secret: str | None
+    parent_pid: int = field(default_factory=os.getpid)
+
+    def __call__(self) -> Starlette:
+        _exit_with_parent(self.parent_pid)
+        return create_app(self.settings, allowed_hosts=hosts_for(self.host), watch_interval=WATCH_SECONDS,
+                          warm_up=True, proof_secret=self.proof_secret, mcp_stateless=True)
+
+
+def _exit_with_parent(parent_pid: int) -> None:
+    """In a worker: be sent SIGTERM (a graceful stop) when the parent process dies, however it
+    dies (``kill -9`` included), rather than go on serving the port with nobody to stop it
+    (Linux's ``PR_SET_PDEATHSIG``; elsewhere uvicorn's supervisor is all there is). A parent
+    already gone before this ran is caught by comparing the parent's pid."""
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes  # noqa: PLC0415
+
+            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            log.debug("PR_SET_PDEATHSIG not set", exc_info=True)
+    if os.getppid() != parent_pid:
+        raise RuntimeError("the `kaas serve` process that started this worker is gone")
+
+
 def run_server(settings: Settings, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, *,
-               log_level: str = "info") -> None:
-    """Serve the app with uvicorn until interrupted (``kaas serve``)."""
+               log_level: str = "info", workers: int = 1) -> None:
+    """Serve the app with uvicorn until interrupted (``kaas serve``); ``workers`` > 1 runs that
+    many processes on one listening socket (uvicorn's supervisor restarts one that dies)."""
     import uvicorn
 
     if host not in LOOPBACK_HOSTS and not host.startswith("127.") and not UserDirectory(settings.kb, settings.api_token).required():
@@ -274,7 +326,35 @@ def run_server(settings: Settings, host: str = DEFAULT_HOST, port: int = DEFAULT
     loopback = host in LOOPBACK_HOSTS or host.startswith("127.")
     bracketed = f"[{host}]" if ":" in host else host
     announce = f"http://{'127.0.0.1' if host == 'localhost' else bracketed}:{port}" if loopback and port else None
+    if workers > 1:
+        _run_workers(settings, host, port, workers, announce, log_level)
+        return
     app = create_app(settings, allowed_hosts=hosts_for(host), watch_interval=WATCH_SECONDS, warm_up=True,
                      announce_url=announce)
     uvicorn.run(app, host=host, port=port, log_level=log_level, proxy_headers=False,
                 timeout_graceful_shutdown=5)
+
+
+def _run_workers(settings: Settings, host: str, port: int, workers: int, announce: str | None,
+                 log_level: str) -> None:
+    """uvicorn's own multi-process supervisor, given a picklable app factory (``WorkerApp``)
+    instead of an import string, so the workers get exactly these settings."""
+    import uvicorn
+    from uvicorn.supervisors import Multiprocess
+
+    from kb_ai.server.remote import new_secret
+
+    secret = new_secret() if announce else None
+    state_dir = KnowledgeBase(settings.kb).state_dir
+    config = uvicorn.Config(WorkerApp(settings, host, secret), factory=True, host=host, port=port,
+                            workers=workers, log_level=log_level, proxy_headers=False,
+                            timeout_graceful_shutdown=5)
+    sock = config.bind_socket()
+    if announce:
+        _announce(state_dir, announce, settings.model, secret or "")
+    try:
+        Multiprocess(config, sockets=[sock]).run()
+    finally:
+        if announce:
+            _withdraw(state_dir)
+        sock.close()

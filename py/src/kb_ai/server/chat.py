@@ -151,6 +151,14 @@ class AnswerStreamResponse(EventSourceResponse):
                          headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
         self._events = events
 
+    async def _send_with_timeout(self, send, message) -> None:  # type: ignore[override]
+        # No per-send timeout is set: send without the cancel scope sse-starlette opens around
+        # every event anyway (~10% of the server's CPU per streamed token under 200 chats).
+        if self.send_timeout is None:
+            await send(message)
+        else:
+            await super()._send_with_timeout(send, message)
+
     async def __call__(self, scope, receive, send) -> None:  # type: ignore[override]
         try:
             await super().__call__(scope, receive, send)

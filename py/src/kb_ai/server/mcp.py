@@ -345,16 +345,19 @@ class MCPHttpEndpoint:
     /mcp as for /api, so the SDK's own DNS-rebinding check is off here rather than done twice
     with two different lists."""
 
-    def __init__(self, settings: Settings, service: AskService):
+    def __init__(self, settings: Settings, service: AskService, *, stateless: bool = False):
         self.settings = settings
         self.service = service
+        # Stateless: every POST stands alone (no session kept in this process), for a server of
+        # several worker processes, where a session's next request may reach another process.
+        self.stateless = stateless
         self._app = None
 
     @asynccontextmanager
     async def running(self):
         server = build_mcp_server(self.settings, self.service)
         app = server.streamable_http_app(
-            streamable_http_path="/mcp",
+            streamable_http_path="/mcp", stateless_http=self.stateless,
             transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
         )
         async with server.session_manager.run():

@@ -26,9 +26,10 @@ log = logging.getLogger(__name__)
 class LazyMCPEndpoint:
     """The ASGI app routed at ``/mcp``: ``server.mcp.MCPHttpEndpoint``, made at the first request."""
 
-    def __init__(self, settings: Settings, service: AskService):
+    def __init__(self, settings: Settings, service: AskService, *, stateless: bool = False):
         self.settings = settings
         self.service = service
+        self.stateless = stateless  # no MCP sessions (several worker processes: server/app.py)
         self._endpoint = None
         self._group: anyio.abc.TaskGroup | None = None
         self._stop: anyio.Event | None = None
@@ -57,7 +58,7 @@ class LazyMCPEndpoint:
             if self._endpoint is not None or group is None:
                 return
             module = await anyio.to_thread.run_sync(importlib.import_module, "kb_ai.server.mcp")
-            endpoint = module.MCPHttpEndpoint(self.settings, self.service)
+            endpoint = module.MCPHttpEndpoint(self.settings, self.service, stateless=self.stateless)
 
             async def hold(*, task_status=anyio.TASK_STATUS_IGNORED) -> None:
                 async with endpoint.running():

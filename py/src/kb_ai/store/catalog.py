@@ -243,6 +243,11 @@ class Catalog:
         """Characters of all catalog lines: what showing the whole catalog to a model costs."""
         return sum(len(e.line()) for e in self.entries)
 
+    @property
+    def line_chars_known(self) -> bool:
+        """``line_chars`` is already computed (reading it costs nothing; a loaded catalog has it)."""
+        return "line_chars" in self.__dict__
+
     def __contains__(self, path: object) -> bool:
         return path in self.by_path
 
@@ -405,6 +410,19 @@ class CatalogStore:
         except (FileNotFoundError, NotADirectoryError):
             return None
         return (st.st_mtime_ns, st.st_size, st.st_ino) if stat.S_ISREG(st.st_mode) else None
+
+    def loaded(self) -> Catalog | None:
+        """The catalog already in memory if it is still current (one stat), else None — never
+        loads and never waits for a load in progress: cheap enough for an event loop."""
+        stamp = self._current_stamp()
+        if not self._lock.acquire(blocking=False):
+            return None
+        try:
+            if self._catalog is not None and stamp == self._stamp and stamp is not None:
+                return self._catalog
+            return None
+        finally:
+            self._lock.release()
 
     def get(self) -> Catalog:
         stamp = self._current_stamp()
