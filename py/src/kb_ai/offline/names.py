@@ -32,9 +32,11 @@ _TOKEN = re.compile(r"[\w'’&.-]+|[^\w\s]", re.UNICODE)
 _SENTENCE_END = frozenset(".?!")
 # Identifiers a question writes as code: an option ("--no-recurse"), a dotted name
 # ("push.useBitmaps", "rsa.newkeys"), a snake_case or camelCase word. Each is a name: the exact
-# thing asked about, which a page states by that spelling or not at all.
+# thing asked about, which a page states by that spelling or not at all. The snake_case form
+# alternates runs of underscores and of letters or digits, so it cannot backtrack (``\w*_\w*``
+# was quadratic on a long "a_a_a_...").
 _IDENTIFIER = re.compile(r"(?<![\w-])--[A-Za-z][\w-]+|(?<![\w.])[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+(?![\w.]*\w)"
-                         r"|(?<!\w)[A-Za-z]\w*_\w*[A-Za-z0-9](?!\w)|(?<!\w)[a-z]+[A-Z]\w*")
+                         r"|(?<!\w)[A-Za-z][A-Za-z0-9]*(?:_+[A-Za-z0-9]+)+(?!\w)|(?<!\w)[a-z]+[A-Z]\w*")
 _PRONOUNS = frozenset("i you he she it we they his her its our their this that these those there here".split())
 
 
