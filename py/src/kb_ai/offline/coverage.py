@@ -11,6 +11,9 @@ the film that ..."), hold
   (a long question whose many rare terms are found is about something the wiki holds, even when
   some of its words are not).
 
+A page that holds a question term only in other words (``offline.equivalents``: "disable" for
+"turn off") holds it at ``EQUIVALENT_WEIGHT`` (half) of its weight.
+
 Nonsense ("How tall is the Eiffel Tower in bananas?") shares a word or two with some page, never
 most of its weight; a question about a subject the wiki lacks loses that subject's weight; two
 unrelated pages do not add up ("boiling point" on one page, "sonnet" on another).

@@ -3,6 +3,9 @@ saved on disk and updated one page at a time. The whole-text rankings (``rank_te
 ``TermIndex``, ``by_shared_terms``, ``jaccard``, ``term_groups``) are ``offline/text_ranking.py``;
 the saved index's files are read back and checked in ``offline/index_files.py``.
 
+A query is read through ``offline.equivalents.query_weights``: its own terms, and at half weight
+the words documentation uses for them ("disable" for "turn off").
+
 Text is read through ``offline.text.tokenize`` (stemmed, stop words dropped), and the BM25
 rankings score as bm25s's default did (Lucene's variant: k1 1.5, b 0.75, idf
 ``log(1 + (N - df + 0.5) / (df + 0.5))``; a query term given twice counts twice).
