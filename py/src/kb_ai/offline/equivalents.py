@@ -23,7 +23,9 @@ abstention verdict; measure with benchmarks/bench_answers.py and benchmarks/benc
 from __future__ import annotations
 
 import html
+from collections.abc import Mapping
 from functools import lru_cache
+from types import MappingProxyType
 
 from kb_ai.offline.text import stem_words, tokenize
 from kb_ai.store.words import words as _words
@@ -76,8 +78,8 @@ def _table() -> tuple[dict[tuple[str, ...], frozenset[str]], int]:
     return {key: frozenset(value) for key, value in table.items()}, longest
 
 
-@lru_cache(maxsize=4096)
-def equivalents(question: str) -> dict[str, frozenset[str]]:
+@lru_cache(maxsize=1024)
+def equivalents(question: str) -> Mapping[str, frozenset[str]]:
     """Each term of ``question`` (as ``tokenize`` gives it) that the table knows -> the terms
     that stand in for it, leaving out terms the question has itself."""
     table, longest = _table()
@@ -101,7 +103,7 @@ def equivalents(question: str) -> dict[str, frozenset[str]]:
             break
         else:
             i += 1
-    return {term: frozenset(extra) for term, extra in found.items()}
+    return MappingProxyType({term: frozenset(extra) for term, extra in found.items()})  # cached: read-only
 
 
 def query_weights(question: str) -> list[tuple[str, float]]:
