@@ -33,7 +33,7 @@ from kb_ai.errors import KaasError
 from kb_ai.llm import plausible, prompts, structured, tokens
 from kb_ai.navigate import citations, read, save
 from kb_ai.navigate.records import ReadPage
-from kb_ai.offline import compare, extractive, names, passages, text
+from kb_ai.offline import compare, equivalents, extractive, names, passages, text
 from kb_ai.quality import eval_questions, scoring
 from kb_ai.store import anchors, articles, catalog, links, markdown_text as md, words
 
@@ -143,6 +143,7 @@ FUNCTIONS = {
     "scoring": lambda t: (scoring.score_answer(t, ["a x", "lorem"]), scoring.normalize_answer(t)),
     # questions (their names, the options of a comparison, the verdict)
     "question_names": lambda t: names.question_names(t),
+    "equivalents": lambda t: equivalents.query_weights(t),
     "compare_question": lambda t: compare.derive(t, [compare.ComparedPage("a.md", "A", t[:2000])]),
     "eval_questions": lambda t: eval_questions.parse_questions(json.dumps({"question": t[:3000], "gold_answer": t}) + "\n" + t, "q"),
 }

@@ -509,3 +509,53 @@ def test_which_release_names_the_release_the_entry_is_listed_under(tmp_path):
     # Not asked for a release: no prefix.
     out = _ask_json(kb, "How do I limit the hits shown per file with frob grep?")
     assert "Frob v2.38 Release Notes:" not in out["answer"]
+
+
+WARNINGS = ("tools/frob-warnings.md", "Frobnicator warnings", "Warnings the frobnicator prints.",
+            "# Frobnicator warnings\n\nThe frobnicator prints a StaleRecordWarning for every stale record it "
+            "finds.\n\nIf you understand the risk, you can disable these warnings with "
+            "`frob.disable_warnings()`.\n\nStale records are kept until the next tidy run.\n")
+SERVE = ("ops/serving.md", "Serving", "How the server accepts connections.",
+         "# Serving\n\nThe server accepts connections from clients once it has started.\n\n"
+         "Clients connect over HTTP and keep the connection open between requests.\n\n"
+         "Pass `--host 0.0.0.0` to bind to every IP of the machine; by default only loopback is bound.\n\n"
+         "Each client may open several connections to the server at once.\n")
+
+
+def test_a_question_in_other_words_than_the_page_is_answered_by_the_page(tmp_path):
+    """The question says "silence" and "all addresses" / "hosts", the page "disable" and "bind to
+    every IP" (offline/equivalents.py): the page's line is quoted, not an abstention nor a line
+    that only repeats the question's other words."""
+    kb = _kb(tmp_path, WARNINGS, SERVE)
+    silence = _ask_json(kb, "How can I silence the frobnicator StaleRecordWarning?")
+    assert silence["abstained"] is False, silence["answer"]
+    _bullet_with(silence["answer"], "disable these warnings", "frob.disable_warnings()")
+    accept = _ask_json(kb, "How do I make the server accept connections on all addresses?")
+    assert accept["abstained"] is False, accept["answer"]
+    _bullet_with(accept["answer"], "--host 0.0.0.0", "to bind to every IP")
+    # the line that says it in other words comes before the one that repeats the question's words
+    hosts = _ask_json(kb, "How can clients connect to the server from other hosts?")
+    assert "--host 0.0.0.0" in hosts["answer"].split("\n- ")[1], hosts["answer"]
+
+
+def test_equivalent_words_do_not_make_nonsense_look_covered(tmp_path):
+    """Nonsense built from the table's own words ("switch off", "launch", "silence") is still
+    not covered: an equivalent counts half, and only where the question's subject is held."""
+    kb = _kb(tmp_path, WARNINGS, SERVE)
+    for question in ("How do I switch off the moon's gravity on Tuesdays?",
+                     "Who invented the taste of silence?",
+                     "When did the banana launch its first rocket to Mars?"):
+        out = _ask_json(kb, question)
+        assert out["abstained"] is True, (question, out["answer"])
+
+
+def test_turn_on_and_turn_off_find_enable_and_disable_not_each_other(tmp_path):
+    """A phrasal verb is matched whole: "turn on" stands for "enable", "turn off" for "disable"."""
+    cache = ("ops/result-cache.md", "Result cache", "The cache of computed results.",
+             "# Result cache\n\nTo disable the result cache, set `RESULT_CACHE=0` in the settings file.\n\n"
+             "To enable the result cache, set `RESULT_CACHE=1` in the settings file.\n")
+    kb = _kb(tmp_path, cache)
+    on = _ask_json(kb, "How do I turn on the result cache?")
+    assert "RESULT_CACHE=1" in on["answer"].split("\n- ")[1], on["answer"]
+    off = _ask_json(kb, "How do I turn off the result cache?")
+    assert "RESULT_CACHE=0" in off["answer"].split("\n- ")[1], off["answer"]

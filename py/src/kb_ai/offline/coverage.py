@@ -11,6 +11,9 @@ the film that ..."), hold
   (a long question whose many rare terms are found is about something the wiki holds, even when
   some of its words are not).
 
+A page that holds a question term only in other words (``offline.equivalents``: "disable" for
+"turn off") holds it at ``EQUIVALENT_WEIGHT`` (half) of its weight.
+
 Nonsense ("How tall is the Eiffel Tower in bananas?") shares a word or two with some page, never
 most of its weight; a question about a subject the wiki lacks loses that subject's weight; two
 unrelated pages do not add up ("boiling point" on one page, "sonnet" on another).
@@ -28,6 +31,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from kb_ai.offline.equivalents import EQUIVALENT_WEIGHT, equivalents
 from kb_ai.offline.lexical import LexicalIndex
 from kb_ai.offline.names import Name, mentions, page_terms, question_names
 from kb_ai.offline.text import tokenize
@@ -102,6 +106,10 @@ def coverage(index: LexicalIndex, title_of: Callable[[str], str], question: str,
     weights = {t: min(_idf(n, look_up(t)[0]), rarest) for t in terms}
     asked = set(terms)
     held = [set(t for t in terms if i in look_up(t)[1]) for i in range(len(paths))]
+    # A page that says it in other words ("disable" for "turn off") holds the term in part.
+    stand_ins = equivalents(question)
+    near = [set(t for t, others in stand_ins.items() if t not in held[i] and any(i in look_up(e)[1] for e in others))
+            for i in range(len(paths))]
     missing_names: list[Name] = []
     names = question_names(question) if text_of is not None else []
     if names:
@@ -113,10 +121,14 @@ def coverage(index: LexicalIndex, title_of: Callable[[str], str], question: str,
         for t in name.terms:
             if t in weights:
                 weights[t] *= MISSING_NAME
-            for page_terms_held in held:
+            for page_terms_held in held + near:
                 page_terms_held.discard(t)
     total = sum(weights.values()) or 1.0
     held_sets = [frozenset(h) for h in held]
+    near_sets = [frozenset(h) for h in near]
+
+    def weight_of(full: frozenset[str], part: frozenset[str]) -> float:
+        return sum(weights[t] for t in full) + EQUIVALENT_WEIGHT * sum(weights[t] for t in part - full)
     title_terms = [set(tokenize(title_of(p))) for p in paths]
     by_title = set(named)  # pages the question names by their title (parenthetical aside)
     is_named = [p in by_title or (bool(tt) and len(tt & asked) / len(tt) >= TITLE_NAMED)
@@ -125,16 +137,16 @@ def coverage(index: LexicalIndex, title_of: Callable[[str], str], question: str,
     def holds_title(i: int, j: int) -> bool:  # page i's text holds every term of page j's title
         return bool(title_terms[j]) and all(i in look_up(t)[1] for t in title_terms[j])
 
-    best = max(range(len(paths)), key=lambda i: (sum(weights[t] for t in held_sets[i]), -i))
-    best_terms, pages = held_sets[best], (paths[best],)
+    best = max(range(len(paths)), key=lambda i: (weight_of(held_sets[i], near_sets[i]), -i))
+    best_terms, best_near, pages = held_sets[best], near_sets[best], (paths[best],)
     for i in range(len(paths)):
         for j in range(i + 1, len(paths)):
             if not ((is_named[i] and is_named[j]) or holds_title(i, j) or holds_title(j, i)):
                 continue
-            union = held_sets[i] | held_sets[j]
-            if sum(weights[t] for t in union) > sum(weights[t] for t in best_terms) + 1e-9:
-                best_terms, pages = union, (paths[i], paths[j])
-    weight = sum(weights[t] for t in best_terms)
+            union, union_near = held_sets[i] | held_sets[j], near_sets[i] | near_sets[j]
+            if weight_of(union, union_near) > weight_of(best_terms, best_near) + 1e-9:
+                best_terms, best_near, pages = union, union_near, (paths[i], paths[j])
+    weight = weight_of(best_terms, best_near)
     # Words found speak for a question only when some of what it names is there: when every name
     # it gives is missing, it is about something else, however many of its other words a page
     # holds ("... in the V8 Liftoff compiler", "the default port of the Jenkins web interface").

@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from kb_ai.offline.equivalents import query_weights
 from kb_ai.offline.names import identifiers
 from kb_ai.offline.text_ranking import rank_texts
 from kb_ai.offline.text import tokenize
@@ -132,9 +133,15 @@ def _new_identifier(unit: Unit, question: str) -> bool:
 
 def best_units(question: str, pages: list[PageText], limit: int = 4) -> list[Evidence]:
     """Up to ``limit`` units from ``pages`` (in rank order) that share terms with ``question``."""
-    query_terms = set(tokenize(question))
-    if not query_terms:
+    asked = set(tokenize(question))
+    if not asked:
         return []
+    # The question's words, and at a reduced weight the words documentation uses for them
+    # ("disable" for "turn off"): a unit that says it in other words is a candidate too.
+    weights: dict[str, float] = {}
+    for term, weight in query_weights(question):
+        weights[term] = max(weights.get(term, 0.0), weight)
+    query_terms = set(weights)
     candidates: list[tuple[int, Unit, set[str]]] = []
     for rank, page in enumerate(pages):
         for unit in page_units(page.path, page.title, page.body):
@@ -146,7 +153,7 @@ def best_units(question: str, pages: list[PageText], limit: int = 4) -> list[Evi
     if not candidates:
         return []
     wants = _asks_for(question)
-    scores = [float(s) for s in rank_texts(query_terms, [tokenize(_ranked_text(c[1])) for c in candidates])]
+    scores = [float(s) for s in rank_texts(weights, [tokenize(_ranked_text(c[1])) for c in candidates])]
     # A code block quoted with the sentence that introduces it matches the question at least as
     # well as that sentence alone: its code lines must not dilute the match (BM25's length
     # normalisation) so that the bare lead-in, which "introduces what it does not show", wins.
@@ -184,7 +191,7 @@ def best_units(question: str, pages: list[PageText], limit: int = 4) -> list[Evi
     # ("Uvicorn has three implementations..." does not make the page "Uvicorn" the answer to a
     # question about uvicorn).
     titles = {page.path: " ".join(tokenize(page.title)) for page in pages
-              if not set(tokenize(page.title)) <= query_terms}
+              if not set(tokenize(page.title)) <= asked}
 
     def gain(i: int) -> float:
         matched = candidates[i][2] & query_terms

@@ -3,6 +3,9 @@ saved on disk and updated one page at a time. The whole-text rankings (``rank_te
 ``TermIndex``, ``by_shared_terms``, ``jaccard``, ``term_groups``) are ``offline/text_ranking.py``;
 the saved index's files are read back and checked in ``offline/index_files.py``.
 
+A query is read through ``offline.equivalents.query_weights``: its own terms, and at half weight
+the words documentation uses for them ("disable" for "turn off").
+
 Text is read through ``offline.text.tokenize`` (stemmed, stop words dropped), and the BM25
 rankings score as bm25s's default did (Lucene's variant: k1 1.5, b 0.75, idf
 ``log(1 + (N - df + 0.5) / (df + 0.5))``; a query term given twice counts twice).
@@ -38,6 +41,7 @@ from pathlib import Path
 
 import numpy as np
 
+from kb_ai.offline.equivalents import query_weights
 from kb_ai.offline.index_files import ARRAYS, MAX_INDEX_FILE_BYTES, check_saved, join_texts, load_array, split_texts
 from kb_ai.offline.text import tokenize
 from kb_ai.store.access import parse_access
@@ -413,10 +417,15 @@ class LexicalIndex:
             tfs = np.concatenate([tfs, np.fromiter((t for _, t in extra), dtype=np.int32, count=len(extra))])
         return docs, tfs
 
-    def _term_scores(self, ids: list[int]) -> np.ndarray:
+    def _query(self, query: str) -> list[tuple[int, float]]:
+        """The query's terms the index knows, with their weights (``offline.equivalents``: the
+        query's own words, and at a reduced weight the words documentation uses for them)."""
+        return [(self._vocab[t], w) for t, w in query_weights(query) if t in self._vocab]
+
+    def _term_scores(self, ids: list[tuple[int, float]]) -> np.ndarray:
         """Scores by position (a dead page, and a page outside the mask, score 0)."""
         scores = np.zeros(len(self.paths), dtype=np.float64)
-        for term in ids:
+        for term, weight in ids:
             if int(self._df[term]) <= 0:
                 continue
             docs, tfs = self._postings(term)
@@ -425,18 +434,18 @@ class LexicalIndex:
             df = int(self._df[term]) if self._stats_mask is None else len(docs)
             if df <= 0:
                 continue
-            scores[docs] += idf(df, self._n) * tfs / (tfs + self._norm[docs])
+            scores[docs] += weight * idf(df, self._n) * tfs / (tfs + self._norm[docs])
         return scores if self._mask is None else np.where(self._mask, scores, 0.0)
 
     def scores(self, query: str) -> dict[str, float]:
         """Each page's score for ``query`` (pages that score 0 left out)."""
-        scores = self._term_scores([self._vocab[t] for t in tokenize(query) if t in self._vocab])
+        scores = self._term_scores(self._query(query))
         return {self.paths[i]: float(scores[i]) for i in np.nonzero(scores > 0)[0]}
 
     def search(self, query: str, k: int) -> list[ScoredPage]:
         if k <= 0 or not self.paths:
             return []
-        scores = self._term_scores([self._vocab[t] for t in tokenize(query) if t in self._vocab])
+        scores = self._term_scores(self._query(query))
         hits = np.nonzero(scores > 0)[0]
         if len(hits) > k:
             # the k best, and every page tied with the k-th (ties go by path, as below)

@@ -21,3 +21,9 @@ def _stem(word: str) -> str:
 def tokenize(text: str) -> list[str]:
     """Terms of ``text`` for BM25: stemmed, stop words and one-letter tokens dropped."""
     return [_stem(w) for w in _words(html.unescape(text)) if (len(w) > 1 or w.isdigit()) and w not in STOP_WORDS]
+
+
+def stem_words(text: str) -> list[str]:
+    """Every word of ``text`` stemmed, stop words and short words kept, in order (to match a
+    phrase such as "turn off" or "shut down", whose little word matters)."""
+    return [_stem(w) for w in _words(html.unescape(text))]

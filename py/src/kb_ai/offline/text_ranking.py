@@ -29,13 +29,14 @@ from kb_ai.offline.text import tokenize
 from kb_ai.store.words import GENERIC_WORDS, label_words
 
 
-def rank_texts(query_terms: set[str] | list[str], texts_terms: list[list[str]]) -> np.ndarray:
+def rank_texts(query_terms: set[str] | list[str] | dict[str, float], texts_terms: list[list[str]]) -> np.ndarray:
     """BM25 scores of each of ``texts_terms`` (tokenized texts) for ``query_terms`` (float32):
-    an index built for one ranking and dropped."""
+    an index built for one ranking and dropped. A dict gives each term a weight (a word the
+    question does not use but documentation uses for it: ``offline.equivalents``)."""
     return rank_texts_each([query_terms], texts_terms)[0]
 
 
-def rank_texts_each(queries: list[set[str] | list[str]], texts_terms: list[list[str]]) -> list[np.ndarray]:
+def rank_texts_each(queries: list[set[str] | list[str] | dict[str, float]], texts_terms: list[list[str]]) -> list[np.ndarray]:
     """``rank_texts`` for several queries over the same texts (the passages of one page, for each
     sentence of an answer that cites it): the statistics counted once, scored once per query."""
     if not texts_terms:
@@ -51,11 +52,12 @@ def rank_texts_each(queries: list[set[str] | list[str]], texts_terms: list[list[
     results = []
     for query_terms in queries:
         scores = np.zeros(n, dtype=np.float64)
-        for term in query_terms:
+        weighted = query_terms.items() if isinstance(query_terms, dict) else ((t, 1.0) for t in query_terms)
+        for term, weight in weighted:
             if not df.get(term):
                 continue
             tfs = np.array([c.get(term, 0) for c in counts], dtype=np.float64)
-            scores += idf(df[term], n) * tfs / (tfs + norm)
+            scores += weight * idf(df[term], n) * tfs / (tfs + norm)
         results.append(scores.astype(np.float32))
     return results
 
