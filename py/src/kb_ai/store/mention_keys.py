@@ -6,7 +6,10 @@ parenthetical ("Kiss and Tell (1945 film)" -> "kiss and tell"); a key longer tha
 ``MAX_TITLE_WORDS`` words, shorter than ``MIN_KEY_CHARS`` characters or made only of stop words is
 not looked for. Computing them costs ~4 µs a page (~0.4 s at 100,000 pages), so the catalog
 snapshot keeps them (``store/snapshot.py``) and a cold process only hashes them
-(``Catalog.mention_names``).
+(``Catalog.mention_names``). A change to what ``mention_keys`` gives must bump
+``store/snapshot.py: SNAPSHOT_FORMAT`` (a snapshot keeps its keys; a hit is always checked
+against the page's keys computed now, so an old key never names a wrong page, but a new key
+would be missing until the snapshot is rewritten).
 """
 
 from __future__ import annotations
