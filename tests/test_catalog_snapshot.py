@@ -140,7 +140,7 @@ def test_an_in_place_edit_of_the_page_a_cold_question_reads_is_answered_from(res
     assert "quorble valve opens at dawn" in result.output
 
 
-@pytest.mark.parametrize("damage", ["garbage", "global", "shape", "folder", "version", "other-index"])
+@pytest.mark.parametrize("damage", ["garbage", "global", "shape", "folder", "version", "other-index", "mentions"])
 def test_a_damaged_or_foreign_snapshot_is_rebuilt(rested_kb, damage, caplog, monkeypatch):
     file = rested_kb / ".kaas" / snapshot.SNAPSHOT_NAME
     good = _cold(rested_kb).catalog()
@@ -161,6 +161,10 @@ def test_a_damaged_or_foreign_snapshot_is_rebuilt(rested_kb, damage, caplog, mon
         raw["entries"] = raw["entries"][:1]
         raw["stamps"] = raw["stamps"][:1]
         file.write_bytes(pickle.dumps(raw))
+    elif damage == "mentions":  # keys naming rows the snapshot does not have
+        keys, rows, longest = raw["mentions"]
+        raw["mentions"] = (keys, b"\xff\xff\xff\x7f" * len(keys), longest)
+        file.write_bytes(pickle.dumps(raw))
     elif damage == "other-index":
         raw["index_id"] = [1, 2, 3]
         raw["entries"] = raw["entries"][:1]
@@ -169,7 +173,7 @@ def test_a_damaged_or_foreign_snapshot_is_rebuilt(rested_kb, damage, caplog, mon
     catalog = _cold(rested_kb).catalog()
     assert catalog.entries == good.entries
     assert not ran.exists()
-    if damage in ("garbage", "global", "shape", "folder"):
+    if damage in ("garbage", "global", "shape", "folder", "mentions"):
         assert "catalog snapshot" in caplog.text and "damaged" in caplog.text
     # rewritten: the next cold load uses it
     assert file.is_file()
@@ -192,3 +196,104 @@ def test_a_read_only_state_folder_still_answers(rested_kb, monkeypatch):
     (rested_kb / ".kaas" / snapshot.SNAPSHOT_NAME).unlink()
     monkeypatch.setattr(snapshot, "write_state_bytes", refuse)
     assert len(_cold(rested_kb).catalog()) == len(PAGES)
+
+
+# -- title mentions (navigate/bridge.py) from the snapshot ---------------------------------------
+
+MENTION_PAGES = PAGES + [
+    ("films/kiss.md", "Kiss and Tell (1945 film)", "A film.", "# Kiss\n\nA comedy."),
+    ("films/kiss-play.md", "Kiss and Tell", "A play.", "# Kiss\n\nA play."),
+    ("places/nyc.md", "New York City", "A city.", "# NYC\n\nA city."),
+    ("places/ny.md", "New York", "A state.", "# NY\n\nA state."),
+    ("misc/the.md", "The", "Stop words only.", "# The\n\nNothing."),
+    ("misc/long.md", "One two three four five six seven eight nine", "Too long.", "# Long\n\nLong."),
+    ("misc/cafe.md", "Café Müller", "Accents.", "# Café\n\nA dance."),
+]
+MENTION_TEXT = ("Kiss and Tell was filmed in New York City; Page 3 and Page 11 mention New York, "
+                "the Café Müller, The one two three four five six seven eight nine.")
+
+
+def _fresh_mentions(catalog):
+    """What a catalog's mentions are when computed from its titles (no snapshot)."""
+    from kb_ai.navigate.bridge import TitleMentions
+    from kb_ai.store.catalog import Catalog
+
+    return TitleMentions(Catalog(list(catalog.entries), []))
+
+
+@pytest.fixture
+def mentions_kb(tmp_path):
+    build_kb(tmp_path, *MENTION_PAGES, sample=False)
+    _age(tmp_path)
+    KnowledgeBase(tmp_path).catalog()  # a full load: writes the snapshot
+    return tmp_path
+
+
+def test_a_cold_load_finds_the_same_title_mentions_without_computing_every_titles_keys(mentions_kb, monkeypatch):
+    from kb_ai.navigate.bridge import TitleMentions, mention_keys
+    from kb_ai.store import mention_keys as keys_module
+
+    computed: list[str] = []
+    real = keys_module.title_key
+
+    def counting(text):
+        computed.append(text)
+        return real(text)
+
+    monkeypatch.setattr(keys_module, "title_key", counting)
+    _no_parse(monkeypatch)
+    catalog = _cold(mentions_kb).catalog()
+    cold = TitleMentions.of(catalog)
+    found = cold.find(MENTION_TEXT)
+    monkeypatch.undo()
+    # only the pages a lookup hits have their keys recomputed (to confirm the hit), not all 19
+    hit_titles = {catalog.by_path[p].title for p in found}
+    assert {t.removesuffix(" (1945 film)") for t in computed} <= hit_titles, computed
+    fresh = _fresh_mentions(catalog)
+    assert found == fresh.find(MENTION_TEXT)
+    assert found[:2] == ["films/kiss-play.md", "films/kiss.md"] and "places/nyc.md" in found
+    assert "misc/the.md" not in found and "misc/long.md" not in found and "misc/cafe.md" in found
+    assert cold.longest == fresh.longest
+    for entry in catalog.entries:  # every key of every page answers as a fresh build does
+        for key in mention_keys(entry):
+            assert cold.keys.paths(key) == fresh.keys.paths(key), key
+    assert cold.keys.paths("nothing here") == []
+
+
+def test_an_old_snapshot_without_mention_keys_is_rebuilt_quietly(mentions_kb, caplog):
+    from kb_ai.navigate.bridge import TitleMentions
+
+    file = mentions_kb / ".kaas" / snapshot.SNAPSHOT_NAME
+    raw = pickle.loads(file.read_bytes())
+    raw["format"] = 1  # what the kaas before the mention keys wrote
+    del raw["mentions"]
+    file.write_bytes(pickle.dumps(raw))
+    catalog = _cold(mentions_kb).catalog()
+    assert TitleMentions.of(catalog).find(MENTION_TEXT) == _fresh_mentions(catalog).find(MENTION_TEXT)
+    assert "snapshot" not in caplog.text  # quietly: no warning
+    rewritten = pickle.loads(file.read_bytes())
+    assert rewritten["format"] == snapshot.SNAPSHOT_FORMAT and rewritten["mentions"] is not None
+
+
+def test_a_stale_snapshot_does_not_give_the_old_titles(mentions_kb):
+    from kb_ai.navigate.bridge import TitleMentions
+
+    _cold(mentions_kb).catalog()
+    page = mentions_kb / "wiki" / "places" / "nyc.md"
+    _replace_by_rename(page, "---\ntitle: Gotham\nsummary: Renamed by hand.\n---\n# Gotham\n\nA city.\n")
+    catalog = _cold(mentions_kb).catalog()  # the folder changed: the page re-read, the snapshot rewritten
+    for cold in (catalog, _cold(mentions_kb).catalog()):  # ...and the next process uses the new one
+        mentions = TitleMentions.of(cold)
+        assert mentions.find("New York City and Gotham") == ["places/ny.md", "places/nyc.md"]
+        assert mentions.find("Gotham") == ["places/nyc.md"]
+    write_page(mentions_kb / "wiki", "places/paris.md", "Paris", "A city.", "# Paris\n\nA city.", topic="places")
+    KnowledgeBase(mentions_kb).reindex()
+    assert TitleMentions.of(_cold(mentions_kb).catalog()).find("Paris and Gotham") == ["places/paris.md", "places/nyc.md"]
+
+
+def test_a_page_gone_since_the_snapshot_is_never_mentioned(mentions_kb):
+    from kb_ai.navigate.bridge import TitleMentions
+
+    (mentions_kb / "wiki" / "places" / "nyc.md").unlink()
+    catalog = _cold(mentions_kb).catalog()
+    assert TitleMentions.of(catalog).find("New York City") == ["places/ny.md"]

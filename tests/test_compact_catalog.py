@@ -132,3 +132,37 @@ def test_the_watcher_tells_which_articles_changed_by_path(tmp_path):
     watcher.mark_seen()  # the baseline
     write_page(kb.wiki_dir, "ops/e.md", "E", "e.", "e")
     assert watcher.mark_seen() == ["ops/e.md"] and seen == [["ops/e.md"]]
+
+
+def test_a_hidden_pages_title_is_never_a_mention_for_a_reader_who_cannot_read_it(tmp_path):
+    """The mention map a cold process loads from the snapshot is the full catalog's; a reader's
+    view (and a topic subset of it) is cut from it: the hidden page's keys are not even hashed
+    into the view's map, and the page is never found, however the text names it."""
+    from kb_ai.store.snapshot import SNAPSHOT_NAME
+
+    kb = build_kb(tmp_path / "kb",
+                  ("ops/open.md", "Open Plan", "Public.", "The Open Plan text."),
+                  ("ops/kiss.md", "Kiss and Tell (1945 film)", "Public.", "A film."),
+                  ("hr/secret.md", "Secret Plan", "Salaries.", "The Secret Plan text.", {"access": ["hr"]}),
+                  ("hr/long.md", "Quarterly Review of the Eight Regional Salary Bands", "Salaries.", "Bands.",
+                   {"access": ["hr"]}),
+                  ("hr/film.md", "Kiss and Tell", "Secret.", "A play.", {"access": ["hr"]}),
+                  sample=False)
+    KnowledgeBase(kb.root).catalog()
+    assert (kb.state_dir / SNAPSHOT_NAME).is_file()
+    catalog = KnowledgeBase(kb.root).catalog()  # a cold process: the mention keys from the snapshot
+    assert "mention_names" in catalog.__dict__
+    text = ("Kiss and Tell, the Secret Plan, the Open Plan and the Quarterly Review of the Eight "
+            "Regional Salary Bands.")
+    assert TitleMentions.of(catalog).find(text) == ["hr/film.md", "ops/kiss.md", "hr/secret.md", "ops/open.md",
+                                                    "hr/long.md"]
+    view = catalog.visible_to(Reader("eve", frozenset({"eng"})))
+    hidden = ["secret plan", "quarterly review of the eight regional salary bands"]
+    for reader_catalog in (view, view.subset([e for e in view.entries if e.topic == "ops"])):
+        mentions = TitleMentions.of(reader_catalog)
+        assert mentions.find(text) == ["ops/kiss.md", "ops/open.md"]
+        assert mentions.keys.maybe(hidden) == [False, False]  # not even a hash of them
+        assert mentions.keys.paths("kiss and tell") == ["ops/kiss.md"]
+        assert all(p in reader_catalog for key in ("open plan", "kiss and tell") for p in mentions.keys.paths(key))
+    hr = catalog.visible_to(Reader("ann", frozenset({"hr"})))
+    assert TitleMentions.of(hr).find("the Secret Plan") == ["hr/secret.md"]

@@ -5,7 +5,7 @@ A multi-hop question names one thing and asks about another that only the first 
 Zimbabwe; the question never does). The pages read so far hold the bridge, in two forms:
 
 * **title mentions**: words of the page text that are the title of another catalog page
-  (``TitleMentions``: word n-grams looked up in a map of title keys; a title's trailing
+  (``TitleMentions``: word n-grams looked up in the catalog's map of title keys, ``mention_names``; a title's trailing
   parenthetical, "Kiss and Tell (1945 film)", may be left out of the mention; the mention must
   start with a capital letter or a digit, so "life" in running text does not name the page "Life");
 * **wiki links** out of the pages read (``store.markdown_text.find_links`` + ``store.links.resolve_link``).
@@ -27,42 +27,26 @@ from dataclasses import dataclass
 
 from kb_ai.navigate.records import ReadPage
 from kb_ai.offline.lexical import LexicalIndex
-from kb_ai.store.catalog import Catalog, CatalogEntry
+from kb_ai.store.catalog import Catalog
 from kb_ai.store.links import resolve_link
 from kb_ai.store.markdown_text import find_links
-from kb_ai.store.name_index import NameIndex
-from kb_ai.store.words import STOP_WORDS, title_key
+from kb_ai.store.mention_keys import MAX_TITLE_WORDS, MIN_KEY_CHARS, mention_keys  # noqa: F401 (re-exported)
 
-MAX_TITLE_WORDS = 8  # longer titles are not looked for as mentions
 _WORD = re.compile(r"\w+", re.UNICODE)
-_PARENTHETICAL = re.compile(r"\s*\([^()]*\)\s*$")
-MIN_KEY_CHARS = 3
 # Characters of a page looked through for mentions: ~1 ms per 1,000 here, so a huge page costs
 # a bounded ~20 ms; a page's bridges are usually early in it (a lead names its subject's links).
 MAX_SCAN_CHARS = 20_000
 
 
-def mention_keys(entry: CatalogEntry) -> set[str]:
-    """The title keys a text can mention a page by: its title, and its title without a trailing
-    parenthetical; not too long, too short or made only of stop words."""
-    keys = set()
-    for variant in {entry.title, _PARENTHETICAL.sub("", entry.title)}:
-        key = title_key(variant)
-        words = key.split()
-        if (not words or len(words) > MAX_TITLE_WORDS or len(key) < MIN_KEY_CHARS
-                or all(w in STOP_WORDS for w in words)):
-            continue
-        keys.add(key)
-    return keys
-
-
 class TitleMentions:
     """The catalog's titles as word sequences, to find which of them a text mentions. The keys
-    are a ``NameIndex`` (hashes in numpy: ~1 MB at 100,000 pages, where a dict of key strings
-    to path lists held ~20 MB); a text's candidate mentions are looked up in one batch."""
+    are the catalog's ``mention_names`` (a ``NameIndex``: hashes in numpy, ~1 MB at 100,000
+    pages; made from the keys the catalog snapshot keeps, or cut from the full catalog's for a
+    reader's view: no per-title work in a cold process); a text's candidate mentions are looked
+    up in one batch."""
 
     def __init__(self, catalog: Catalog):
-        self.keys = NameIndex(catalog.entries, mention_keys)
+        self.keys = catalog.mention_names
         self.longest = self.keys.longest_name_words
 
     @classmethod

@@ -27,6 +27,7 @@ from kb_ai.heap import release_free_memory
 from kb_ai.store.access import Reader, format_access
 from kb_ai.store.articles import Article, load_article, iter_article_paths
 from kb_ai.store.derived import Derived
+from kb_ai.store.mention_keys import mention_keys
 from kb_ai.store.name_index import NameIndex
 from kb_ai.store.stamps import FileStamps
 from kb_ai.store import snapshot
@@ -232,6 +233,19 @@ class Catalog:
         with a title instead of a path, gold titles in ``kaas eval``). A ``NameIndex``: hashes in
         numpy, not 100,000 strings."""
         return NameIndex(self.entries, _title_names, first=True)
+
+    @functools.cached_property
+    def mention_names(self) -> NameIndex:
+        """Title key -> paths of the pages a text can mention by it (``store/mention_keys.py``;
+        ``navigate/bridge.py`` finds them). A loaded catalog has it from the keys its snapshot
+        keeps (``CatalogStore``); a reader's view or a topic's pages cut it from the catalog they
+        come from (their own pages' names only); otherwise it is computed (~0.4 s at 100,000)."""
+        source = self.parent if self.parent is not None else (self.cut_from() if self.cut_from is not None else None)
+        if source is not None:
+            cut = source.mention_names.restricted_to(self.entries)
+            if cut is not None:
+                return cut
+        return NameIndex(self.entries, mention_keys)
 
     @functools.cached_property
     def by_stem(self) -> Mapping[str, list[str]]:
@@ -490,6 +504,9 @@ class CatalogStore:
             catalog = Catalog(entries, list(warnings), FileStamps(entries, stamps),
                               identity=known.identity)
             catalog.__dict__["line_chars"] = known.line_chars
+            if known.mentions is not None:  # the saved keys, hashed: no title looked at
+                keys, rows, longest = known.mentions
+                catalog.__dict__["mention_names"] = NameIndex.from_names(entries, keys, rows, mention_keys, longest)
             return catalog
         kept: list[CatalogEntry] = []
         kept_stamps: list[tuple[int, int]] = []
@@ -506,9 +523,16 @@ class CatalogStore:
         rows = [(e.path, e.title, e.summary, e.topic, e.access, e.depends) for e in entries]
         catalog = Catalog(kept, warnings, FileStamps(kept, kept_stamps), identity=snapshot.identity_of(index_id, rows, stamps))
         if self.state_dir is not None and save:
+            # the mention keys of every row, when every row is in the catalog (the only case a
+            # load uses them: a row whose file is missing makes the next load check the files)
+            mentions = None
+            if len(kept) == len(entries):
+                mentions = snapshot.mention_rows(kept, mention_keys)
+                catalog.__dict__["mention_names"] = NameIndex.from_names(kept, mentions[0], mentions[1], mention_keys, mentions[2])
             snapshot.save_snapshot(self.state_dir, snapshot.Snapshot(
                 index_id=index_id, entries=rows, stamps=stamps, warnings=parse_warnings,
-                folders=folders, identity=catalog.identity, line_chars=catalog.line_chars))
+                folders=folders, identity=catalog.identity, line_chars=catalog.line_chars,
+                mentions=mentions))
         return catalog
 
     def _from_snapshot(self, stamp: tuple[int, int, int]) -> Catalog | None:
