@@ -41,7 +41,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from bench_server import Process, cpu_seconds, free_port, load, ms, one_chat, pct  # noqa: E402
+from bench_server import Process, ask_numbered, cpu_seconds, free_port, load, ms, one_chat, pct  # noqa: E402
 
 KAAS = str(Path(sys.executable).parent / "kaas")
 QUESTION = "When was the northern bridge founded?"
@@ -147,11 +147,7 @@ def row_memory(args) -> None:
                                       KAAS_CACHE="false"))):
             server, url = serve(kb, env)
             with server:
-                async def run() -> None:
-                    async with httpx.AsyncClient(base_url=url, timeout=600) as client:
-                        for i in range(args.questions):
-                            await one_chat(client, f"{QUESTION} {i}")
-                asyncio.run(run())
+                ask_numbered(url, QUESTION, args.questions)
                 time.sleep(2)  # the warm-up thread, if any, has finished
                 pid = server.proc.pid
                 maps = Path(f"/proc/{pid}/maps").read_text()

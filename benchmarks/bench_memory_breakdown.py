@@ -20,7 +20,6 @@ The machine is shared: `uptime`'s load is printed with the figures.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import gc
 import os
 import signal
@@ -125,9 +124,8 @@ def main() -> None:
     args = parser.parse_args()
     sys.path.insert(0, str(REPO / "tests"))
     sys.path.insert(0, str(REPO / "benchmarks"))
-    import httpx
     from bench_issue18 import QUESTION, clean_env, header
-    from bench_server import Process, free_port, one_chat
+    from bench_server import Process, ask_numbered, free_port
     from server_fakes import FakeLLMServer
 
     out = str(Path(os.environ.get("TMPDIR", "/tmp")) / f"kaas-memory-{os.getpid()}.txt")
@@ -138,11 +136,7 @@ def main() -> None:
         url = f"http://127.0.0.1:{port}"
         with Process([__file__, "--serve", "--kb", str(args.kb), "--port", str(port)], env=env,
                      health=url + "/healthz") as server:
-            async def ask() -> None:
-                async with httpx.AsyncClient(base_url=url, timeout=600) as client:
-                    for i in range(args.questions):
-                        await one_chat(client, f"{QUESTION} {i}")
-            asyncio.run(ask())
+            ask_numbered(url, QUESTION, args.questions)
             time.sleep(2)  # a warm-up thread, if any, has finished
             os.kill(server.proc.pid, signal.SIGUSR1)
             deadline = time.monotonic() + 600

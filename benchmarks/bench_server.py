@@ -153,6 +153,16 @@ async def one_chat(client: httpx.AsyncClient, question: str) -> dict:
     return marks
 
 
+def ask_numbered(url: str, question: str, count: int) -> None:
+    """Asks ``count`` questions one after another ("<question> 0", "<question> 1", ...: each its
+    own, so no answer cache serves them), as a user of a running server would."""
+    async def run() -> None:
+        async with httpx.AsyncClient(base_url=url, timeout=600) as client:
+            for i in range(count):
+                await one_chat(client, f"{question} {i}")
+    asyncio.run(run())
+
+
 async def load(url: str, streams: int, questions: list[str], pid: int | None = None) -> tuple[list[dict], float, float]:
     """Run ``streams`` chats at once. Returns (results, wall seconds, server CPU seconds per chat)."""
     limits = httpx.Limits(max_connections=streams + 10, max_keepalive_connections=streams + 10)
