@@ -17,12 +17,18 @@ import httpx
 import pytest
 
 from browser_support import KaasServer, ask, browser_page, shot, wait_until
+from helpers import write_page
 from server_fakes import FakeLLMServer
 
 pytestmark = pytest.mark.slow  # drives a real browser
 
 
 def test_offline_chat_citation_panel_and_hand_edit(browser, ui_kb):
+    # a page of the same topic folder that the question does not read: offline follow-ups come
+    # from the cited pages' folders, never from an unrelated keyword match elsewhere
+    write_page(ui_kb.wiki_dir, "retrieval/topic-indexes.md", "Topic indexes", "One index per topic folder.",
+               "# Topic indexes\n\nEach topic folder has an index page listing its articles.\n")
+    ui_kb.reindex()
     with KaasServer(ui_kb.root) as server, browser_page(browser) as (page, errors):
         page.goto(server.url + "/")
         page.wait_for_selector("body.ready")
