@@ -559,3 +559,23 @@ def test_turn_on_and_turn_off_find_enable_and_disable_not_each_other(tmp_path):
     assert "RESULT_CACHE=1" in on["answer"].split("\n- ")[1], on["answer"]
     off = _ask_json(kb, "How do I turn off the result cache?")
     assert "RESULT_CACHE=0" in off["answer"].split("\n- ")[1], off["answer"]
+
+
+def test_the_sentence_after_the_one_repeating_the_question_gives_the_value_it_asks_for(tmp_path):
+    """"Which setting ...?" / "What is the default ...?": the sentence that repeats the question's
+    words only names the topic; the next sentence of its paragraph gives the name or value
+    (`spool_workers=4`, `90 seconds`). The answer quotes them together, in one unit, instead of the
+    topic sentence alone, the value without what it is for, or a sentence with another name."""
+    export = ("ops/exporter.md", "Exporter", "Exporting the archive of the mailbox.",
+              "# Exporter\n\nThe exporter writes the mailbox archive to disk.\n\n"
+              "If a smaller archive is fine, you can pass `compact=True` to make the archive export faster.\n\n"
+              "Another way to make the archive export faster is to run several exports in parallel "
+              "to make the archive export faster. A laptop should set `spool_workers=4` and a large "
+              "server can set `spool_workers=16`.\n\n"
+              "The flush of idle sessions to the archive happens on a schedule in the background of the exporter. "
+              "Unless configured otherwise, that happens every 90 seconds.\n")
+    kb = _kb(tmp_path, export)
+    named = _ask_json(kb, "Which setting runs several exports in parallel to make the archive export faster?")
+    _bullet_with(named["answer"], "several exports in parallel", "spool_workers=4")
+    value = _ask_json(kb, "What is the default schedule of the flush of idle sessions to the archive?")
+    _bullet_with(value["answer"], "flush of idle sessions", "90 seconds")

@@ -5,7 +5,8 @@ definitions, headings with their first line, table rows, short code) are ranked 
 the selected pages' units only, nudged towards the higher-ranked pages and towards units that
 hold what the question asks for (a number for "how many / default / what port", a year or date
 for "when", a name for "who", code for "how do I", a whole list for "which ... are", a name written
-as code for "which option / parameter / function"), then picked greedily so that each new unit
+as code for "which option / parameter / function"; for a value or a name, a sentence that lacks
+one joined with the next sentence of its paragraph that gives it), then picked greedily so that each new unit
 adds query terms the earlier ones did not cover. A unit is quoted whole or not at all.
 """
 
@@ -18,13 +19,14 @@ from kb_ai.offline.equivalents import query_weights
 from kb_ai.offline.names import identifiers
 from kb_ai.offline.text_ranking import rank_texts
 from kb_ai.offline.text import tokenize
-from kb_ai.offline.units import Unit, page_units
+from kb_ai.offline.units import MAX_UNIT_CHARS, Unit, page_units
 
 PER_PAGE = 2
 MAX_ANSWER_CHARS = 1_500  # units are whole: the answer stops before one that would pass this
 ASKED_BONUS = 1.5  # a unit that holds what the question asks for
 CODE_UNASKED = 0.5
 BRIDGE_BONUS = 3.0  # a unit of a page whose title an earlier pick names: the second hop
+VALUE_WANTS = frozenset({"number", "identifier"})  # a value or a name written as code
 LEAD_BONUS = 1.0  # code, when the question does not ask how to do something
 
 _NUMBER_Q = re.compile(r"\b(how (many|much|long|big|large|fast|old|often|high|tall)|default|defaults|"
@@ -143,8 +145,12 @@ def best_units(question: str, pages: list[PageText], limit: int = 4) -> list[Evi
         weights[term] = max(weights.get(term, 0.0), weight)
     query_terms = set(weights)
     candidates: list[tuple[int, Unit, set[str]]] = []
+    wants = _asks_for(question)
     for rank, page in enumerate(pages):
-        for unit in page_units(page.path, page.title, page.body):
+        units = page_units(page.path, page.title, page.body)
+        if wants & VALUE_WANTS:
+            units += _with_next_value(units, page.body, wants, question)
+        for unit in units:
             if unit.text.startswith("[Superseded"):
                 continue  # a supersession trail records an earlier fact: history, not the answer
             terms = set(tokenize(_ranked_text(unit)))
@@ -152,7 +158,6 @@ def best_units(question: str, pages: list[PageText], limit: int = 4) -> list[Evi
                 candidates.append((rank, unit, terms))
     if not candidates:
         return []
-    wants = _asks_for(question)
     scores = [float(s) for s in rank_texts(weights, [tokenize(_ranked_text(c[1])) for c in candidates])]
     # A code block quoted with the sentence that introduces it matches the question at least as
     # well as that sentence alone: its code lines must not dilute the match (BM25's length
@@ -227,6 +232,24 @@ def best_units(question: str, pages: list[PageText], limit: int = 4) -> list[Evi
         named |= {path for path, title in titles.items() if title and path != unit.path and f" {title} " in said}
         picked.append(Evidence(unit, base[best], _subject(unit) or _version_context(unit, question)))
     return picked
+
+
+def _with_next_value(units: list[Unit], body: str, wants: set[str], question: str) -> list[Unit]:
+    """A sentence that does not hold the value or name the question asks for, joined with the next
+    sentence of its paragraph when that one does ("Another way to speed up key generation is to use
+    several processes. ... a dual-core machine should use `poolsize=2`"): the sentence that repeats
+    the question's words is the topic, the one after it gives the answer, and neither alone is both."""
+    sentences = [u for u in units if u.kind == "sentence"]
+    joined = []
+    for first, second in zip(sentences, sentences[1:]):
+        between = body[first.end:second.start]
+        if between.strip() or "\n\n" in between or second.end - first.start > MAX_UNIT_CHARS:
+            continue  # not the next sentence of the same paragraph, or too long to quote whole
+        if _holds(first, wants & VALUE_WANTS, question) or not _holds(second, wants & VALUE_WANTS, question):
+            continue
+        joined.append(Unit(first.path, first.title, "sentence", f"{first.text} {second.text}",
+                           body[first.start:second.end], first.start, second.end, first.heading))
+    return joined
 
 
 def _subject(unit: Unit) -> str:
