@@ -579,3 +579,20 @@ def test_the_sentence_after_the_one_repeating_the_question_gives_the_value_it_as
     _bullet_with(named["answer"], "several exports in parallel", "spool_workers=4")
     value = _ask_json(kb, "What is the default schedule of the flush of idle sessions to the archive?")
     _bullet_with(value["answer"], "flush of idle sessions", "90 seconds")
+
+
+def test_how_do_i_quotes_the_code_even_when_a_sentence_already_used_its_words(tmp_path):
+    """"How do I ...?" asks for code. A warning that repeats the question's words is picked
+    first; the code block that does it uses the same words, so it adds no new term, but it is
+    the first code of the answer: it is what was asked, not a repeat of what was said."""
+    mirror = ("ops/mirror.md", "Mirror", "Keeping a local mirror of the archive.",
+              "# Mirror\n\nThe mirror copies the files of the archive.\n\n## Checks\n\n"
+              "Note that when `checksum` is set to `False`, the mirror will accept any file the server "
+              "sends without verifying it and will ignore files whose checksum does not match, which will "
+              "make the mirror unsafe.\n\n"
+              "The mirror can also ignore verifying the checksum of the files if you set `checksum` to False:\n\n"
+              "```\n>>> mirror.sync('https://archive.example.org', checksum=False)\n```\n\n"
+              "To skip the files the mirror already holds when a sync resumes, use:\n\n"
+              "```\n>>> files = mirror.listing()\n>>> mirror.resume(skip_present=True)\n>>> print(len(files))\n```\n")
+    out = _ask_json(_kb(tmp_path, mirror), "How do I make the mirror skip verifying the files' checksum?")
+    assert "checksum=False" in out["answer"], out["answer"]

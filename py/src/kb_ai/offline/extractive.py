@@ -7,7 +7,8 @@ hold what the question asks for (a number for "how many / default / what port", 
 for "when", a name for "who", code for "how do I", a whole list for "which ... are", a name written
 as code for "which option / parameter / function"; for a value or a name, a sentence that lacks
 one joined with the next sentence of its paragraph that gives it), then picked greedily so that each new unit
-adds query terms the earlier ones did not cover. A unit is quoted whole or not at all.
+adds query terms the earlier ones did not cover (for "how do I", the first code block counts as
+new whatever its words). A unit is quoted whole or not at all.
 """
 
 from __future__ import annotations
@@ -201,6 +202,8 @@ def best_units(question: str, pages: list[PageText], limit: int = 4) -> list[Evi
     def gain(i: int) -> float:
         matched = candidates[i][2] & query_terms
         new = len(matched - covered) / max(len(matched), 1)
+        if "code" in wants and candidates[i][1].kind == "code" and not any(e.unit.kind == "code" for e in picked):
+            new = 1.0  # "how do I" asks for code: the first code block is new even in words already said
         bridge = BRIDGE_BONUS if candidates[i][1].path in named else 1.0
         return base[i] * (0.4 + 0.6 * new) * bridge
 
