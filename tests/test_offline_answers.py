@@ -538,6 +538,26 @@ def test_a_question_in_other_words_than_the_page_is_answered_by_the_page(tmp_pat
     assert "--host 0.0.0.0" in hosts["answer"].split("\n- ")[1], hosts["answer"]
 
 
+def test_a_comparison_by_price_is_answered_by_the_prices_the_page_states(tmp_path):
+    """"Which plan is cheaper, Solo or Team?": no page says "cheaper", the pricing page says what
+    each costs; a comparison's adjective stands for the measure (offline/equivalents.py), so the
+    question is covered and the prices are quoted. Nonsense asking a price is still not covered."""
+    pricing = ("product/pricing.md", "Pricing", "What each plan costs.",
+               "# Pricing\n\nThe Solo plan costs $12 per month and covers one user.\n\n"
+               "The Team plan costs $29 per month and covers up to ten users.\n")
+    others = [("team/onboarding.md", "Onboarding", "The first week of a new hire.",
+               "# Onboarding\n\nEvery new team member gets a laptop and a buddy; the team plans the first week.\n"),
+              ("product/roadmap.md", "Roadmap", "What the team plans next.",
+               "# Roadmap\n\nThe team plans offline receipts for every plan this year.\n"),
+              ("support/faq.md", "Support FAQ", "Common questions.",
+               "# Support FAQ\n\nSupport answers every plan within a day; the Team plan gets a named contact.\n")]
+    kb = build_kb(tmp_path, pricing, *others, sample=False)  # a wiki about one product: "plan" and "team" are everywhere
+    out = _ask_json(kb, "Which plan is cheaper, Solo or Team?")
+    assert out["abstained"] is False, out["answer"]
+    assert "$12" in out["answer"] and "$29" in out["answer"], out["answer"]
+    assert _ask_json(kb, "How expensive is a banana on the Eiffel Tower?")["abstained"] is True
+
+
 def test_equivalent_words_do_not_make_nonsense_look_covered(tmp_path):
     """Nonsense built from the table's own words ("switch off", "launch", "silence") is still
     not covered: an equivalent counts half, and only where the question's subject is held."""
