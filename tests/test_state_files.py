@@ -20,8 +20,10 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
-from helpers import write_files
+from helpers import build_kb, write_files
+from kb_ai.cli import cli
 
 pytestmark = pytest.mark.slow  # every case runs kaas in a subprocess on copies of compiled knowledge bases
 
@@ -587,3 +589,28 @@ def test_serve_with_a_model_past_damaged_cache_and_capabilities(templates, tmp_p
     assert "Traceback" not in out.stderr and out.returncode == 0, (out.stdout + out.stderr)[-3000:]
     assert "SERVED" in out.stdout
     assert "llm-capabilities.json" in out.stderr and "LLM cache entry" in out.stderr
+
+
+def test_a_keyword_index_save_killed_half_way_leaves_nothing_after_the_next_save(tmp_path):
+    """A kill while the keyword index is saved leaves ``.kaas/lexical-index.tmp-<pid>`` (or
+    ``.old-<pid>``) behind; the next save (``kaas index``, a compile, a server) removes those of
+    processes that are gone, and never the folder of a process still saving."""
+    kb = build_kb(tmp_path)
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    alive = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        state = kb.root / ".kaas"
+        abandoned = [state / f"lexical-index.tmp-{gone.pid}", state / f"lexical-index.old-{gone.pid}"]
+        saving = state / f"lexical-index.tmp-{alive.pid}"
+        for folder in (*abandoned, saving):
+            folder.mkdir(parents=True)
+            (folder / "docs.npy").write_bytes(b"half")
+        result = CliRunner().invoke(cli, ["--kb", str(kb.root), "index"], env={"KAAS_MODEL": ""})
+        assert result.exit_code == 0, result.output
+        assert (state / "lexical-index" / "kaas-fingerprint").is_file()
+        assert not any(p.exists() for p in abandoned)
+        assert (saving / "docs.npy").is_file()
+    finally:
+        alive.kill()
+        alive.wait()

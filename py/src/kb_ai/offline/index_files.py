@@ -9,11 +9,13 @@ The saved index is kaas's own state: every file is read bounded and as plain arr
 from __future__ import annotations
 
 import io
+import os
+import re
 from pathlib import Path
 
 import numpy as np
 
-from kb_ai.files import DamagedFileError, check_regular_file, read_state_bytes
+from kb_ai.files import DamagedFileError, check_regular_file, read_state_bytes, remove_state_entry
 
 MAX_INDEX_FILE_BYTES = 1 << 30  # any one file of a saved index
 ARRAYS = ("indptr", "docs", "tfs", "lengths", "live", "keys", "df")
@@ -86,3 +88,37 @@ def check_saved(paths, words, extra, arrays) -> tuple[dict[str, int], dict[int, 
             raise DamagedFileError("kaas-extra.json does not fit the index")
         postings.setdefault(item[0], []).append((item[1], item[2]))
     return vocab, postings
+
+
+def save_folders(cache_dir: Path) -> tuple[Path, Path]:
+    """The folders a save of the index at ``cache_dir`` writes into and moves the old one to:
+    ``<name>.tmp-<pid>`` and ``<name>.old-<pid>`` (one pair per process)."""
+    pid = os.getpid()
+    return (cache_dir.with_name(f"{cache_dir.name}.tmp-{pid}"), cache_dir.with_name(f"{cache_dir.name}.old-{pid}"))
+
+
+def remove_abandoned_saves(cache_dir: Path) -> None:
+    """The ``save_folders`` of saves cut short by a kill: their process is gone, so nobody will
+    finish or remove them. A live process's (another server saving now) are left alone."""
+    pattern = re.compile(re.escape(cache_dir.name) + r"\.(?:tmp|old)-(\d+)")
+    try:
+        names = os.listdir(cache_dir.parent)
+    except OSError:
+        return
+    for name in names:
+        match = pattern.fullmatch(name)
+        if match and int(match.group(1)) != os.getpid() and not _alive(int(match.group(1))):
+            try:
+                remove_state_entry(cache_dir.parent / name)
+            except OSError:
+                pass
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, ValueError):
+        return True  # another user's process, or not a pid: not ours to judge
+    return True

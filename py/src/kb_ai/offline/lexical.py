@@ -42,7 +42,8 @@ from pathlib import Path
 import numpy as np
 
 from kb_ai.offline.equivalents import query_weights
-from kb_ai.offline.index_files import ARRAYS, MAX_INDEX_FILE_BYTES, check_saved, join_texts, load_array, split_texts
+from kb_ai.offline.index_files import (ARRAYS, MAX_INDEX_FILE_BYTES, check_saved, join_texts, load_array,
+                                      remove_abandoned_saves, save_folders, split_texts)
 from kb_ai.offline.text import tokenize
 from kb_ai.store.access import parse_access
 from kb_ai.store.articles import read_article_text, split_frontmatter
@@ -317,9 +318,9 @@ class LexicalIndex:
     # -- on disk ----------------------------------------------------------------------------------
 
     def _save(self, cache_dir: Path, fingerprint: str) -> None:
-        tmp = cache_dir.with_name(cache_dir.name + f".tmp-{os.getpid()}")
-        old = cache_dir.with_name(cache_dir.name + f".old-{os.getpid()}")
+        tmp, old = save_folders(cache_dir)
         state_folder(cache_dir.parent)  # a file or FIFO in place of the folder it goes in is replaced
+        remove_abandoned_saves(cache_dir)  # a save killed half-way left its folders behind
         remove_state_entry(tmp)
         try:
             tmp.mkdir()
