@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from kb_ai.files import DamagedFileError, check_regular_file, read_state_bytes, remove_state_entry
+from kb_ai.store.lock import pid_alive
 
 MAX_INDEX_FILE_BYTES = 1 << 30  # any one file of a saved index
 ARRAYS = ("indptr", "docs", "tfs", "lengths", "live", "keys", "df")
@@ -107,18 +108,9 @@ def remove_abandoned_saves(cache_dir: Path) -> None:
         return
     for name in names:
         match = pattern.fullmatch(name)
-        if match and int(match.group(1)) != os.getpid() and not _alive(int(match.group(1))):
+        if match and int(match.group(1)) != os.getpid() and not pid_alive(int(match.group(1))):
             try:
                 remove_state_entry(cache_dir.parent / name)
             except OSError:
                 pass
 
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, OverflowError, ValueError):
-        return True  # another user's process, or not a pid: not ours to judge
-    return True

@@ -26,12 +26,13 @@ LOCK_NAME = "compile.lock"
 log = logging.getLogger(__name__)
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` runs on this machine (another user's counts as running)."""
     if pid <= 0:
         return False
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
+    except (ProcessLookupError, OverflowError):  # gone, or a number no process can have
         return False
     except PermissionError:
         return True
