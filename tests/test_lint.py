@@ -39,7 +39,7 @@ def clean_kb(tmp_path) -> KnowledgeBase:
     wiki = tmp_path / "wiki"
     page(wiki, "valves/zebra-valve.md", "Zebra valve", "# Zebra valve\n\nThe zebra valve opens at 40 bar; see "
          "[pressure ratings](../ratings/pressure-ratings.md) and [the pump](pump.md#inlet).",
-         sources=["raw/notes.md"], updated="2026-11-30")
+         sources=["raw/notes.md"], updated=time.strftime("%Y-%m-%d"))  # today: the source was just written
     page(wiki, "valves/pump.md", "Pump", "# Pump\n\nThe pump feeds the [zebra valve](zebra-valve.md). "
          "External: [docs](https://example.org/pump). Raw: [notes](../../raw/notes.md).\n\n"
          "```\n[not a link](missing.md)\n```\n\nInline `[code](missing.md)` is not a link either.",
