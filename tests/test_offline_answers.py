@@ -503,12 +503,12 @@ def test_which_release_names_the_release_the_entry_is_listed_under(tmp_path):
                "## 1.3.0 (2022-11-02)\n\n- Dropped support for Python 3.7.\n")
     kb = _kb(tmp_path, notes, changes)
     out = _ask_json(kb, "Which frob release added grep -m to limit the hits shown per file?")
-    _bullet_with(out["answer"], "Frob v2.38 Release Notes:", "limit the hits shown per file")
+    _bullet_with(out["answer"], "2.38 (Frob v2.38 Release Notes):", "limit the hits shown per file")
     out = _ask_json(kb, "In which version was the --dry-run option of zorp sync added?")
     _bullet_with(out["answer"], "1.4.0 (2023-04-26):", "--dry-run")
     # Not asked for a release: no prefix.
     out = _ask_json(kb, "How do I limit the hits shown per file with frob grep?")
-    assert "Frob v2.38 Release Notes:" not in out["answer"]
+    assert "Frob v2.38 Release Notes)" not in out["answer"] and "Frob v2.38 Release Notes:" not in out["answer"]
 
 
 WARNINGS = ("tools/frob-warnings.md", "Frobnicator warnings", "Warnings the frobnicator prints.",
@@ -616,3 +616,62 @@ def test_how_do_i_quotes_the_code_even_when_a_sentence_already_used_its_words(tm
               "```\n>>> files = mirror.listing()\n>>> mirror.resume(skip_present=True)\n>>> print(len(files))\n```\n")
     out = _ask_json(_kb(tmp_path, mirror), "How do I make the mirror skip verifying the files' checksum?")
     assert "checksum=False" in out["answer"], out["answer"]
+
+
+POLLER = ("ops/poller.md", "Poller", "How the poller fetches feeds.",
+          "# Poller\n\nThe poller fetches every feed on a schedule and keeps a cache of the results.\n\n"
+          "## Polling and caching\n\n"
+          "By default the poller retries a feed 3 times and caches each result for a minute.\n\n"
+          "To disable all polling and caching logic specify `refresh=False`:\n\n"
+          "```python\nimport poller\n\npoller.fetch(\n    \"https://feeds.example.org/a\",\n    refresh=False\n)\n"
+          "# FeedNotFetched\n\nfeed = poller.fetch(\n    \"https://feeds.example.org/b\",\n    refresh=False\n)\n\n"
+          "print(feed.status)\n# 304\n```\n\n"
+          "To disable caching but keep the polling logic, specify `cache=False`:\n\n"
+          "```python\nfeed = poller.fetch(\"https://feeds.example.org/a\", cache=False)\n```\n\n"
+          "For example, to poll at most 3 times but cache only 2 results:\n\n"
+          "```python\npoller.fetch(\"https://feeds.example.org/a\", refresh=poller.Refresh(3, cache=2))\n```\n")
+
+
+def test_a_lead_in_that_writes_the_code_itself_is_the_answer_when_its_block_is_too_long(tmp_path):
+    """"Specify `refresh=False`:" introduces a code block too long to quote whole; the sentence
+    alone still writes the answer, so it is not ranked down as a lead-in that shows nothing (a
+    lead-in quoted with its short block is: the block unit carries it)."""
+    kb = _kb(tmp_path, POLLER)
+    out = _ask_json(kb, "How do I turn off both polling and caching in the poller?")
+    _bullet_with(out["answer"], "disable all polling and caching", "refresh=False")
+    assert "\n- To disable caching but keep the polling logic, specify cache=False: [" not in out["answer"], \
+        out["answer"]  # the short block's lead-in, if quoted, comes with its block
+
+
+def test_short_options_are_terms_of_the_question(tmp_path):
+    """"What do frob -q and frob -x mean?": one-letter options are all the question names; the
+    entry that writes them is quoted, not one about the same command's other words."""
+    notes = ("releases/frob-3-1.md", "Frob 3.1 release notes", "What changed in Frob 3.1.",
+             "# Frob 3.1 release notes\n\n## Updates since Frob 3.0\n\n"
+             "- \"frob -q\" and \"frob -x\" are now understood as \"frob --quiet\" and \"frob --expand\".\n"
+             "- \"frob sync\" learned to mean what the user says since Frob 3.0.\n"
+             "- \"frob log\" now means the whole history, as it did before Frob 3.0.\n"
+             "- The meaning of \"frob tag\" in scripts changed since Frob 3.0.\n")
+    kb = _kb(tmp_path, notes)
+    out = _ask_json(kb, "What do frob -q and frob -x mean since Frob 3.0?")
+    assert "--quiet" in out["answer"].split("\n- ")[1], out["answer"]
+
+
+def test_a_camelcase_name_in_the_question_meets_its_words_in_the_page(tmp_path):
+    """"How can I silence the StaleRecordWarning?": the page names the class once, then says "these
+    warnings"; the parts of a CamelCase name count (at the weight of an equivalent word), so the
+    line that shows how to mute them is quoted, not only the one defining the class."""
+    warnings = ("tools/frob-warnings.md", "Frobnicator warnings", "Warnings the frobnicator prints.",
+                "# Frobnicator warnings\n\n## Record warnings\n\n"
+                "The frobnicator issues several warnings about records, to be resolved in different ways.\n\n"
+                "- **`StaleRecordWarning`**: This happens when a record is read from a frobnicator store "
+                "that was not tidied. Follow the tidy guide to resolve this.\n\n"
+                "Reading untidied stores is **strongly** discouraged; however, if you understand the risks "
+                "and wish to disable these warnings, you can use `mute_warnings`:\n\n"
+                "```python\nimport frobnicator\n\nfrobnicator.mute_warnings()\n```\n\n"
+                "You can also suppress the output of the frobnicator at the interpreter level with the -q flag.\n\n"
+                "To disable tidying but keep the records, specify `tidy=False`:\n\n"
+                "```python\nfrob.run(tidy=False)\n```\n")
+    kb = _kb(tmp_path, warnings)
+    out = _ask_json(kb, "How can I silence the frobnicator's StaleRecordWarning?")
+    _bullet_with(out["answer"], "mute_warnings")

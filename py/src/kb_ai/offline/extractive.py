@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from kb_ai.offline.equivalents import query_weights
+from kb_ai.offline.equivalents import EQUIVALENT_WEIGHT, query_weights
 from kb_ai.offline.names import identifiers
 from kb_ai.offline.text_ranking import rank_texts
 from kb_ai.offline.text import tokenize
@@ -49,6 +49,9 @@ _IDENT_Q = re.compile(r"\b(which|what)\s+(?:[\w-]+\s+){0,2}?(option|parameter|ar
 _VERSION_Q = re.compile(r"\b(which|what)\s+(?:[\w-]+\s+){0,2}?(release|version)s?\b|"
                         r"\bsince (which|what)\b|\bin (which|what) (release|version)\b", re.IGNORECASE)
 _VERSION = re.compile(r"(?<![\w.])v?\d+\.\d+(?:\.\d+)*(?![\w.]*\d)")
+_SHORT_OPTION = re.compile(r"(?<![\w-])-[A-Za-z](?![\w-])")
+_CAMEL = re.compile(r"(?<![\w.])[A-Za-z]*(?:[a-z][A-Z]|[A-Z]{2}[a-z])\w*")
+_CAMEL_PART = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
 _CODE_SPAN = re.compile(r"`+([^`\n]+?)`+")
 _NUMBER = re.compile(r"(?<![\w.])\d[\d,._]*")
 _YEAR = re.compile(r"\b(1[0-9]{3}|20[0-9]{2})\b|\b(January|February|March|April|May|June|July|August|September|"
@@ -144,6 +147,10 @@ def best_units(question: str, pages: list[PageText], limit: int = 4) -> list[Evi
     weights: dict[str, float] = {}
     for term, weight in query_weights(question):
         weights[term] = max(weights.get(term, 0.0), weight)
+    for term in _short_options(question):
+        weights[term] = 1.0
+    for term in _name_parts(question):  # "InsecureRequestWarning": a page says "these warnings"
+        weights.setdefault(term, EQUIVALENT_WEIGHT)
     query_terms = set(weights)
     candidates: list[tuple[int, Unit, set[str]]] = []
     wants = _asks_for(question)
@@ -154,12 +161,12 @@ def best_units(question: str, pages: list[PageText], limit: int = 4) -> list[Evi
         for unit in units:
             if unit.text.startswith("[Superseded"):
                 continue  # a supersession trail records an earlier fact: history, not the answer
-            terms = set(tokenize(_ranked_text(unit)))
+            terms = set(_unit_terms(_ranked_text(unit)))
             if terms & query_terms:
                 candidates.append((rank, unit, terms))
     if not candidates:
         return []
-    scores = [float(s) for s in rank_texts(weights, [tokenize(_ranked_text(c[1])) for c in candidates])]
+    scores = [float(s) for s in rank_texts(weights, [_unit_terms(_ranked_text(c[1])) for c in candidates])]
     # A code block quoted with the sentence that introduces it matches the question at least as
     # well as that sentence alone: its code lines must not dilute the match (BM25's length
     # normalisation) so that the bare lead-in, which "introduces what it does not show", wins.
@@ -167,6 +174,7 @@ def best_units(question: str, pages: list[PageText], limit: int = 4) -> list[Evi
              if unit.kind != "code"}
     scores = [max(score, leads.get((unit.path, unit.start, unit.lead), 0.0)) if unit.kind == "code" and unit.lead
               else score for score, (_r, unit, _t) in zip(scores, candidates)]
+    carried = {(unit.path, unit.start, unit.lead) for _r, unit, _t in candidates if unit.kind == "code" and unit.lead}
     base = []
     for score, (rank, unit, _terms) in zip(scores, candidates):
         value = score * (1.0 - 0.08 * min(rank, 5))
@@ -174,8 +182,11 @@ def best_units(question: str, pages: list[PageText], limit: int = 4) -> list[Evi
             value *= ASKED_BONUS
         if unit.kind == "code" and not wants & {"code", "identifier"}:
             value *= CODE_UNASKED
-        if unit.text.endswith(":"):
-            value *= CODE_UNASKED  # it introduces what it does not show
+        if unit.text.endswith(":") and (not _CODE_SPAN.search(unit.quote) or (unit.path, unit.start, unit.text) in carried):
+            # It introduces what it does not show, or what a code unit quotes with it; but a lead-in
+            # whose block is too long to quote whole, writing the thing itself ("specify
+            # `retries=False`:"), is the answer.
+            value *= CODE_UNASKED
         base.append(value)
     if "list" in wants:
         # A whole list answers "which ... are" at least as well as the best of its items.
@@ -268,7 +279,31 @@ def _version_context(unit: Unit, question: str) -> str:
     unit that does not say it ("Git v2.38 Release Notes" for '"git grep -m" limits the hits ...')."""
     if not _VERSION_Q.search(question) or _VERSION.search(unit.text):
         return ""
-    return next((context for context in (unit.heading, unit.title) if context and _VERSION.search(context)), "")
+    for context in (unit.heading, unit.title):
+        found = _VERSION.search(context) if context else None
+        if found:
+            # "v2.38" glued to its letter is not the number a reader asked for: say the release
+            # itself first ("2.38 (Git v2.38 Release Notes)"), then where the page says it.
+            version = found.group()
+            return f"{version[1:]} ({context})" if version[0] in "vV" else context
+    return ""
+
+
+def _short_options(text: str) -> list[str]:
+    """Short command-line options as written ("-v", "-h"): one letter, so ``tokenize`` drops
+    them, yet "What do git -v and git -h mean?" asks about nothing else."""
+    return _SHORT_OPTION.findall(text)
+
+
+def _name_parts(text: str) -> list[str]:
+    """The terms of the words inside CamelCase names ("HTTPBasicAuth": http, basic, auth), which
+    ``tokenize`` reads as one word: a page names the class's subject in those words."""
+    return [term for name in _CAMEL.findall(text) for term in tokenize(" ".join(_CAMEL_PART.findall(name)))]
+
+
+def _unit_terms(text: str) -> list[str]:
+    """A unit's terms as the answer ranks them: ``tokenize``'s, short options, CamelCase parts."""
+    return tokenize(text) + _short_options(text) + _name_parts(text)
 
 
 def _ranked_text(unit: Unit) -> str:
