@@ -675,3 +675,23 @@ def test_a_camelcase_name_in_the_question_meets_its_words_in_the_page(tmp_path):
     kb = _kb(tmp_path, warnings)
     out = _ask_json(kb, "How can I silence the frobnicator's StaleRecordWarning?")
     _bullet_with(out["answer"], "mute_warnings")
+
+
+def test_a_minimum_is_answered_by_the_bound_the_page_states(tmp_path):
+    """"Which version ... at minimum?": the page states the lower bound as "18 or later", in none of
+    the question's words, while other sentences repeat "require", "minimum" and "version" with
+    other numbers; the stated bound comes first. A maximum finds "up to 8" the same way (quoted
+    after a sentence holding "maximum" and "plugin")."""
+    upgrade = ("ops/upgrading-glimmer-3.md", "Upgrading to glimmer 3", "What changed in glimmer 3.",
+               "# Upgrading to glimmer 3\n\n## Requirements\n\nHere is what changed in glimmer 3:\n\n"
+               "- The runtime must be Node 18 or later (previously Node 14 and 16).\n"
+               "- Removed support for the old plugin format.\n\n## Plugins\n\n"
+               "Older plugins require a glimmer version less than 3.0 (ie <3), so pin them.\n\n"
+               "The default minimum log level of glimmer 3 is 2.\n\n"
+               "A glimmer 3 worker loads plugins in parallel, up to 8 of them at once.\n\n"
+               "The maximum plugin version glimmer 3 accepts is set by the manifest, version 2 by default.\n")
+    kb = _kb(tmp_path, upgrade)
+    low = _ask_json(kb, "Which Node version does glimmer 3 require at minimum?")
+    assert "18 or later" in low["answer"].split("\n- ")[1], low["answer"]
+    high = _ask_json(kb, "What is the maximum number of plugins glimmer 3 handles?")
+    assert "up to 8 of them" in high["answer"], high["answer"]

@@ -46,6 +46,16 @@ _IDENT_Q = re.compile(r"\b(which|what)\s+(?:[\w-]+\s+){0,2}?(option|parameter|ar
                       r"keyword|config|configuration)s?\b", re.IGNORECASE)
 # "Which release / version added ...?": in release notes and changelogs the version is the page's
 # title or the heading the entry sits under, not the entry's own words.
+# "What is the minimum / at least ...?": documentation states a lower bound as "3.7 or later",
+# "3.7+", "at least 2 GB" (and an upper bound as "up to 3", "at most 10", "2.0 or earlier"), rarely
+# with the question's word: a unit stating the asked bound holds the answer even more than one
+# holding any number.
+_MIN_Q = re.compile(r"\b(minimum|at least|oldest|earliest|lowest)\b", re.IGNORECASE)
+_MAX_Q = re.compile(r"\b(maximum|at most|newest|latest|highest|up to)\b", re.IGNORECASE)
+_LOWER_BOUND = re.compile(r"\d[\w.]*\+(?!\w)|\d[\w.]*\s+or\s+(?:later|newer|above|higher|greater|more)\b|"
+                          r"\bat least\s+\S*\d|>=\s*\d|≥\s*\d", re.IGNORECASE)
+_UPPER_BOUND = re.compile(r"\d[\w.]*\s+or\s+(?:earlier|older|below|lower|less|fewer)\b|"
+                          r"\b(?:at most|up to|no more than)\s+\S*\d|<=\s*\d|≤\s*\d", re.IGNORECASE)
 _VERSION_Q = re.compile(r"\b(which|what)\s+(?:[\w-]+\s+){0,2}?(release|version)s?\b|"
                         r"\bsince (which|what)\b|\bin (which|what) (release|version)\b", re.IGNORECASE)
 _VERSION = re.compile(r"(?<![\w.])v?\d+\.\d+(?:\.\d+)*(?![\w.]*\d)")
@@ -108,6 +118,10 @@ def _asks_for(question: str) -> set[str]:
         wants.add("list")
     if _IDENT_Q.search(question):
         wants.add("identifier")
+    if _MIN_Q.search(question):
+        wants.add("lower bound")
+    elif _MAX_Q.search(question):
+        wants.add("upper bound")
     return wants
 
 
@@ -128,6 +142,13 @@ def _holds(unit: Unit, wants: set[str], question: str) -> bool:
     if "identifier" in wants and (unit.kind == "code" or _new_identifier(unit, question)):
         return True
     return False
+
+
+def _states_bound(unit: Unit, wants: set[str]) -> bool:
+    """Whether ``unit`` states the bound the question asks for ("3.7 or later" for a minimum)."""
+    if "lower bound" in wants:
+        return _LOWER_BOUND.search(unit.text) is not None
+    return "upper bound" in wants and _UPPER_BOUND.search(unit.text) is not None
 
 
 def _new_identifier(unit: Unit, question: str) -> bool:
@@ -179,6 +200,8 @@ def best_units(question: str, pages: list[PageText], limit: int = 4) -> list[Evi
     for score, (rank, unit, _terms) in zip(scores, candidates):
         value = score * (1.0 - 0.08 * min(rank, 5))
         if wants and _holds(unit, wants, question):
+            value *= ASKED_BONUS
+        if _states_bound(unit, wants):
             value *= ASKED_BONUS
         if unit.kind == "code" and not wants & {"code", "identifier"}:
             value *= CODE_UNASKED
