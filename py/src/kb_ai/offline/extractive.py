@@ -51,7 +51,7 @@ _IDENT_Q = re.compile(r"\b(which|what)\s+(?:[\w-]+\s+){0,2}?(option|parameter|ar
 # with the question's word: a unit stating the asked bound holds the answer even more than one
 # holding any number.
 _MIN_Q = re.compile(r"\b(minimum|at least|oldest|earliest|lowest)\b", re.IGNORECASE)
-_MAX_Q = re.compile(r"\b(maximum|at most|newest|latest|highest|up to)\b", re.IGNORECASE)
+_MAX_Q = re.compile(r"\b(maximum|at most|highest|up to)\b", re.IGNORECASE)
 _LOWER_BOUND = re.compile(r"\d[\w.]*\+(?!\w)|\d[\w.]*\s+or\s+(?:later|newer|above|higher|greater|more)\b|"
                           r"\bat least\s+\S*\d|>=\s*\d|≥\s*\d", re.IGNORECASE)
 _UPPER_BOUND = re.compile(r"\d[\w.]*\s+or\s+(?:earlier|older|below|lower|less|fewer)\b|"
