@@ -5,10 +5,12 @@ definitions, headings with their first line, table rows, short code) are ranked 
 the selected pages' units only, nudged towards the higher-ranked pages and towards units that
 hold what the question asks for (a number for "how many / default / what port", a year or date
 for "when", a name for "who", code for "how do I", a whole list for "which ... are", a name written
-as code for "which option / parameter / function"; for a value or a name, a sentence that lacks
+as code for "which option / parameter / function", the bound stated as "3.7 or later" / "up to 8"
+for "minimum / maximum"; for a value or a name, a sentence that lacks
 one joined with the next sentence of its paragraph that gives it), then picked greedily so that each new unit
 adds query terms the earlier ones did not cover (for "how do I", the first code block counts as
-new whatever its words). A unit is quoted whole or not at all.
+new whatever its words). Terms are ``tokenize``'s plus the short options it drops ("-v") and the
+words of CamelCase names ("HTTPBasicAuth": http, basic, auth). A unit is quoted whole or not at all.
 """
 
 from __future__ import annotations
