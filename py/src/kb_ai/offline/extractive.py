@@ -310,7 +310,9 @@ def _version_context(unit: Unit, question: str) -> str:
             # "v2.38" glued to its letter is not the number a reader asked for: say the release
             # itself first ("2.38 (Git v2.38 Release Notes)"), then where the page says it.
             version = found.group()
-            return f"{version[1:]} ({context})" if version[0] in "vV" else context
+            if version[0] not in "vV":
+                return context
+            return version[1:] if context.strip() == version else f"{version[1:]} ({context})"
     return ""
 
 
