@@ -184,12 +184,12 @@ def best_units(question: str, pages: list[PageText], limit: int = 4) -> list[Evi
         for unit in units:
             if unit.text.startswith("[Superseded"):
                 continue  # a supersession trail records an earlier fact: history, not the answer
-            terms = set(_unit_terms(_ranked_text(unit)))
+            terms = set(_unit_terms(_ranked_text(unit), query_terms))
             if terms & query_terms:
                 candidates.append((rank, unit, terms))
     if not candidates:
         return []
-    scores = [float(s) for s in rank_texts(weights, [_unit_terms(_ranked_text(c[1])) for c in candidates])]
+    scores = [float(s) for s in rank_texts(weights, [_unit_terms(_ranked_text(c[1]), query_terms) for c in candidates])]
     # A code block quoted with the sentence that introduces it matches the question at least as
     # well as that sentence alone: its code lines must not dilute the match (BM25's length
     # normalisation) so that the bare lead-in, which "introduces what it does not show", wins.
@@ -328,9 +328,10 @@ def _name_parts(text: str) -> list[str]:
     return [term for name in _CAMEL.findall(text) for term in tokenize(" ".join(_CAMEL_PART.findall(name)))]
 
 
-def _unit_terms(text: str) -> list[str]:
-    """A unit's terms as the answer ranks them: ``tokenize``'s, short options, CamelCase parts."""
-    return tokenize(text) + _short_options(text) + _name_parts(text)
+def _unit_terms(text: str, query_terms: set[str]) -> list[str]:
+    """A unit's terms as the answer ranks them: ``tokenize``'s, and its short options and CamelCase
+    parts that the question asks for (the others would only lengthen it: "McDonald's")."""
+    return tokenize(text) + [t for t in _short_options(text) + _name_parts(text) if t in query_terms]
 
 
 def _ranked_text(unit: Unit) -> str:
