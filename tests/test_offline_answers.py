@@ -695,3 +695,19 @@ def test_a_minimum_is_answered_by_the_bound_the_page_states(tmp_path):
     assert "18 or later" in low["answer"].split("\n- ")[1], low["answer"]
     high = _ask_json(kb, "What is the maximum number of plugins glimmer 3 handles?")
     assert "up to 8 of them" in high["answer"], high["answer"]
+
+
+def test_which_release_skips_a_heading_that_names_the_release_before(tmp_path):
+    """In the notes of 2.39, "Fixes since v2.38" names the release before: the entry under it was
+    fixed in 2.39, which the page's title says; the answer states 2.39, never 2.38."""
+    notes = ("releases/frob-v2-39.md", "Frob v2.39 Release Notes", "What changed in Frob 2.39.",
+             "# Frob v2.39 Release Notes\n\n## Updates since v2.38\n\n"
+             "- \"frob mv\" learned to move paths between sparse directories.\n\n"
+             "## Fixes since v2.38\n\n"
+             "- \"frob tidy --prune\" would delete pinned records when the store was read-only, which has "
+             "been corrected.\n")
+    kb = _kb(tmp_path, notes)
+    out = _ask_json(kb, "Which frob release corrected frob tidy --prune deleting pinned records?")
+    line = _bullet_with(out["answer"], "tidy --prune")
+    assert line.startswith("- 2.39 (Frob v2.39 Release Notes): "), out["answer"]
+    assert "2.38 (" not in out["answer"], out["answer"]

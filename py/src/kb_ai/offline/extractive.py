@@ -64,6 +64,7 @@ _VERSION = re.compile(r"(?<![\w.])v?\d+\.\d+(?:\.\d+)*(?![\w.]*\d)")
 _SHORT_OPTION = re.compile(r"(?<![\w-])-[A-Za-z](?![\w-])")
 _CAMEL = re.compile(r"(?<![\w.])[A-Za-z]*(?:[a-z][A-Z]|[A-Z]{2}[a-z])\w*")
 _CAMEL_PART = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
+_RELATIVE_VERSION = re.compile(r"\b(?:since|after|before|until|till|from|than|prior to)\s+$", re.IGNORECASE)
 _CODE_SPAN = re.compile(r"`+([^`\n]+?)`+")
 _NUMBER = re.compile(r"(?<![\w.])\d[\d,._]*")
 _YEAR = re.compile(r"\b(1[0-9]{3}|20[0-9]{2})\b|\b(January|February|March|April|May|June|July|August|September|"
@@ -306,6 +307,8 @@ def _version_context(unit: Unit, question: str) -> str:
         return ""
     for context in (unit.heading, unit.title):
         found = _VERSION.search(context) if context else None
+        if found and _RELATIVE_VERSION.search(context[:found.start()]):
+            continue  # "Fixes since v2.38" (in the notes of 2.39) names the release before: the title says which
         if found:
             # "v2.38" glued to its letter is not the number a reader asked for: say the release
             # itself first ("2.38 (Git v2.38 Release Notes)"), then where the page says it.
