@@ -695,6 +695,15 @@ def test_a_minimum_is_answered_by_the_bound_the_page_states(tmp_path):
     assert "18 or later" in low["answer"].split("\n- ")[1], low["answer"]
     high = _ask_json(kb, "What is the maximum number of plugins glimmer 3 handles?")
     assert "up to 8 of them" in high["answer"], high["answer"]
+    # "and newer" is a lower bound too; a requirement of another package (">=2.0") is one, but
+    # repeats none of the question's subject
+    zorp = ("tools/zorp.md", "Zorp", "The zorp tool.",
+            "# Zorp\n\nZorp is tested on Linux and macOS.\n\nThe minimum disk space of the zorp cache is "
+            "configurable, 1 GB by default.\n\nPlugins of zorp require zorp-core>=2.0 to load.\n\n"
+            "Zorp runs on Ruby 3.1 and newer.\n")
+    kb = build_kb(tmp_path / "zorp", zorp)
+    ruby = _ask_json(kb, "Which Ruby version does zorp require at minimum?")
+    assert "3.1 and newer" in ruby["answer"].split("\n- ")[1], ruby["answer"]
 
 
 def test_which_release_skips_a_heading_that_names_the_release_before(tmp_path):

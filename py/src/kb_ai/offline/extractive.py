@@ -54,9 +54,9 @@ _IDENT_Q = re.compile(r"\b(which|what)\s+(?:[\w-]+\s+){0,2}?(option|parameter|ar
 # holding any number.
 _MIN_Q = re.compile(r"\b(minimum|at least|oldest|earliest|lowest)\b", re.IGNORECASE)
 _MAX_Q = re.compile(r"\b(maximum|at most|highest|up to)\b", re.IGNORECASE)
-_LOWER_BOUND = re.compile(r"\d[\w.]*\+(?!\w)|\d[\w.]*\s+or\s+(?:later|newer|above|higher|greater|more)\b|"
+_LOWER_BOUND = re.compile(r"\d[\w.]*\+(?!\w)|\d[\w.]*\s+(?:or|and)\s+(?:later|newer|above|higher|greater|more|up)\b|"
                           r"\bat least\s+\S*\d|>=\s*\d|≥\s*\d", re.IGNORECASE)
-_UPPER_BOUND = re.compile(r"\d[\w.]*\s+or\s+(?:earlier|older|below|lower|less|fewer)\b|"
+_UPPER_BOUND = re.compile(r"\d[\w.]*\s+(?:or|and)\s+(?:earlier|older|below|lower|less|fewer)\b|"
                           r"\b(?:at most|up to|no more than)\s+\S*\d|<=\s*\d|≤\s*\d", re.IGNORECASE)
 _VERSION_Q = re.compile(r"\b(which|what)\s+(?:[\w-]+\s+){0,2}?(release|version)s?\b|"
                         r"\bsince (which|what)\b|\bin (which|what) (release|version)\b", re.IGNORECASE)
