@@ -3,13 +3,26 @@
 with the Google Cloud SDK's gsutil, and git's release notes 2.37-2.39), asked questions written by
 hand before kaas answered any of them:
 
-    .venv/bin/python benchmarks/bench_outside.py [--work DIR] [--verbose] [--dump FILE] [--fresh]
+    .venv/bin/python benchmarks/bench_outside.py [--corpus NAME] [--work DIR] [--verbose] [--dump FILE] [--fresh]
 
 * benchmarks/outside_questions.jsonl: answerable, with the facts a correct answer holds;
 * benchmarks/outside_uncovered.jsonl: not covered by the wiki though in its vocabulary;
 * benchmarks/outside_nonsense.jsonl: nonsense;
 * ``--fresh``: the *_fresh.jsonl sets instead (written after most fixes, run once);
   ``--suffix _fresh2``: the *_fresh2.jsonl sets (written after the last fix, run once).
+
+``--corpus NAME`` builds and asks another wiki (``CORPORA``); its sets are
+benchmarks/outside_NAME_{questions,uncovered,nonsense}<suffix>.jsonl. The blind sets of
+2026-12-01 (issue 15: written from the source files only and committed before the first run):
+
+* ``second``: 29 Sphinx/Markdown pages of pyasn1, argcomplete, pyparsing, chardet and idna (gsutil's
+  third_party), 30 answerable / 15 not covered / 15 nonsense;
+* ``demo``: examples/demo/raw, the README's demo wiki (md, txt, html, pdf, zip), 15 / 8 / 8 — in
+  every clone, so ``--corpus demo`` runs anywhere;
+* ``tiny``: a 6-page wiki (fasteners, httplib2, mock, apitools, crcmod docs), 10 / 8 / 8.
+
+A corpus whose sources are all absent (the gsutil ones off this machine) stops with one line
+saying so; one with some sources absent is built from the rest (and says which were skipped).
 
 Prints facts held (``contains_answer``, as ``kaas eval`` scores; and "as written", the fact
 whole in the answer's text, which counts "newkeys" in "rsa.newkeys"), false abstention, abstention on the other two sets, and answer checks: cited
