@@ -3,13 +3,26 @@
 with the Google Cloud SDK's gsutil, and git's release notes 2.37-2.39), asked questions written by
 hand before kaas answered any of them:
 
-    .venv/bin/python benchmarks/bench_outside.py [--work DIR] [--verbose] [--dump FILE] [--fresh]
+    .venv/bin/python benchmarks/bench_outside.py [--corpus NAME] [--work DIR] [--verbose] [--dump FILE] [--fresh]
 
 * benchmarks/outside_questions.jsonl: answerable, with the facts a correct answer holds;
 * benchmarks/outside_uncovered.jsonl: not covered by the wiki though in its vocabulary;
 * benchmarks/outside_nonsense.jsonl: nonsense;
 * ``--fresh``: the *_fresh.jsonl sets instead (written after most fixes, run once);
   ``--suffix _fresh2``: the *_fresh2.jsonl sets (written after the last fix, run once).
+
+``--corpus NAME`` builds and asks another wiki (``CORPORA``); its sets are
+benchmarks/outside_NAME_{questions,uncovered,nonsense}<suffix>.jsonl. The blind sets of
+2026-12-01 (issue 15: written from the source files only and committed before the first run):
+
+* ``second``: 29 Sphinx/Markdown pages of pyasn1, argcomplete, pyparsing, chardet and idna (gsutil's
+  third_party), 30 answerable / 15 not covered / 15 nonsense;
+* ``demo``: examples/demo/raw, the README's demo wiki (md, txt, html, pdf, zip), 15 / 8 / 8 — in
+  every clone, so ``--corpus demo`` runs anywhere;
+* ``tiny``: a 6-page wiki (fasteners, httplib2, mock, apitools, crcmod docs), 10 / 8 / 8.
+
+A corpus whose sources are all absent (the gsutil ones off this machine) stops with one line
+saying so; one with some sources absent is built from the rest (and says which were skipped).
 
 Prints facts held (``contains_answer``, as ``kaas eval`` scores; and "as written", the fact
 whole in the answer's text, which counts "newkeys" in "rsa.newkeys"), false abstention, abstention on the other two sets, and answer checks: cited
@@ -44,18 +57,48 @@ SOURCES = {  # raw/ sub-folder -> (root, glob patterns)
     "charset_normalizer": (THIRD / "charset_normalizer" / "docs", ("*.rst", "user/*.rst", "community/*.rst")),
     "git": (Path("/usr/share/doc/git/RelNotes"), ("2.37.0.txt", "2.38.0.txt", "2.39.0.txt")),
 }
+DEMO = BENCH.parent / "examples" / "demo" / "raw"
+# Named corpora: raw/ sub-folder ("" = raw/ itself) -> (root, glob patterns). The question files of
+# the default corpus are outside_{questions,uncovered,nonsense}<suffix>.jsonl; those of another
+# corpus NAME are outside_NAME_{questions,uncovered,nonsense}<suffix>.jsonl.
+DEFAULT_CORPUS = "outside"
+CORPORA = {
+    DEFAULT_CORPUS: SOURCES,
+    # a second outside wiki (issue 15, written blind on 2026-12-01): ~30 pages of Sphinx/Markdown docs
+    "second": {
+        "pyasn1": (THIRD / "pyasn1" / "docs" / "source",
+                   ("contents.rst", "download.rst", "example-use-case.rst", "pyasn1/**/contents.rst")),
+        "argcomplete": (THIRD / "argcomplete", ("README.rst",)),
+        "pyparsing": (THIRD / "pyparsing", ("README.rst", "docs/HowToUsePyparsing.rst", "docs/whats_new_in_3_0_0.rst")),
+        "chardet": (THIRD / "chardet", ("README.rst", "docs/usage.rst", "docs/supported-encodings.rst",
+                                        "docs/how-it-works.rst", "docs/faq.rst")),
+        "idna": (THIRD / "idna", ("README.rst", "HISTORY.rst")),
+    },
+    # the README's demo wiki as it ships (md, txt, html, pdf, zip): in every clone
+    "demo": {"": (DEMO, ("**/*",))},
+    # a small wiki of 6 pages
+    "tiny": {
+        "fasteners": (THIRD / "fasteners", ("README.rst",)),
+        "httplib2": (THIRD / "httplib2", ("README.md",)),
+        "mock": (THIRD / "mock" / "docs", ("index.txt",)),
+        "apitools": (THIRD / "apitools", ("README.rst",)),
+        "crcmod": (THIRD / "crcmod" / "docs" / "source", ("intro.rst", "crcmod.predefined.rst")),
+    },
+}
 
 
-def build(root: Path) -> list[str]:
+def build(root: Path, sources: dict[str, tuple[Path, tuple[str, ...]]] = SOURCES) -> list[str]:
     """Copy the sources present into ``root/raw`` and compile offline; the names of those absent."""
-    missing = [name for name, (path, _) in SOURCES.items() if not path.is_dir()]
+    missing = [name or str(path) for name, (path, _) in sources.items() if not path.is_dir()]
     if (root / "wiki" / "master-index.md").exists():
         return missing
-    for name, (path, patterns) in SOURCES.items():
-        if name in missing:
+    for name, (path, patterns) in sources.items():
+        if not path.is_dir():
             continue
         for pattern in patterns:
             for source in sorted(path.glob(pattern)):
+                if not source.is_file():
+                    continue
                 target = root / "raw" / name / source.relative_to(path)
                 target.parent.mkdir(parents=True, exist_ok=True)
                 # git's release notes are AsciiDoc-like plain text: kept as .txt
@@ -171,16 +214,24 @@ def main() -> None:
     parser.add_argument("--dump", type=Path, default=None, help="write every answer as JSONL here")
     parser.add_argument("--fresh", action="store_true", help="ask the *_fresh.jsonl sets")
     parser.add_argument("--suffix", default="", help="ask the outside_*<suffix>.jsonl sets (_fresh2: the second fresh set)")
+    parser.add_argument("--corpus", default=DEFAULT_CORPUS, choices=sorted(CORPORA),
+                        help=f"which wiki to build and ask (default {DEFAULT_CORPUS}: the first outside wiki)")
     args = parser.parse_args()
     suffix = "_fresh" if args.fresh else args.suffix
-    sets = {"answerable": BENCH / f"outside_questions{suffix}.jsonl",
-            "not covered": BENCH / f"outside_uncovered{suffix}.jsonl",
-            "nonsense": BENCH / f"outside_nonsense{suffix}.jsonl"}
-    if all(not path.is_dir() for path, _ in SOURCES.values()):
-        raise SystemExit("none of the outside sources is on this machine: nothing to build the wiki from")
+    prefix = "outside" if args.corpus == DEFAULT_CORPUS else f"outside_{args.corpus}"
+    sets = {"answerable": BENCH / f"{prefix}_questions{suffix}.jsonl",
+            "not covered": BENCH / f"{prefix}_uncovered{suffix}.jsonl",
+            "nonsense": BENCH / f"{prefix}_nonsense{suffix}.jsonl"}
+    absent = [path.name for path in sets.values() if not path.is_file()]
+    if absent:
+        raise SystemExit(f"corpus {args.corpus}: no question file {', '.join(absent)} in {BENCH}")
+    sources = CORPORA[args.corpus]
+    if all(not path.is_dir() for path, _ in sources.values()):
+        raise SystemExit(f"corpus {args.corpus} skipped: none of its sources is on this machine "
+                         f"({', '.join(sorted({str(path) for path, _ in sources.values()}))})")
     with tempfile.TemporaryDirectory() as tmp:
         root = args.work or Path(tmp) / "outside"
-        missing = build(root)
+        missing = build(root, sources)
         if missing:
             print(f"skipped (absent on this machine): {', '.join(missing)}")
         figures = run(root, sets, args.verbose, args.dump)
