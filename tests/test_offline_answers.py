@@ -720,3 +720,19 @@ def test_which_release_skips_a_heading_that_names_the_release_before(tmp_path):
     line = _bullet_with(out["answer"], "tidy --prune")
     assert line.startswith("- 2.39 (Frob v2.39 Release Notes): "), out["answer"]
     assert "2.38 (" not in out["answer"], out["answer"]
+
+
+def test_a_lead_in_naming_code_before_a_table_still_introduces_what_it_does_not_show(tmp_path):
+    """"The `zorp.codecs` module offers the following predefined codecs:" writes code, but what it
+    introduces is a table, not a code block too long to quote: it is ranked down as a line that
+    shows nothing, and does not take one of the page's two places in the answer from a row or a
+    sentence (it did, on an outside wiki, from the row holding the asked value)."""
+    codecs = ("tools/zorp-codecs.md", "zorp.codecs -- predefined codecs", "The codecs zorp ships.",
+              "# zorp.codecs -- predefined codecs\n\n## Predefined codecs\n\n"
+              "The `zorp.codecs` module offers the following predefined codecs:\n\n"
+              "| Name | Width | Padding |\n| --- | --- | --- |\n| zorp-8 | 8 | 0x00 |\n| zorp-16 | 16 | 0xFFFF |\n\n"
+              "Some common codecs are predefined in `zorp.codecs`.\n")
+    kb = _kb(tmp_path, codecs)
+    out = _ask_json(kb, "What padding does the predefined zorp-16 codec use?")
+    assert "0xFFFF" in out["answer"].split("\n- ")[1], out["answer"]
+    assert "offers the following predefined codecs" not in out["answer"], out["answer"]

@@ -65,6 +65,7 @@ _SHORT_OPTION = re.compile(r"(?<![\w-])-[A-Za-z](?![\w-])")
 _CAMEL = re.compile(r"(?<![\w.])[A-Za-z]*(?:[a-z][A-Z]|[A-Z]{2}[a-z])\w*")
 _CAMEL_PART = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
 _RELATIVE_VERSION = re.compile(r"\b(?:since|after|before|until|till|from|than|prior to)\s+$", re.IGNORECASE)
+_FENCE_NEXT = re.compile(r"\s*+(?:>[ \t]?)?(?:```|~~~)")  # what follows a unit is a fenced code block
 _CODE_SPAN = re.compile(r"`+([^`\n]+?)`+")
 _NUMBER = re.compile(r"(?<![\w.])\d[\d,._]*")
 _YEAR = re.compile(r"\b(1[0-9]{3}|20[0-9]{2})\b|\b(January|February|March|April|May|June|July|August|September|"
@@ -177,6 +178,7 @@ def best_units(question: str, pages: list[PageText], limit: int = 4) -> list[Evi
         weights.setdefault(term, EQUIVALENT_WEIGHT)
     query_terms = set(weights)
     candidates: list[tuple[int, Unit, set[str]]] = []
+    code_leads: set[tuple[str, int, int]] = set()  # units ending in ":" right before a code block
     wants = _asks_for(question)
     for rank, page in enumerate(pages):
         units = page_units(page.path, page.title, page.body)
@@ -188,6 +190,8 @@ def best_units(question: str, pages: list[PageText], limit: int = 4) -> list[Evi
             terms = set(_unit_terms(_ranked_text(unit), query_terms))
             if terms & query_terms:
                 candidates.append((rank, unit, terms))
+                if unit.text.endswith(":") and _FENCE_NEXT.match(page.body, unit.end):
+                    code_leads.add((unit.path, unit.start, unit.end))
     if not candidates:
         return []
     scores = [float(s) for s in rank_texts(weights, [_unit_terms(_ranked_text(c[1]), query_terms) for c in candidates])]
@@ -208,9 +212,10 @@ def best_units(question: str, pages: list[PageText], limit: int = 4) -> list[Evi
             value *= ASKED_BONUS
         if unit.kind == "code" and not wants & {"code", "identifier"}:
             value *= CODE_UNASKED
-        if unit.text.endswith(":") and (not _CODE_SPAN.search(unit.quote) or (unit.path, unit.start, unit.text) in carried):
-            # It introduces what it does not show, or what a code unit quotes with it; but a lead-in
-            # whose block is too long to quote whole, writing the thing itself ("specify
+        if unit.text.endswith(":") and not (_CODE_SPAN.search(unit.quote) and (unit.path, unit.start, unit.end) in code_leads
+                                            and (unit.path, unit.start, unit.text) not in carried):
+            # It introduces what it does not show (a list, a table, code quoted with it); but the
+            # lead-in of a code block too long to quote whole, writing the thing itself ("specify
             # `retries=False`:"), is the answer.
             value *= CODE_UNASKED
         base.append(value)
