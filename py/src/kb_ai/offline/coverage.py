@@ -2,11 +2,12 @@
 
 Each term of the question is weighted by how informative it is (BM25's IDF over the wiki's pages,
 from the lexical index, as if the wiki had ``SMOOTH_PAGES`` more pages without the term: in a wiki
-of ten pages about one product, its own words are on most pages and would weigh nothing). A term no page holds is what the question asks about and the wiki lacks
-("the shoe size of ...", "the maximum size of the on-disk cache"): it weighs ``MISSING_WORD``
-times a term that a single page holds; but a *generic* word no page holds
-(``store.words.GENERIC_WORDS``: "happened", "made", "whether", "multiple") names nothing and
-weighs nothing. The question is covered when the best page among the keyword matches, or the
+of ten pages about one product, its own words are on most pages and would weigh nothing). A term
+no page holds is what the question asks about and the wiki lacks ("the shoe size of ...", "the
+maximum size of the on-disk cache"): it weighs ``MISSING_WORD`` times a term that a single page
+holds. A *generic* word (``store.words.GENERIC_WORDS``: "happened", "made", "still", "whether",
+"multiple") counts for a page that holds it and never against one that does not: it names
+nothing a page could lack ("Is google-apitools still maintained?"). The question is covered when the best page among the keyword matches, or the
 best two pages *that are joined* (one holds the other's title and that title names something:
 no more than ``TITLE_JOIN_PAGES`` pages, or ``TITLE_JOIN_SHARE`` of the wiki, hold it, so
 "Introduction" or "How it works" joins nothing; or the question names both: "Which band formed
@@ -60,7 +61,7 @@ NAME_PAGES = 24  # pages read, at most, to find one that mentions a name (more h
 PAGES_READ = 64  # pages read for all names of one question, at most (then: taken as mentioned)
 MAX_NAMES = 12  # names of one question looked for
 SMOOTH_PAGES = 50  # IDF as if the wiki had this many more pages, none holding the term (small wikis: see below)
-MISSING_WORD = 1.5  # a word no page holds weighs this many times the rarest word the wiki holds
+MISSING_WORD = 1.25  # a word no page holds weighs this many times the rarest word the wiki holds
 RARE_TERMS_MIN_PAGES = 200  # the many-rare-terms rule needs a wiki this big (in a small one every word is rare)
 TITLE_JOIN_PAGES, TITLE_JOIN_SHARE = 2, 0.05  # a title more pages hold (and this share of the wiki) joins no pair
 _GENERIC_TERMS = frozenset(t for word in GENERIC_WORDS for t in tokenize(word))
@@ -128,8 +129,8 @@ def coverage(index: LexicalIndex, title_of: Callable[[str], str], question: str,
     # In a small wiki the topic's own words are on most pages ("bank" on 6 of 10): counted as if the
     # wiki had SMOOTH_PAGES more pages without them, they are not worth nothing.
     rarest = _idf(n + SMOOTH_PAGES, 1)
-    weights = {t: min(_idf(n + SMOOTH_PAGES, look_up(t)[0]), rarest) if look_up(t)[0]
-               else 0.0 if t in _GENERIC_TERMS else MISSING_WORD * rarest for t in terms}
+    weights = {t: min(_idf(n + SMOOTH_PAGES, look_up(t)[0]), rarest) if look_up(t)[0] else MISSING_WORD * rarest
+               for t in terms}
     asked = set(terms)
     held = [set(t for t in terms if i in look_up(t)[1]) for i in range(len(paths))]
     # A page that says it in other words ("disable" for "turn off") holds the term in part.
@@ -149,12 +150,18 @@ def coverage(index: LexicalIndex, title_of: Callable[[str], str], question: str,
                 weights[t] *= MISSING_NAME
             for page_terms_held in held + near:
                 page_terms_held.discard(t)
-    total = sum(weights.values()) or 1.0
+    # A generic word ("still", "whether", "happened") counts for a page that holds it and never
+    # against one that does not: it names nothing the page could lack.
+    generic = frozenset(t for t in terms if t in _GENERIC_TERMS)
+    total = sum(w for t, w in weights.items() if t not in generic)
     held_sets = [frozenset(h) for h in held]
     near_sets = [frozenset(h) for h in near]
 
     def weight_of(full: frozenset[str], part: frozenset[str]) -> float:
         return sum(weights[t] for t in full) + EQUIVALENT_WEIGHT * sum(weights[t] for t in part - full)
+
+    def share_of(full: frozenset[str], part: frozenset[str]) -> float:
+        return weight_of(full, part) / (total + sum(weights[t] for t in full & generic) or 1.0)
     title_terms = [set(tokenize(title_of(p))) for p in paths]
     by_title = set(named)  # pages the question names by their title (parenthetical aside)
     is_named = [p in by_title or (bool(tt) and len(tt & asked) / len(tt) >= TITLE_NAMED)
@@ -169,14 +176,14 @@ def coverage(index: LexicalIndex, title_of: Callable[[str], str], question: str,
             names_few[j] = _names_few(index, title_terms[j], n)
         return names_few[j]
 
-    best = max(range(len(paths)), key=lambda i: (weight_of(held_sets[i], near_sets[i]), -i))
+    best = max(range(len(paths)), key=lambda i: (share_of(held_sets[i], near_sets[i]), -i))
     best_terms, best_near, pages = held_sets[best], near_sets[best], (paths[best],)
     for i in range(len(paths)):
         for j in range(i + 1, len(paths)):
             if not ((is_named[i] and is_named[j]) or holds_title(i, j) or holds_title(j, i)):
                 continue
             union, union_near = held_sets[i] | held_sets[j], near_sets[i] | near_sets[j]
-            if weight_of(union, union_near) > weight_of(best_terms, best_near) + 1e-9:
+            if share_of(union, union_near) > share_of(best_terms, best_near) + 1e-9:
                 best_terms, best_near, pages = union, union_near, (paths[i], paths[j])
     weight = weight_of(best_terms, best_near)
     # Words found speak for a question only when some of what it names is there: when every name
@@ -184,7 +191,7 @@ def coverage(index: LexicalIndex, title_of: Callable[[str], str], question: str,
     # holds ("... in the V8 Liftoff compiler", "the default port of the Jenkins web interface").
     lacks_subject = bool(missing_names) and len(missing_names) == len(names)
     rare_terms = 0.0 if lacks_subject or n < RARE_TERMS_MIN_PAGES else weight / rarest
-    share = 0.0 if lacks_subject else weight / total
+    share = 0.0 if lacks_subject else share_of(best_terms, best_near)
     held_share = {t: 1.0 if t in best_terms else EQUIVALENT_WEIGHT if t in best_near else 0.0 for t in weights}
     return Coverage(share, rare_terms, pages, tuple(missing), tuple(m.text for m in missing_names),
                     tuple((t, round(w, 3), held_share[t]) for t, w in weights.items()))
