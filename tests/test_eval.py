@@ -38,6 +38,13 @@ def test_hotpotqa_normalization_and_scores():
     assert f1_score("yes", "yes") == 1.0
     assert contains_answer("She was Chief of Protocol.", "chief of protocol") == 1.0
     assert contains_answer("Protocols matter", "protocol") == 0.0  # whole words only
+    # A fact quoted inside code or a range is held as written (HotpotQA's normalization alone
+    # reads "rsa.newkeys(512)" as "rsanewkeys512").
+    assert contains_answer("Call `(pub, priv) = rsa.newkeys(512)` first.", "newkeys") == 1.0
+    assert contains_answer("Set `chunk_size=512,` in the call.", "512") == 1.0
+    assert contains_answer("He played from 1998–2001.", "1998") == 1.0
+    assert contains_answer("Use `rsa.newkeysets()`.", "newkeys") == 0.0  # still whole words
+    assert contains_answer("the U.S. Army", "U.S.") == 1.0
 
 
 def test_scoring_text_drops_citations_and_offline_notes():

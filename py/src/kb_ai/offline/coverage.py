@@ -1,26 +1,40 @@
 """Does the wiki cover a question at all? The offline answerer's abstention decision, in one place.
 
 Each term of the question is weighted by how informative it is (BM25's IDF over the wiki's pages,
-from the lexical index; a term no page holds weighs as much as one that a single page holds). The question is covered when the best
-page among the keyword matches, or the best two pages *that are joined* (one holds the other's
-title, or the question names both: "Which band formed first, Lit or Adorable?", "the director of
-the film that ..."), hold
+from the lexical index, as if the wiki had ``SMOOTH_PAGES`` more pages without the term: in a wiki
+of ten pages about one product, its own words are on most pages and would weigh nothing). A term
+no page holds is what the question asks about and the wiki lacks ("the shoe size of ...", "the
+maximum size of the on-disk cache"): it weighs ``MISSING_WORD`` times a term that a single page
+holds. A *generic* word (``store.words.GENERIC_WORDS``: "happened", "made", "still", "whether",
+"multiple") counts for a page that holds it and never against one that does not: it names
+nothing a page could lack ("Is google-apitools still maintained?"). The question is covered when the best page among the keyword matches, or the
+best two pages *that are joined* (one holds the other's title and that title names something:
+no more than ``TITLE_JOIN_PAGES`` pages, or ``TITLE_JOIN_SHARE`` of the wiki, hold it, so
+"Introduction" or "How it works" joins nothing; or the question names both: "Which band formed
+first, Lit or Adorable?", "the director of the film that ..."), hold
 
 * at least ``COVERED_SHARE`` of the question's term weight, or
-* at least ``COVERED_RARE_TERMS`` terms' worth of weight, counted in units of the rarest term
-  (a long question whose many rare terms are found is about something the wiki holds, even when
-  some of its words are not).
+* on a wiki of ``RARE_TERMS_MIN_PAGES`` pages or more, at least ``COVERED_RARE_TERMS`` terms'
+  worth of weight, counted in units of the rarest term (a long question whose many rare terms
+  are found is about something the wiki holds, even when some of its words are not). In a small
+  wiki every word is rare: the three words of "blue green switch" are not three rare terms.
 
 A page that holds a question term only in other words (``offline.equivalents``: "disable" for
-"turn off") holds it at ``EQUIVALENT_WEIGHT`` (half) of its weight.
+"turn off", "author" for "wrote") holds it at ``EQUIVALENT_WEIGHT`` (half) of its weight.
 
 Nonsense ("How tall is the Eiffel Tower in bananas?") shares a word or two with some page, never
 most of its weight; a question about a subject the wiki lacks loses that subject's weight; two
 unrelated pages do not add up ("boiling point" on one page, "sonnet" on another).
 
+Known limit: the decision is lexical. A question that asks, in words no page uses, for something
+a page states ("Which database ...?" of a page that says "PostgreSQL 16") is not covered; nonsense
+that asks for an absurd attribute of a subject with a synonym of a word a page holds is.
+
 The thresholds were calibrated on questions with known truth (docs/benchmarks.md, "Offline
-answers and abstention (issue 15)"; benchmarks/bench_answers.py): nonsense questions, HotpotQA
-questions whose gold pages were deleted, answerable HotpotQA and real-docs questions.
+answers and abstention (issue 15)" and "Abstention on small and outside wikis (issue 15)";
+benchmarks/bench_answers.py, benchmarks/bench_outside.py): nonsense questions, HotpotQA
+questions whose gold pages were deleted, answerable HotpotQA and real-docs questions, and
+questions written blind on wikis of 6 to 62 pages of third-party documentation.
 """
 
 from __future__ import annotations
@@ -35,6 +49,7 @@ from kb_ai.offline.equivalents import EQUIVALENT_WEIGHT, equivalents
 from kb_ai.offline.lexical import LexicalIndex
 from kb_ai.offline.names import Name, mentions, page_terms, question_names
 from kb_ai.offline.text import tokenize
+from kb_ai.store.words import GENERIC_WORDS
 
 COVERED_SHARE = 0.60  # share of the question's term weight one page (or a joined pair) must hold
 COVERED_RARE_TERMS = 2.8  # ... or this many times the weight of the rarest term the wiki holds
@@ -45,6 +60,11 @@ BRIDGE_SEEDS, BRIDGES = 2, 8  # pages of the best matches whose named pages are 
 NAME_PAGES = 24  # pages read, at most, to find one that mentions a name (more holders: taken as mentioned)
 PAGES_READ = 64  # pages read for all names of one question, at most (then: taken as mentioned)
 MAX_NAMES = 12  # names of one question looked for
+SMOOTH_PAGES = 50  # IDF as if the wiki had this many more pages, none holding the term (small wikis: see below)
+MISSING_WORD = 1.25  # a word no page holds weighs this many times the rarest word the wiki holds
+RARE_TERMS_MIN_PAGES = 200  # the many-rare-terms rule needs a wiki this big (in a small one every word is rare)
+TITLE_JOIN_PAGES, TITLE_JOIN_SHARE = 2, 0.05  # a title more pages hold (and this share of the wiki) joins no pair
+_GENERIC_TERMS = frozenset(t for word in GENERIC_WORDS for t in tokenize(word))
 
 
 @dataclass(frozen=True)
@@ -56,15 +76,18 @@ class Coverage:
     pages: tuple[str, ...]  # the page(s) holding it, best first
     missing: tuple[str, ...] = ()  # question words no page (this reader may read) holds
     missing_names: tuple[str, ...] = ()  # names the question gives that no page mentions
+    weights: tuple[tuple[str, float, float], ...] = ()  # (term, weight, share of it the best page(s) hold: 0, 0.5 or 1)
 
     @property
     def covered(self) -> bool:
         return is_covered(self.share, self.rare_terms)
 
 
-def is_covered(share: float, rare_terms: float, min_share: float = COVERED_SHARE,
-               min_rare_terms: float = COVERED_RARE_TERMS) -> bool:
+def is_covered(share: float, rare_terms: float, min_share: float | None = None,
+               min_rare_terms: float | None = None) -> bool:
     """The abstention rule (its thresholds are arguments so a benchmark can trace the curve)."""
+    min_share = COVERED_SHARE if min_share is None else min_share
+    min_rare_terms = COVERED_RARE_TERMS if min_rare_terms is None else min_rare_terms
     return share >= min_share or rare_terms >= min_rare_terms
 
 
@@ -100,10 +123,14 @@ def coverage(index: LexicalIndex, title_of: Callable[[str], str], question: str,
             holders[term] = (len(pages), frozenset(np.flatnonzero(found).tolist()))
         return holders[term]
 
-    # A word no page holds weighs as much as the rarest word the wiki holds, no more: in a small
-    # wiki, plain words of a question ("use", "happens") are often in no page at all.
-    rarest = _idf(n, 1)
-    weights = {t: min(_idf(n, look_up(t)[0]), rarest) for t in terms}
+    # A word no page holds is what the question asks about and the wiki lacks ("the shoe size of
+    # ...", "the maximum size of ... cache"): it weighs more than the rarest word the wiki holds.
+    # A generic word no page holds ("happened", "made", "whether") names nothing: it weighs nothing.
+    # In a small wiki the topic's own words are on most pages ("bank" on 6 of 10): counted as if the
+    # wiki had SMOOTH_PAGES more pages without them, they are not worth nothing.
+    rarest = _idf(n + SMOOTH_PAGES, 1)
+    weights = {t: min(_idf(n + SMOOTH_PAGES, look_up(t)[0]), rarest) if look_up(t)[0] else MISSING_WORD * rarest
+               for t in terms}
     asked = set(terms)
     held = [set(t for t in terms if i in look_up(t)[1]) for i in range(len(paths))]
     # A page that says it in other words ("disable" for "turn off") holds the term in part.
@@ -123,37 +150,64 @@ def coverage(index: LexicalIndex, title_of: Callable[[str], str], question: str,
                 weights[t] *= MISSING_NAME
             for page_terms_held in held + near:
                 page_terms_held.discard(t)
-    total = sum(weights.values()) or 1.0
+    # A generic word ("still", "whether", "happened") counts for a page that holds it and never
+    # against one that does not: it names nothing the page could lack.
+    generic = frozenset(t for t in terms if t in _GENERIC_TERMS)
+    total = sum(w for t, w in weights.items() if t not in generic)
     held_sets = [frozenset(h) for h in held]
     near_sets = [frozenset(h) for h in near]
 
     def weight_of(full: frozenset[str], part: frozenset[str]) -> float:
         return sum(weights[t] for t in full) + EQUIVALENT_WEIGHT * sum(weights[t] for t in part - full)
+
+    def share_of(full: frozenset[str], part: frozenset[str]) -> float:
+        return weight_of(full, part) / (total + sum(weights[t] for t in full & generic) or 1.0)
     title_terms = [set(tokenize(title_of(p))) for p in paths]
     by_title = set(named)  # pages the question names by their title (parenthetical aside)
     is_named = [p in by_title or (bool(tt) and len(tt & asked) / len(tt) >= TITLE_NAMED)
                 for p, tt in zip(paths, title_terms)]
 
-    def holds_title(i: int, j: int) -> bool:  # page i's text holds every term of page j's title
-        return bool(title_terms[j]) and all(i in look_up(t)[1] for t in title_terms[j])
+    names_few: dict[int, bool] = {}
 
-    best = max(range(len(paths)), key=lambda i: (weight_of(held_sets[i], near_sets[i]), -i))
+    def holds_title(i: int, j: int) -> bool:  # page i's text holds every term of page j's title, a name
+        if not (title_terms[j] and all(i in look_up(t)[1] for t in title_terms[j])):
+            return False
+        if j not in names_few:
+            names_few[j] = _names_few(index, title_terms[j], n)
+        return names_few[j]
+
+    best = max(range(len(paths)), key=lambda i: (share_of(held_sets[i], near_sets[i]), -i))
     best_terms, best_near, pages = held_sets[best], near_sets[best], (paths[best],)
     for i in range(len(paths)):
         for j in range(i + 1, len(paths)):
             if not ((is_named[i] and is_named[j]) or holds_title(i, j) or holds_title(j, i)):
                 continue
             union, union_near = held_sets[i] | held_sets[j], near_sets[i] | near_sets[j]
-            if weight_of(union, union_near) > weight_of(best_terms, best_near) + 1e-9:
+            if share_of(union, union_near) > share_of(best_terms, best_near) + 1e-9:
                 best_terms, best_near, pages = union, union_near, (paths[i], paths[j])
     weight = weight_of(best_terms, best_near)
     # Words found speak for a question only when some of what it names is there: when every name
     # it gives is missing, it is about something else, however many of its other words a page
     # holds ("... in the V8 Liftoff compiler", "the default port of the Jenkins web interface").
     lacks_subject = bool(missing_names) and len(missing_names) == len(names)
-    rare_terms = 0.0 if lacks_subject else weight / rarest
-    share = 0.0 if lacks_subject else weight / total
-    return Coverage(share, rare_terms, pages, tuple(missing), tuple(m.text for m in missing_names))
+    rare_terms = 0.0 if lacks_subject or n < RARE_TERMS_MIN_PAGES else weight / rarest
+    share = 0.0 if lacks_subject else share_of(best_terms, best_near)
+    held_share = {t: 1.0 if t in best_terms else EQUIVALENT_WEIGHT if t in best_near else 0.0 for t in weights}
+    return Coverage(share, rare_terms, pages, tuple(missing), tuple(m.text for m in missing_names),
+                    tuple((t, round(w, 3), held_share[t]) for t, w in weights.items()))
+
+
+def _names_few(index: LexicalIndex, terms: set[str], pages: int) -> bool:
+    """Whether a title's ``terms`` name something: few pages hold them all (at most
+    ``TITLE_JOIN_PAGES`` of them, or ``TITLE_JOIN_SHARE`` of the wiki). A title most pages hold
+    ("Introduction", "How it works", "Usage") joins nothing."""
+    found: np.ndarray | None = None
+    for term in terms:
+        held = index.pages_with(term)
+        found = held if found is None else np.intersect1d(found, held, assume_unique=True)
+        if not len(found):
+            break
+    return found is None or len(found) <= max(TITLE_JOIN_PAGES, TITLE_JOIN_SHARE * pages)
 
 
 def _indexed(index: LexicalIndex, path: str) -> bool:

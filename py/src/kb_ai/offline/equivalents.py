@@ -61,6 +61,7 @@ EQUIVALENT_GROUPS: tuple[tuple[str, ...], ...] = (
     ("log in", "login", "sign in", "authenticate"),
     ("log out", "logout", "sign out"),
     ("memory", "ram"),
+    ("author", "wrote", "written by", "writer"),
     # a comparison's adjective asks for the measure a page states ("Which plan is cheaper?": "costs $12")
     ("cost", "price", "pricing", "cheap", "cheaper", "cheapest", "expensive", "fee"),
 )

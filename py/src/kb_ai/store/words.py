@@ -20,7 +20,7 @@ _ENGLISH = {
 _QUESTION_WORDS = {
     "how", "what", "why", "when", "where", "which", "who", "whom", "whose", "does", "do", "did", "done",
     "can", "could", "should", "would", "will", "shall", "may", "might", "must", "has", "have", "had",
-    "am", "been", "being", "i", "me", "my", "you", "your", "we", "our", "us", "tell", "explain", "please",
+    "am", "been", "being", "were", "i", "me", "my", "you", "your", "we", "our", "us", "tell", "explain", "please",
     "about", "from", "its", "it's", "so", "than", "too", "very", "just", "also", "any", "some", "all",
     "much", "many", "long", "often",
 }
@@ -62,6 +62,7 @@ other others over own part per put rather same second see seen seven several she
 taken ten third though three through thus today together toward towards two under until upon use used
 uses using well were what while whom within without yet year years name named called became become
 becomes based located best largest
+whether happen happens happened happening multiple various
 sometimes commonly formerly usually currently originally primarily mainly especially generally
 previously recently widely mostly later often
 

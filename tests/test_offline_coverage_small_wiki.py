@@ -1,0 +1,107 @@
+"""Abstention on small wikis (issue 15): a wiki of a dozen pages gives every word it holds about
+the same weight, so what decides is how a question's other words count. A generic word no page
+holds ("happened", "made", "whether") names nothing and does not make a question uncovered; a
+content word no page holds ("taste", "calories") is what the question asks about and the wiki
+lacks. Two pages do not add up through a title most pages hold ("Introduction"), and three
+words of one name do not count as three rare terms."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from kb_ai.cli import cli
+from kb_ai.compile.pipeline import run_compile
+from kb_ai.config import load_settings
+
+from helpers import build_kb
+
+DEMO = Path(__file__).resolve().parents[1] / "examples" / "demo" / "raw"
+
+
+def _ask(root: Path, question: str) -> dict:
+    result = CliRunner().invoke(cli, ["--kb", str(root), "ask", question, "--json"], env={"KAAS_MODEL": ""})
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def test_the_demo_wiki_answers_plainly_worded_questions_and_abstains_on_nonsense(tmp_path):
+    shutil.copytree(DEMO, tmp_path / "raw")
+    run_compile(load_settings(tmp_path, env={}), progress=False)
+    answered = {
+        "What happened in the bank sync incident?": "Plaid",
+        "How are releases made?": "Tuesday",
+        "Does the Solo plan support multiple users?": "one user",
+        "Whether the free trial needs a credit card?": "credit card",
+    }
+    for question, fact in answered.items():
+        out = _ask(tmp_path, question)
+        assert out["abstained"] is False, question
+        assert fact in out["answer"], (question, out["answer"])
+    for question in ("What is the shoe size of the Team plan?", "How many calories are in the release process?",
+                     "Which football club sponsors the Solo plan?"):
+        out = _ask(tmp_path, question)
+        assert out["abstained"] is True, (question, out["answer"])
+        assert out["citations"] == []
+
+
+def _page(path: str, title: str, text: str) -> tuple[str, str, str, str]:
+    return (path, title, text.split(".")[0] + ".", f"# {title}\n\n{text}\n")
+
+
+def test_a_title_most_pages_hold_joins_no_two_pages(tmp_path):
+    # "Introduction" is on most pages: the license on one introduction page and the frobnicator
+    # on another do not add up to an answer about the frobnicator's license.
+    pages = [
+        _page("frob/frobnicator.md", "Frobnicator", "An introduction: the frobnicator tidies records nightly."),
+        _page("frob/introduction.md", "Introduction", "This introduction covers the widget license terms."),
+        _page("glim/glimmer.md", "Glimmer", "An introduction to the glimmer scheduler and its queues."),
+        _page("glim/usage.md", "Usage", "Start the glimmer scheduler with a queue name."),
+        _page("zap/zapper.md", "Zapper", "A short introduction to zapping stale caches."),
+    ]
+    kb = build_kb(tmp_path, *pages)
+    out = _ask(kb.root, "Which license terms apply to the frobnicator?")
+    assert out["abstained"] is True, out["answer"]
+    # A page that holds it all is still found.
+    assert _ask(kb.root, "Which license terms does the introduction cover?")["abstained"] is False
+
+
+def test_on_a_small_wiki_the_words_of_one_name_do_not_count_as_many_rare_terms(tmp_path):
+    pages = [
+        _page("ops/release.md", "Release", "Deploy to production with the blue green switch after the checks."),
+        _page("ops/checks.md", "Checks", "The checks run on every commit to production."),
+        _page("ops/rollback.md", "Rollback", "A rollback restores the previous production build."),
+    ]
+    kb = build_kb(tmp_path, *pages)
+    out = _ask(kb.root, "What is the favourite colour and smell of the blue green switch?")
+    assert out["abstained"] is True, out["answer"]
+    assert _ask(kb.root, "When is the blue green switch used?")["abstained"] is False
+
+
+def test_who_wrote_finds_the_page_that_names_the_author(tmp_path):
+    pages = [
+        _page("lib/crcgen.md", "Crcgen predefined algorithms", "Crcgen computes predefined checksums for many "
+              "algorithms, from Jane Street tables. The tables were checked by Bob Stone in 2019. Module author: Ada Quill."),
+        _page("lib/crcgen-intro.md", "Crcgen", "Crcgen is a checksum library for many algorithms."),
+        _page("lib/install.md", "Installing", "Install crcgen with pip."),
+    ]
+    kb = build_kb(tmp_path, *pages)
+    out = _ask(kb.root, "Who wrote the crcgen predefined algorithms?")
+    assert out["abstained"] is False and "Ada Quill" in out["answer"], out["answer"]
+
+
+def test_a_generic_word_counts_for_a_page_that_holds_it_never_against_one_that_does_not(tmp_path):
+    pages = [
+        _page("lib/zapper.md", "Google Zapper", "Google Zapper is deprecated and gets no more fixes."),
+        _page("lib/sweeper.md", "Sweeper", "Sweeper still clears stale caches every night."),
+        _page("lib/install.md", "Installing", "Install either library with pip."),
+    ]
+    kb = build_kb(tmp_path, *pages)
+    # "still" is on the Sweeper page only: it says nothing against the Zapper page.
+    out = _ask(kb.root, "Is google-zapper still maintained?")
+    assert out["abstained"] is False and "deprecated" in out["answer"], out["answer"]
+    # A content word no page holds still counts: nonsense about the same subject is not covered.
+    assert _ask(kb.root, "What is the favourite colour of google-zapper?")["abstained"] is True
