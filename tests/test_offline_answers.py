@@ -736,3 +736,77 @@ def test_a_lead_in_naming_code_before_a_table_still_introduces_what_it_does_not_
     out = _ask_json(kb, "What padding does the predefined zorp-16 codec use?")
     assert "0xFFFF" in out["answer"].split("\n- ")[1], out["answer"]
     assert "offers the following predefined codecs" not in out["answer"], out["answer"]
+
+
+def test_a_lead_in_announcing_the_following_brings_its_list(tmp_path):
+    """"The following three kinds of ... are accepted." introduces the list under it as a sentence
+    ending in ":" does, though it ends in "." and another sentence follows it: asked which kinds,
+    the answer quotes the list with it, not the announcement alone."""
+    auth = ("net/frobd-features.md", "Frobd features", "What the frobd server offers.",
+            "# Frobd features\n\nfrobd is a small HTTP server with many features.\n\n#### Keep-Alive\n\n"
+            "Supports HTTP 1.1 Keep-Alive, keeping the socket open between requests.\n\n"
+            "#### Authentication\n\nThe following three kinds of HTTP authentication are accepted. "
+            "They work over both HTTP and HTTPS.\n\n* Digest\n* Basic\n* Bearer token\n\n"
+            "#### Caching\n\nfrobd can cache responses on disk.\n")
+    kb = _kb(tmp_path, auth)
+    out = _ask_json(kb, "Which kinds of HTTP authentication does frobd accept?")
+    _bullet_with(out["answer"], "Digest", "Basic", "Bearer token")
+
+
+def test_a_heading_right_above_a_list_is_its_lead_in(tmp_path):
+    """A list right under a heading ("### Reader-writer locks") is introduced by the heading: asked
+    for what that section offers, the answer quotes the list with its heading, and the parts of a
+    snake_case name ("read_locked": read, locked) are words as CamelCase parts are."""
+    locks = ("tools/zorplock.md", "Zorplock", "Locks for zorp programs.",
+             "# Zorplock\n\nA few locking helpers for zorp programs.\n\n### Locking decorator\n\n"
+             "- Helpful `locked` decorator (acquires the instance's lock on method entry).\n\n"
+             "### Reader-writer locks\n\n- Multiple readers (at the same time).\n"
+             "- Single writers (blocking any readers).\n- Helpful `read_locked` and `write_locked` decorators.\n\n"
+             "### Inter-process locks\n\n- Single writer using file based locking.\n"
+             "- Helpful `interprocess_locked` decorator.\n")
+    kb = _kb(tmp_path, locks)
+    out = _ask_json(kb, "Which decorators does zorplock provide for reader-writer locks?")
+    _bullet_with(out["answer"], "read_locked", "write_locked")
+    assert "interprocess_locked" not in out["answer"].split("\n- ")[1], out["answer"]
+
+
+def test_who_brings_the_field_line_that_names_the_person(tmp_path):
+    """Meeting notes put "Owner: Priya." on the line after the decision: asked who owns it, the
+    answer quotes the decision with the field line naming the person, not the decision alone nor
+    another line where someone owns something else."""
+    notes = ("meetings/notes-2026-q2.md", "Notes 2026 q2", "Planning notes of the second quarter.",
+             "# Notes 2026 q2\n\n## 2026-04-02-planning.md\n\n### Q2 planning\n\n"
+             "We agreed to ship the export wizard on iOS by May.\n\nOwner: Priya. Budget: one engineer for a month.\n\n"
+             "## 2026-05-10-retro.txt\n\nRetro, May\n\nThe export alert was noisy. Sam owns the new alert; "
+             "it ships with the next release.\n")
+    kb = _kb(tmp_path, notes)
+    out = _ask_json(kb, "Who owns shipping the export wizard on iOS?")
+    _bullet_with(out["answer"], "export wizard on iOS", "Owner: Priya")
+
+
+def test_when_is_answered_by_a_duration_or_a_relative_time(tmp_path):
+    """"When can ...?" is answered by "after four weeks" as much as by a date. The notes say it on a
+    line of its own after the line repeating the question's words ("before joining the pager
+    rotation"): the two are quoted together, not the line without the time alone."""
+    onboarding = ("team/onboarding.md", "Onboarding", "The first weeks of a new hire.",
+                  "# Onboarding\n\nNew hires get a laptop and their accounts on day one.\n\n"
+                  "Read the runbooks and the incident reports before joining the pager rotation.\n\n"
+                  "Pager duty starts after four weeks; the rotation is one week in five.\n")
+    kb = _kb(tmp_path, onboarding)
+    out = _ask_json(kb, "When can a new hire join the pager rotation?")
+    _bullet_with(out["answer"], "before joining the pager rotation", "after four weeks")
+
+
+def test_which_rfc_is_answered_by_the_rfc_the_page_names_in_link_text(tmp_path):
+    """"Which RFC ...?" asks for the thing the question names with its number or name after it:
+    "as specified in [RFC 9990](...)" holds it (link text is text), a sentence that only shares
+    the question's other words does not."""
+    frob = ("net/frobnames.md", "Frob names", "The frobnames package.",
+            "# Frob names\n\nSupport for the Frob Names protocol as specified in "
+            "[RFC 9990](https://tools.ietf.org/html/rfc9990). This is the latest version of the protocol.\n\n"
+            "Implementers should use legacy mapping with caution, only where frobnames implementations "
+            "that pre-date 2020 must be read.\n\n## Packages\n\nThe latest tagged release of the frobnames "
+            "package is published on the package index.\n")
+    kb = _kb(tmp_path, frob)
+    out = _ask_json(kb, "Which RFC does the frobnames package implement?")
+    assert "RFC 9990" in out["answer"].split("\n- ")[1], out["answer"]

@@ -29,7 +29,7 @@ MAX_ANSWER_CHARS = 1_500  # units are whole: the answer stops before one that wo
 ASKED_BONUS = 1.5  # a unit that holds what the question asks for
 CODE_UNASKED = 0.5
 BRIDGE_BONUS = 3.0  # a unit of a page whose title an earlier pick names: the second hop
-VALUE_WANTS = frozenset({"number", "identifier"})  # a value or a name written as code
+VALUE_WANTS = frozenset({"number", "identifier", "date"})  # a value, a name written as code, a time
 LEAD_BONUS = 1.0  # code, when the question does not ask how to do something
 
 _NUMBER_Q = re.compile(r"\b(how (many|much|long|big|large|fast|old|often|high|tall)|default|defaults|"
@@ -63,6 +63,7 @@ _VERSION_Q = re.compile(r"\b(which|what)\s+(?:[\w-]+\s+){0,2}?(release|version)s
 _VERSION = re.compile(r"(?<![\w.])v?\d+\.\d+(?:\.\d+)*(?![\w.]*\d)")
 _SHORT_OPTION = re.compile(r"(?<![\w-])-[A-Za-z](?![\w-])")
 _CAMEL = re.compile(r"(?<![\w.])[A-Za-z]*(?:[a-z][A-Z]|[A-Z]{2}[a-z])\w*")
+_SNAKE = re.compile(r"(?<![\w.])[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)+(?!\w)")
 _CAMEL_PART = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
 _RELATIVE_VERSION = re.compile(r"\b(?:since|after|before|until|till|from|than|prior to)\s+$", re.IGNORECASE)
 _FENCE_NEXT = re.compile(r"\s*+(?:>[ \t]?)?(?:```|~~~)")  # what follows a unit is a fenced code block
@@ -76,6 +77,22 @@ _REFERS_BACK = re.compile(r"(?:He|She|It|They|His|Her|Its|Their|This|These|The (
                           r"school|city|town|village|book|novel|show|series|game|airport|station|team|club|group|"
                           r"building|river|church|magazine|newspaper|episode|player|university|museum))\b")
 _NAME = re.compile(r"\b[A-Z][a-z]+(?:\s+[A-Z][a-z.]+)+")
+# "When ...?" is answered by a relative time or a duration as much as by a date ("after six weeks",
+# "within ten minutes", "every Tuesday", "on day one").
+_NUMBER_WORDS = r"(?:\d+|a|an|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|a few|few|several)"
+_RELATIVE_TIME = re.compile(r"\b(?:after|within|before|in|for|every|each|until|once|from)\s+(?:the\s+)?(?:first\s+)?"
+                            rf"{_NUMBER_WORDS}\s+(?:second|minute|hour|day|week|month|quarter|year|sprint|release)s?\b|"
+                            r"\b(?:every|each|on|next|last)\s+(?:Monday|Tuesday|Wednesday|Thursday|Friday|Saturday|Sunday|"
+                            r"day|week|month|quarter|year|morning|night)s?\b|"
+                            r"\b(?:daily|weekly|monthly|quarterly|yearly|annually|hourly|nightly)\b", re.IGNORECASE)
+# A field line naming who is responsible ("Owner: Dana.", "**author:** Paul McGuire", "Maintainer - Sam"):
+# a name, though it may be one word.
+_PERSON_FIELD = re.compile(r"(?:^|[.;!?]\s+)\W{0,2}(?:owners?|authors?|maintainers?|lead|leads|contact|assignee|"
+                           r"responsible|written by|created by|owned by|maintained by|led by|dri)\W{0,2}\s*(?::|—|–|-)"
+                           r"\W{0,2}\s*[A-Z]", re.IGNORECASE)
+# "Which RFC / port / PEP / version ...?": the thing the question names, with its number after it
+# ("RFC 5891", "port 8000") holds the answer.
+_WHICH_NOUN = re.compile(r"\b(?:which|what)\s+([A-Za-z][\w-]*)(?:\s+([A-Za-z][\w-]*))?", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -122,6 +139,8 @@ def _asks_for(question: str) -> set[str]:
         wants.add("list")
     if _IDENT_Q.search(question):
         wants.add("identifier")
+    if _which_nouns(question):
+        wants.add("labelled")
     if _MIN_Q.search(question):
         wants.add("lower bound")
     elif _MAX_Q.search(question):
@@ -137,7 +156,13 @@ def _holds(unit: Unit, wants: set[str], question: str) -> bool:
         return True
     if "date" in wants and any(m.group().lower() not in asked for m in _YEAR.finditer(unit.text)):
         return True
+    if "date" in wants and _RELATIVE_TIME.search(unit.text):
+        return True
     if "name" in wants and any(not set(m.group().lower().split()) <= asked for m in _NAME.finditer(unit.text)):
+        return True
+    if "name" in wants and _PERSON_FIELD.search(unit.text):
+        return True
+    if "labelled" in wants and _labelled_number(unit.text, question):
         return True
     if "code" in wants and (unit.kind == "code" or "`" in unit.quote):
         return True
@@ -146,6 +171,32 @@ def _holds(unit: Unit, wants: set[str], question: str) -> bool:
     if "identifier" in wants and (unit.kind == "code" or _new_identifier(unit, question)):
         return True
     return False
+
+
+def _labelled_number(text: str, question: str) -> bool:
+    """Whether ``text`` writes the thing a "which / what <noun>" question names followed by a number
+    the question does not have ("RFC 5891" for "Which RFC does idna implement?")."""
+    asked = set(question.lower().split())
+    for noun in _which_nouns(question):
+        for found in re.finditer(rf"\b{re.escape(noun)}s?\s+#?(\d[\w.-]*)", text, re.IGNORECASE):
+            if found.group(1).lower() not in asked:
+                return True
+    return False
+
+
+def _which_nouns(question: str) -> list[str]:
+    """The words naming what a "which / what" question asks for ("Which RFC", "What Python version")."""
+    nouns = []
+    for match in _WHICH_NOUN.finditer(question):
+        first, second = match.groups()
+        if first.lower() in _STOP_NOUNS:
+            continue
+        nouns += [w for w in (first, second) if w and len(w) > 1 and w.lower() not in _STOP_NOUNS]
+    return nouns
+
+
+_STOP_NOUNS = frozenset({"is", "are", "was", "were", "does", "do", "did", "can", "should", "the", "a", "an", "of",
+                         "kind", "kinds", "type", "types", "happens", "has", "have", "will"})
 
 
 def _states_bound(unit: Unit, wants: set[str]) -> bool:
@@ -184,6 +235,8 @@ def best_units(question: str, pages: list[PageText], limit: int = 4) -> list[Evi
         units = page_units(page.path, page.title, page.body)
         if wants & VALUE_WANTS:
             units += _with_next_value(units, page.body, wants, question)
+        if "name" in wants:
+            units += _with_person_field(units, page.body)
         for unit in units:
             if unit.text.startswith("[Superseded"):
                 continue  # a supersession trail records an earlier fact: history, not the answer
@@ -280,20 +333,57 @@ def best_units(question: str, pages: list[PageText], limit: int = 4) -> list[Evi
 
 
 def _with_next_value(units: list[Unit], body: str, wants: set[str], question: str) -> list[Unit]:
-    """A sentence that does not hold the value or name the question asks for, joined with the next
-    sentence of its paragraph when that one does ("Another way to speed up key generation is to use
-    several processes. ... a dual-core machine should use `poolsize=2`"): the sentence that repeats
-    the question's words is the topic, the one after it gives the answer, and neither alone is both."""
+    """A sentence that does not hold the value, time or name the question asks for, joined with the
+    next sentence of its paragraph when that one does ("Another way to speed up key generation is to
+    use several processes. ... a dual-core machine should use `poolsize=2`"): the sentence that
+    repeats the question's words is the topic, the one after it gives the answer, and neither alone
+    is both. Notes written a line at a time put the two in one-sentence paragraphs of their own
+    ("Read ... before joining the on-call rotation." / "On-call starts after six weeks; ..."): those
+    are joined too when the second repeats a word of the question."""
     sentences = [u for u in units if u.kind == "sentence"]
+    asked = set(tokenize(question))
+    value_wants = wants & VALUE_WANTS
     joined = []
     for first, second in zip(sentences, sentences[1:]):
         between = body[first.end:second.start]
-        if between.strip() or "\n\n" in between or second.end - first.start > MAX_UNIT_CHARS:
-            continue  # not the next sentence of the same paragraph, or too long to quote whole
-        if _holds(first, wants & VALUE_WANTS, question) or not _holds(second, wants & VALUE_WANTS, question):
+        if between.strip() or second.end - first.start > MAX_UNIT_CHARS:
+            continue  # not the next sentence, or too long to quote whole
+        if "\n\n" in between and not (between.count("\n") == 2 and _whole_line(body, first.start, first.end)
+                                       and _whole_line(body, second.start, second.end)
+                                       and asked & set(tokenize(second.text))):
+            continue  # another paragraph, unless both are one-line notes on the same thing
+        if _holds(first, value_wants, question) or not _holds(second, value_wants, question):
             continue
         joined.append(Unit(first.path, first.title, "sentence", f"{first.text} {second.text}",
                            body[first.start:second.end], first.start, second.end, first.heading))
+    return joined
+
+
+def _whole_line(body: str, start: int, end: int) -> bool:
+    """Whether body[start:end] is a line of its own."""
+    return (start == 0 or body[start - 1] == "\n") and (end == len(body) or body[end] == "\n")
+
+
+def _with_person_field(units: list[Unit], body: str) -> list[Unit]:
+    """A sentence or list item joined with the paragraph right after it when that one opens with a
+    field naming who is responsible ("We agreed to ship receipt capture by March." + "Owner: Dana.
+    Budget: ..."): meeting notes and specs put the person on a line of their own, and asked "who",
+    neither alone is both the thing and the person."""
+    ordered = sorted(units, key=lambda u: u.start)
+    joined = []
+    for index, first in enumerate(ordered):
+        if first.kind not in ("sentence", "list-item") or _PERSON_FIELD.search(first.text):
+            continue
+        for second in ordered[index + 1:]:
+            if second.start <= first.end:
+                continue
+            between = body[first.end:second.start]
+            if between.strip() or between.count("\n") > 2 or second.end - first.start > MAX_UNIT_CHARS:
+                break  # not the paragraph right after it, or too long to quote whole
+            if second.kind in ("sentence", "definition") and _PERSON_FIELD.match(second.text):
+                joined.append(Unit(first.path, first.title, "sentence", f"{first.text} {second.text}",
+                                   body[first.start:second.end], first.start, second.end, first.heading))
+                break
     return joined
 
 
@@ -331,9 +421,11 @@ def _short_options(text: str) -> list[str]:
 
 
 def _name_parts(text: str) -> list[str]:
-    """The terms of the words inside CamelCase names ("HTTPBasicAuth": http, basic, auth), which
-    ``tokenize`` reads as one word: a page names the class's subject in those words."""
-    return [term for name in _CAMEL.findall(text) for term in tokenize(" ".join(_CAMEL_PART.findall(name)))]
+    """The terms of the words inside CamelCase and snake_case names ("HTTPBasicAuth": http, basic,
+    auth; "read_locked": read, lock), which ``tokenize`` reads as one word: a page names the
+    subject in those words."""
+    camel = [term for name in _CAMEL.findall(text) for term in tokenize(" ".join(_CAMEL_PART.findall(name)))]
+    return camel + [term for name in _SNAKE.findall(text) for term in tokenize(name.replace("_", " "))]
 
 
 def _unit_terms(text: str, query_terms: set[str]) -> list[str]:

@@ -40,6 +40,9 @@ _TABLE_SEPARATOR = re.compile(r"^\|?[\s:|-]+\|?$")
 _QUOTE_MARK = re.compile(r"[ \t]*+> ?")  # a blockquote line's marker ("> "), as readers write code under a note
 _CONTINUED_QUOTE = re.compile(r"\n[ \t]*+>[ \t]?")
 _OPENERS, _CLOSERS = "([{", ")]}"
+# A sentence that announces what follows it without ending in ":" ("The following three types of
+# authentication are supported.", "... as follows.", "... are listed below.").
+_ANNOUNCES = re.compile(r"\b(?:the following|as follows|(?:listed|shown|given|described) below)\b", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -136,19 +139,29 @@ class _List:
 
     def __init__(self) -> None:
         self.lead, self.lead_start = "", -1
+        self.heading, self.heading_start = "", -1  # the heading right above, when nothing else is between
         self.items: list[tuple[int, int, str]] = []
 
     def flush(self, builder: _Builder) -> None:
-        """The whole list as one unit ("Policies: Random; LRU; LFU"), when it has a lead-in,
-        two items or more, and is short: a question about the list gets all of it."""
-        if self.lead and len(self.items) >= 2:
-            text = f"{self.lead} " + "; ".join(item for _s, _e, item in self.items)
+        """The whole list as one unit ("Policies: Random; LRU; LFU"), when it has a lead-in (a
+        sentence, or else the heading right above it: "Reader-writer locks: ..."), two items or
+        more, and is short: a question about the list gets all of it."""
+        lead, start = (self.lead, self.lead_start) if self.lead else (self.heading, self.heading_start)
+        if lead and len(self.items) >= 2:
+            text = f"{lead} " + "; ".join(item for _s, _e, item in self.items)
             if len(text) <= MAX_UNIT_CHARS:
-                builder.add("list", text, self.lead_start, self.items[-1][1])
+                builder.add("list", text, start, self.items[-1][1])
         self.items = []
 
     def introduce(self, lead: str, start: int) -> None:
         self.lead, self.lead_start = lead, start
+        self.heading, self.heading_start = "", -1
+
+    def under_heading(self, heading: str, start: int) -> None:
+        """A heading: it introduces a list right under it (only the whole list, not each item)."""
+        self.introduce("", -1)
+        if heading:
+            self.heading, self.heading_start = f"{heading}:", start
 
 
 def _is_table_start(lines, i: int) -> bool:
@@ -176,7 +189,7 @@ def page_units(path: str, title: str, body: str) -> list[Unit]:
             current.flush(builder)
             level, text = atx_heading(line.text) or (1, "")
             builder.set_heading(text, level, line.start, line.start + len(line.text))
-            current.introduce("", -1)
+            current.under_heading(plain_text(text) if level > 1 else "", line.start)
             after_lead = False
             i += 1
             continue
@@ -191,7 +204,7 @@ def page_units(path: str, title: str, body: str) -> list[Unit]:
             while j < len(lines) and lines[j].kind == "code":
                 j += 1
             _code(builder, lines[i:j], current if after_lead else None)
-            after_lead = False
+            after_lead, current.heading = False, ""
             i = j
             continue
         if stripped.startswith("|") or _is_table_start(lines, i):
@@ -237,14 +250,35 @@ def page_units(path: str, title: str, body: str) -> list[Unit]:
             current.flush(builder)
             spans = sentence_spans(body[start:end].replace("\n", " "))
             last = plain_text(body[start + spans[-1][0]:start + spans[-1][1]]) if spans else ""
+            announcing = _announcing(body, start, end, spans) if spans and not last.endswith(":") else -1
             if last.endswith(":"):  # "There are three ways to configure it:"
                 current.introduce(last, start + spans[-1][0])
                 after_lead = True
+            elif announcing >= 0 and _next_is_list(lines, j):
+                # "The following three types ... are supported. They work over HTTPS." then a list
+                current.introduce(plain_text(body[announcing:end]), announcing)
             else:
                 current.introduce("", -1)
         i = j
     current.flush(builder)
     return builder.units
+
+
+def _announcing(body: str, start: int, end: int, spans: list[tuple[int, int]]) -> int:
+    """Where the sentence announcing what follows ("The following ... are supported.") starts in a
+    short paragraph at body[start:end], the rest of the paragraph being part of the lead-in; -1 if
+    none does or the lead-in would be too long."""
+    for s_start, s_end in spans:
+        if _ANNOUNCES.search(body[start + s_start:start + s_end]) and end - (start + s_start) <= MAX_LEAD_IN_CHARS:
+            return start + s_start
+    return -1
+
+
+def _next_is_list(lines, j: int) -> bool:
+    """Whether the first line after the blank lines from ``lines[j]`` starts a list."""
+    while j < len(lines) and lines[j].kind == "blank":
+        j += 1
+    return j < len(lines) and lines[j].kind == "text" and _LIST_MARK.match(lines[j].text) is not None
 
 
 def _code(builder: _Builder, lines, introduced: _List | None = None) -> None:
