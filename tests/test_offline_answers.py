@@ -810,3 +810,19 @@ def test_which_rfc_is_answered_by_the_rfc_the_page_names_in_link_text(tmp_path):
     kb = _kb(tmp_path, frob)
     out = _ask_json(kb, "Which RFC does the frobnames package implement?")
     assert "RFC 9990" in out["answer"].split("\n- ")[1], out["answer"]
+
+
+def test_a_python_version_is_python_and_its_number_not_another_version(tmp_path):
+    """"What is the minimum Python version for zorp?" names the thing whose version it asks: "Python
+    3.9+" answers it, "Version 2.0" of a license does not, though it holds the word "version"."""
+    zorp = ("tools/zorp-tab.md", "zorp - tab completion", "Tab completion for zorp scripts.",
+            "# zorp - tab completion\n\nzorp completes the options of Python scripts in bash and zsh.\n\n"
+            "If you're using multiple Python versions on the same system, the version being used to run "
+            "the script must have zorp installed.\n\nPython scripts that call zorp.complete() get completion; zorp "
+            "reads the Python parser of the script.\n\nZorp works with Python's argparse and with Python's optparse."
+            "\n\nA Python virtual environment gets its own zorp hook.\n\n## Python Support\n\nZorp requires Python 3.9+.\n\n"
+            "## License\n\nCopyright 2012-2023, the zorp authors. Licensed under the terms of the "
+            "[Apache License, Version 2.0](http://www.apache.org/licenses/LICENSE-2.0).\n")
+    kb = _kb(tmp_path, zorp)
+    out = _ask_json(kb, "What is the minimum Python version for zorp?")
+    assert "Python 3.9+" in out["answer"].split("\n- ")[1], out["answer"]

@@ -92,7 +92,10 @@ _PERSON_FIELD = re.compile(r"(?:^|[.;!?]\s+)\W{0,2}(?:owners?|authors?|maintaine
                            r"\W{0,2}\s*[A-Z]", re.IGNORECASE)
 # "Which RFC / port / PEP / version ...?": the thing the question names, with its number after it
 # ("RFC 5891", "port 8000") holds the answer.
-_WHICH_NOUN = re.compile(r"\b(?:which|what)\s+([A-Za-z][\w-]*)(?:\s+([A-Za-z][\w-]*))?", re.IGNORECASE)
+_WHICH_NOUN = re.compile(r"\b(?:which|what)(?:\s+(?:is|are|was|were)\s+the)?\s+(?:(?:minimum|maximum|default|latest|"
+                         r"oldest|earliest|required|recommended|supported|current|first|last|lowest|highest|min|max)\s+)?"
+                         r"([A-Za-z][\w-]*)(?:\s+([A-Za-z][\w-]*))?", re.IGNORECASE)
+_VERSION_NOUNS = frozenset({"version", "versions", "release", "releases"})
 
 
 @dataclass(frozen=True)
@@ -162,8 +165,6 @@ def _holds(unit: Unit, wants: set[str], question: str) -> bool:
         return True
     if "name" in wants and _PERSON_FIELD.search(unit.text):
         return True
-    if "labelled" in wants and _labelled_number(unit.text, question):
-        return True
     if "code" in wants and (unit.kind == "code" or "`" in unit.quote):
         return True
     if "list" in wants and unit.kind == "list":
@@ -185,12 +186,16 @@ def _labelled_number(text: str, question: str) -> bool:
 
 
 def _which_nouns(question: str) -> list[str]:
-    """The words naming what a "which / what" question asks for ("Which RFC", "What Python version")."""
+    """The words naming what a "which / what" question asks for ("Which RFC": RFC). Of "What is the
+    minimum Python version", the thing whose version it is ("Python 3.7+", not "Version 2.0" of a
+    license)."""
     nouns = []
     for match in _WHICH_NOUN.finditer(question):
         first, second = match.groups()
         if first.lower() in _STOP_NOUNS:
             continue
+        if second and second.lower() in _VERSION_NOUNS and first.lower() not in _VERSION_NOUNS:
+            second = None
         nouns += [w for w in (first, second) if w and len(w) > 1 and w.lower() not in _STOP_NOUNS]
     return nouns
 
@@ -262,6 +267,8 @@ def best_units(question: str, pages: list[PageText], limit: int = 4) -> list[Evi
         if wants and _holds(unit, wants, question):
             value *= ASKED_BONUS
         if _states_bound(unit, wants):
+            value *= ASKED_BONUS
+        if "labelled" in wants and _labelled_number(unit.text, question):
             value *= ASKED_BONUS
         if unit.kind == "code" and not wants & {"code", "identifier"}:
             value *= CODE_UNASKED
