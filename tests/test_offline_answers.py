@@ -826,3 +826,4 @@ def test_a_python_version_is_python_and_its_number_not_another_version(tmp_path)
     kb = _kb(tmp_path, zorp)
     out = _ask_json(kb, "What is the minimum Python version for zorp?")
     assert "Python 3.9+" in out["answer"].split("\n- ")[1], out["answer"]
+

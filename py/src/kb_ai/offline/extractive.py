@@ -96,6 +96,11 @@ _WHICH_NOUN = re.compile(r"\b(?:which|what)(?:\s+(?:is|are|was|were)\s+the)?\s+(
                          r"oldest|earliest|required|recommended|supported|current|first|last|lowest|highest|min|max)\s+)?"
                          r"([A-Za-z][\w-]*)(?:\s+([A-Za-z][\w-]*))?", re.IGNORECASE)
 _VERSION_NOUNS = frozenset({"version", "versions", "release", "releases"})
+# "Which git release added / fixed ...?" asks for the release a change is listed under (the page's
+# or the heading's version), not a "Git 2.25" an entry mentions in passing.
+_CHANGE_VERB = re.compile(r"\b(?:add|added|adds|introduce[sd]?|fix|fixe[sd]|remove[sd]?|deprecate[sd]?|change[sd]?|"
+                          r"learn(?:ed|t|s)?|drop(?:ped|s)?|correct(?:ed|s)?|first|start(?:ed)?|began|stop(?:ped)?|"
+                          r"bring|brought|ship(?:ped|s)?)\b", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -194,7 +199,11 @@ def _which_nouns(question: str) -> list[str]:
         first, second = match.groups()
         if first.lower() in _STOP_NOUNS:
             continue
+        if second and _CHANGE_VERB.fullmatch(second):
+            second = None  # "Which version added ...": a verb, not a second noun
         if second and second.lower() in _VERSION_NOUNS and first.lower() not in _VERSION_NOUNS:
+            if _CHANGE_VERB.search(question):
+                continue  # which release made a change: the release it is listed under (``_version_context``)
             second = None
         nouns += [w for w in (first, second) if w and len(w) > 1 and w.lower() not in _STOP_NOUNS]
     return nouns
