@@ -107,6 +107,8 @@ FUNCTIONS = {
     # answering: reading, extractive answers, citations, saved answers
     "trim_to_budget": lambda t: read._trim_to_budget(t, "a x lorem", 50),
     "best_units": lambda t: extractive.best_units("alpha lorem a x", _page(t)),
+    "best_units_who_when_which": lambda t: (extractive.best_units("Who owns alpha lorem, and when?", _page(t)),
+                                            extractive.best_units("Which RFC does alpha lorem a_x use?", _page(t))),
     "citations": lambda t: citations.validate_citations(t, [ReadPage("b.md", "B", "")]),
     "cited_passages": lambda t: citations.validate_citations(t + " [B](b.md).", [ReadPage("b.md", "B", t)]),
     "locate_passage": lambda t: passages.locate_all(t, ["lorem ipsum a x", t[:300]]),

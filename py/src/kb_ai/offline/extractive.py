@@ -3,14 +3,17 @@
 Units (``offline.units``: sentences joined with a short neighbour, list items with their lead-in,
 definitions, headings with their first line, table rows, short code) are ranked with BM25 among
 the selected pages' units only, nudged towards the higher-ranked pages and towards units that
-hold what the question asks for (a number for "how many / default / what port", a year or date
-for "when", a name for "who", code for "how do I", a whole list for "which ... are", a name written
+hold what the question asks for (a number for "how many / default / what port", a year, date,
+duration or relative time for "when" ("after six weeks"), a name or a field naming a person
+("Owner: Dana.") for "who", code for "how do I", a whole list for "which ... are", a name written
 as code for "which option / parameter / function", the bound stated as "3.7 or later" / "up to 8"
-for "minimum / maximum"; for a value or a name, a sentence that lacks
-one joined with the next sentence of its paragraph that gives it), then picked greedily so that each new unit
+for "minimum / maximum", the asked noun with its number for "which RFC" ("RFC 5891"); for a value,
+a time or a name, a sentence that lacks one joined with the next sentence of its paragraph (or the
+next one-line paragraph) that gives it, and for "who" a sentence joined with the field line naming
+the person right after it), then picked greedily so that each new unit
 adds query terms the earlier ones did not cover (for "how do I", the first code block counts as
 new whatever its words). Terms are ``tokenize``'s plus the short options it drops ("-v") and the
-words of CamelCase names ("HTTPBasicAuth": http, basic, auth). A unit is quoted whole or not at all.
+words of CamelCase and snake_case names ("HTTPBasicAuth": http, basic, auth). A unit is quoted whole or not at all.
 """
 
 from __future__ import annotations

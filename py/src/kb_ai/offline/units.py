@@ -5,11 +5,13 @@ A unit is what a reader needs to see to get a fact, never cut:
 * ``sentence``: a sentence of a paragraph, joined with its neighbour when either is short
   ("The maximum number of connections. Defaults to `500`.");
 * ``list-item``: one item of a list (its continuation lines included), with the lead-in that
-  introduces the list ("There are three ways to configure Uvicorn:");
+  introduces the list ("There are three ways to configure Uvicorn:", or a short paragraph that
+  announces it without a colon: "The following three types ... are supported. ...");
 * ``definition``: a one-line definition (``term: definition``, ``**Term** — ...``);
 * ``heading``: a heading with the first line under it ("UVICORN_PORT: Bind to this port.");
 * ``table-row``: a row of a table, each cell named by its column header;
-* ``list``: a short list whole, with its lead-in ("Eviction policies: Random; LRU; LFU");
+* ``list``: a short list whole, with its lead-in ("Eviction policies: Random; LRU; LFU"), or the
+  heading right above it ("Reader-writer locks: ...");
 * ``code``: a short code block (with the sentence that introduces it, "To clear the cache,
   run:"), or one line of a longer one.
 
