@@ -827,3 +827,14 @@ def test_a_python_version_is_python_and_its_number_not_another_version(tmp_path)
     out = _ask_json(kb, "What is the minimum Python version for zorp?")
     assert "Python 3.9+" in out["answer"].split("\n- ")[1], out["answer"]
 
+
+
+def test_an_issue_number_is_not_the_number_or_year_asked_for(tmp_path):
+    """"#1362" in a changelog entry refers to an issue: it is neither the count a "how many"
+    question asks for nor a year for "when"; the sentence stating "4 workers" comes first."""
+    server = ("ops/frob-server.md", "Frob server", "The frob server.",
+              "# Frob server\n\nThe frob server starts 4 workers per machine by default.\n\n## Changes\n\n"
+              "- Start the frob server workers in order (#1362)\n\n## Notes\n\nThe frob server is small.\n")
+    kb = _kb(tmp_path, server)
+    out = _ask_json(kb, "How many workers does the frob server start?")
+    assert "4 workers" in out["answer"].split("\n- ")[1], out["answer"]

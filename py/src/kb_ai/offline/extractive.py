@@ -71,8 +71,8 @@ _CAMEL_PART = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
 _RELATIVE_VERSION = re.compile(r"\b(?:since|after|before|until|till|from|than|prior to)\s+$", re.IGNORECASE)
 _FENCE_NEXT = re.compile(r"\s*+(?:>[ \t]?)?(?:```|~~~)")  # what follows a unit is a fenced code block
 _CODE_SPAN = re.compile(r"`+([^`\n]+?)`+")
-_NUMBER = re.compile(r"(?<![\w.])\d[\d,._]*")
-_YEAR = re.compile(r"\b(1[0-9]{3}|20[0-9]{2})\b|\b(January|February|March|April|May|June|July|August|September|"
+_NUMBER = re.compile(r"(?<![\w.#])\d[\d,._]*")  # "#1362" is an issue, not a value
+_YEAR = re.compile(r"(?<!#)\b(1[0-9]{3}|20[0-9]{2})\b|\b(January|February|March|April|May|June|July|August|September|"
                    r"October|November|December)\b")
 # A unit that opens by referring back to its page's subject ("He served as ...", "It is the largest
 # airport ...", "The film stars ...") does not say what it is about on its own.

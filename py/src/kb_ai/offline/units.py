@@ -34,6 +34,7 @@ MAX_UNIT_CHARS = 600  # a longer list item or paragraph is quoted sentence by se
 SHORT_WORDS = 4  # a sentence under this many words is joined to its neighbour
 MAX_LEAD_IN_CHARS = 200  # a longer lead-in is left out (never cut)
 MAX_CODE_LINES = 8  # a longer code block is quoted line by line
+MAX_ENTRY_CHARS = 100  # a list under a heading is quoted whole only when each item is a short entry
 _LIST_MARK = re.compile(r"[ \t]*+(?:[-*+]|\d{1,9}+[.)])(?:[ \t]++|$)")
 _DEFINITION = re.compile(r"^(?:\*\*[^*\n]{1,80}\*\*|`[^`\n]{1,80}`|[\w][\w .()/-]{0,60}?)\s*(?::|—|–|\s-)\s+\S")
 _ADMONITION = re.compile(r"^[ \t]*+(?:!!!|\?\?\?\+?)[ \t]")
@@ -146,9 +147,12 @@ class _List:
 
     def flush(self, builder: _Builder) -> None:
         """The whole list as one unit ("Policies: Random; LRU; LFU"), when it has a lead-in (a
-        sentence, or else the heading right above it: "Reader-writer locks: ..."), two items or
-        more, and is short: a question about the list gets all of it."""
+        sentence, or else the heading right above it when every item is a short entry:
+        "Reader-writer locks: ..."), two items or more, and is short: a question about the list
+        gets all of it."""
         lead, start = (self.lead, self.lead_start) if self.lead else (self.heading, self.heading_start)
+        if not self.lead and any(len(item) > MAX_ENTRY_CHARS for _s, _e, item in self.items):
+            lead = ""  # under a heading, only an enumeration of short entries is one answer, not several facts
         if lead and len(self.items) >= 2:
             text = f"{lead} " + "; ".join(item for _s, _e, item in self.items)
             if len(text) <= MAX_UNIT_CHARS:
