@@ -838,3 +838,20 @@ def test_an_issue_number_is_not_the_number_or_year_asked_for(tmp_path):
     kb = _kb(tmp_path, server)
     out = _ask_json(kb, "How many workers does the frob server start?")
     assert "4 workers" in out["answer"].split("\n- ")[1], out["answer"]
+
+
+def test_which_marker_is_answered_by_the_name_written_as_code(tmp_path):
+    """"What marker ...?" asks for a name written as code, as "which option / decorator" do: the
+    code that writes `# ZORP_COMPLETE_OK` is quoted, not only a sentence repeating "global
+    completion" and "script"."""
+    zorp = ("tools/zorp-complete.md", "zorp - tab completion", "Tab completion for zorp scripts.",
+            "# zorp - tab completion\n\n## Synopsis\n\nAdd the `ZORP_COMPLETE_OK` marker and a call to "
+            "`zorp.complete()` to your script as follows:\n\n```python\n#!/usr/bin/env python\n# ZORP_COMPLETE_OK\n"
+            "import zorp\nzorp.complete()\n```\n\n## Activating global completion\n\nThe script "
+            "activate-global-zorp installs the global completion script zorp-global into an appropriate "
+            "location on your system for bash and for zsh, so that every script gets global completion.\n\n"
+            "A script picked up by global completion should start quickly, so it is important to keep its "
+            "imports light until the completion is done.\n")
+    kb = _kb(tmp_path, zorp)
+    out = _ask_json(kb, "What marker has to be in a script for zorp's global completion to pick it up?")
+    assert "ZORP_COMPLETE_OK" in out["answer"], out["answer"]

@@ -48,7 +48,8 @@ _LIST_Q = re.compile(r"\b(what|which)\b[^?.]{0,60}?\b(are|were)\b|\b(list|types|
 # written as code (``poolsize``, ``--update-refs``, ``REQUESTS_CA_BUNDLE``), not a sentence about it.
 _IDENT_Q = re.compile(r"\b(which|what)\s+(?:[\w-]+\s+){0,2}?(option|parameter|argument|flag|switch|function|method|"
                       r"class|variable|setting|key|command|field|attribute|module|exception|header|tool|scheme|"
-                      r"keyword|config|configuration)s?\b", re.IGNORECASE)
+                      r"keyword|config|configuration|marker|decorator|directive|prefix|suffix|placeholder|token|hook|"
+                      r"endpoint|plugin|backend|codec|event)s?\b", re.IGNORECASE)
 # "Which release / version added ...?": in release notes and changelogs the version is the page's
 # title or the heading the entry sits under, not the entry's own words.
 # "What is the minimum / at least ...?": documentation states a lower bound as "3.7 or later",
