@@ -855,3 +855,17 @@ def test_which_marker_is_answered_by_the_name_written_as_code(tmp_path):
     kb = _kb(tmp_path, zorp)
     out = _ask_json(kb, "What marker has to be in a script for zorp's global completion to pick it up?")
     assert "ZORP_COMPLETE_OK" in out["answer"], out["answer"]
+
+
+def test_which_plural_gets_the_whole_list_not_its_announcement(tmp_path):
+    """"Which checks must pass ...?" asks for all of them: the list is quoted whole with the sentence
+    announcing it ("The following checks must pass before merging."), which alone shows nothing."""
+    handbook = ("team/handbook.md", "Team handbook", "How the Orbit team works.",
+                "# Team handbook\n\nWelcome to the Orbit team.\n\n## Code review\n\n"
+                "Every change needs one approving review.\n\n"
+                "The following checks must pass before merging. They run in CI on every push.\n\n"
+                "- unit tests\n- lint\n- type check\n\n## Support rotation\n\n"
+                "New hires shadow the support rotation first.\n")
+    kb = _kb(tmp_path, handbook)
+    out = _ask_json(kb, "Which checks must pass before merging?")
+    _bullet_with(out["answer"].split("\n- ")[1], "must pass before merging", "unit tests", "lint", "type check")

@@ -42,7 +42,11 @@ _WHEN_Q = re.compile(r"\b(when|what year|which year|what date|in what year|born|
 _WHO_Q = re.compile(r"\b(who|whom|whose|which (person|man|woman|actor|actress|author|director|singer))\b", re.IGNORECASE)
 _HOW_Q = re.compile(r"\b(how (do|can|should|to)|how would|command|example|syntax|configure|install|run|set up)\b",
                     re.IGNORECASE)
-_LIST_Q = re.compile(r"\b(what|which)\b[^?.]{0,60}?\b(are|were)\b|\b(list|types|kinds|options|ways|steps)\b",
+_LIST_Q = re.compile(r"\b(what|which)\b[^?.]{0,60}?\b(are|were)\b|\b(list|types|kinds|options|ways|steps)\b|"
+                     # "Which checks / HTTP methods ...": a plural asks for all of them
+                     r"\b(?:which|what)\s+(?:[\w-]+\s+)?(?!(?:does|was|has|is|its|this|happens|means|makes|takes|"
+                     r"needs|goes|uses|runs|works|gives|status|process|class|address|access|alias|series|news|"
+                     r"analysis|basis|always|perhaps|less|unless)\b)[a-z][\w-]*[a-rt-z]s\b",
                      re.IGNORECASE)
 # "Which option / parameter / flag / function / environment variable ...": the answer is a name
 # written as code (``poolsize``, ``--update-refs``, ``REQUESTS_CA_BUNDLE``), not a sentence about it.
@@ -274,6 +278,9 @@ def best_units(question: str, pages: list[PageText], limit: int = 4) -> list[Evi
     scores = [max(score, leads.get((unit.path, unit.start, unit.lead), 0.0)) if unit.kind == "code" and unit.lead
               else score for score, (_r, unit, _t) in zip(scores, candidates)]
     carried = {(unit.path, unit.start, unit.lead) for _r, unit, _t in candidates if unit.kind == "code" and unit.lead}
+    # A sentence that announces the list after it without a colon ("The following checks must pass
+    # before merging.") introduces what it does not show, as one ending in ":" does.
+    announcing = {(unit.path, unit.start) for _r, unit, _t in candidates if unit.kind == "list"}
     base = []
     for score, (rank, unit, _terms) in zip(scores, candidates):
         value = score * (1.0 - 0.08 * min(rank, 5))
@@ -290,6 +297,8 @@ def best_units(question: str, pages: list[PageText], limit: int = 4) -> list[Evi
             # It introduces what it does not show (a list, a table, code quoted with it); but the
             # lead-in of a code block too long to quote whole, writing the thing itself ("specify
             # `retries=False`:"), is the answer.
+            value *= CODE_UNASKED
+        elif unit.kind == "sentence" and (unit.path, unit.start) in announcing:
             value *= CODE_UNASKED
         base.append(value)
     if "list" in wants:
