@@ -42,18 +42,19 @@ _WHEN_Q = re.compile(r"\b(when|what year|which year|what date|in what year|born|
 _WHO_Q = re.compile(r"\b(who|whom|whose|which (person|man|woman|actor|actress|author|director|singer))\b", re.IGNORECASE)
 _HOW_Q = re.compile(r"\b(how (do|can|should|to)|how would|command|example|syntax|configure|install|run|set up)\b",
                     re.IGNORECASE)
-_LIST_Q = re.compile(r"\b(what|which)\b[^?.]{0,60}?\b(are|were)\b|\b(list|types|kinds|options|ways|steps)\b|"
-                     # "Which checks / HTTP methods ...": a plural asks for all of them
-                     r"\b(?:which|what)\s+(?:[\w-]+\s+)?(?!(?:does|was|has|is|its|this|happens|means|makes|takes|"
-                     r"needs|goes|uses|runs|works|gives|status|process|class|address|access|alias|series|news|"
-                     r"analysis|basis|always|perhaps|less|unless)\b)[a-z][\w-]*[a-rt-z]s\b",
+_LIST_Q = re.compile(r"\b(what|which)\b[^?.]{0,60}?\b(are|were)\b|\b(list|types|kinds|options|ways|steps)\b",
                      re.IGNORECASE)
+# "Which checks / HTTP methods ...": a plural asks for all of them, in a list that names them
+# ("The following checks must pass ...: unit tests; lint; type check").
+_PLURAL_Q = re.compile(r"\b(?:which|what)\s+(?:[\w-]+\s+)?(?!(?:does|was|has|is|its|this|happens|means|makes|takes|"
+                       r"needs|goes|uses|runs|works|gives|status|process|class|address|access|alias|series|news|"
+                       r"analysis|basis|always|perhaps|less|unless)\b)([a-z][\w-]*[a-rt-z]s)\b", re.IGNORECASE)
 # "Which option / parameter / flag / function / environment variable ...": the answer is a name
 # written as code (``poolsize``, ``--update-refs``, ``REQUESTS_CA_BUNDLE``), not a sentence about it.
 _IDENT_Q = re.compile(r"\b(which|what)\s+(?:[\w-]+\s+){0,2}?(option|parameter|argument|flag|switch|function|method|"
                       r"class|variable|setting|key|command|field|attribute|module|exception|header|tool|scheme|"
                       r"keyword|config|configuration|marker|decorator|directive|prefix|suffix|placeholder|token|hook|"
-                      r"endpoint|plugin|backend|codec|event)s?\b", re.IGNORECASE)
+                      r"endpoint|plugin|backend|codec)s?\b", re.IGNORECASE)
 # "Which release / version added ...?": in release notes and changelogs the version is the page's
 # title or the heading the entry sits under, not the entry's own words.
 # "What is the minimum / at least ...?": documentation states a lower bound as "3.7 or later",
@@ -153,6 +154,8 @@ def _asks_for(question: str) -> set[str]:
         wants.add("code")
     if _LIST_Q.search(question):
         wants.add("list")
+    elif _PLURAL_Q.search(question):
+        wants.add("plural")
     if _IDENT_Q.search(question):
         wants.add("identifier")
     if _which_nouns(question):
@@ -182,9 +185,17 @@ def _holds(unit: Unit, wants: set[str], question: str) -> bool:
         return True
     if "list" in wants and unit.kind == "list":
         return True
+    if "plural" in wants and unit.kind == "list" and _names_plural(unit, question):
+        return True
     if "identifier" in wants and (unit.kind == "code" or _new_identifier(unit, question)):
         return True
     return False
+
+
+def _names_plural(unit: Unit, question: str) -> bool:
+    """Whether a list names what a plural question asks for ("checks" in "The following checks must
+    pass ...: unit tests; lint; type check"), not only some other list on the page."""
+    return any(set(tokenize(m.group(1))) & set(tokenize(unit.text)) for m in _PLURAL_Q.finditer(question))
 
 
 def _labelled_number(text: str, question: str) -> bool:
@@ -301,10 +312,10 @@ def best_units(question: str, pages: list[PageText], limit: int = 4) -> list[Evi
         elif unit.kind == "sentence" and (unit.path, unit.start) in announcing:
             value *= CODE_UNASKED
         base.append(value)
-    if "list" in wants:
+    if wants & {"list", "plural"}:
         # A whole list answers "which ... are" at least as well as the best of its items.
         for i, (_rank, unit, _terms) in enumerate(candidates):
-            if unit.kind == "list":
+            if unit.kind == "list" and ("list" in wants or _names_plural(unit, question)):
                 inside = [base[j] for j, (_r, other, _t) in enumerate(candidates) if other.path == unit.path
                           and other.kind != "list" and unit.start <= other.start and other.end <= unit.end]
                 base[i] = max([base[i], *(b * ASKED_BONUS for b in inside)])

@@ -11,7 +11,7 @@ A unit is what a reader needs to see to get a fact, never cut:
 * ``heading``: a heading with the first line under it ("UVICORN_PORT: Bind to this port.");
 * ``table-row``: a row of a table, each cell named by its column header;
 * ``list``: a short list whole, with its lead-in ("Eviction policies: Random; LRU; LFU"), or the
-  heading right above it ("Reader-writer locks: ...");
+  heading right above a list of short entries that is no changelog ("Reader-writer locks: ...");
 * ``code``: a short code block (with the sentence that introduces it, "To clear the cache,
   run:"), or one line of a longer one.
 
@@ -34,7 +34,10 @@ MAX_UNIT_CHARS = 600  # a longer list item or paragraph is quoted sentence by se
 SHORT_WORDS = 4  # a sentence under this many words is joined to its neighbour
 MAX_LEAD_IN_CHARS = 200  # a longer lead-in is left out (never cut)
 MAX_CODE_LINES = 8  # a longer code block is quoted line by line
-MAX_ENTRY_CHARS = 100  # a list under a heading is quoted whole only when each item is a short entry
+MAX_ENTRY_CHARS = 60  # a list under a heading is quoted whole only when each item is a short entry
+_ISSUE_REF = re.compile(r"(?<![\w&])#\d+\b")  # "(#1362)": an entry of a changelog
+_CHANGELOG_HEADING = re.compile(r"(?:v?\d+(?:\.\d+)+\b.*|added|changed|fixed|removed|deprecated|security|fixes|features|"
+                                r"bug ?fixes|improvements|breaking changes|other changes|new features)$", re.IGNORECASE)
 _LIST_MARK = re.compile(r"[ \t]*+(?:[-*+]|\d{1,9}+[.)])(?:[ \t]++|$)")
 _DEFINITION = re.compile(r"^(?:\*\*[^*\n]{1,80}\*\*|`[^`\n]{1,80}`|[\w][\w .()/-]{0,60}?)\s*(?::|—|–|\s-)\s+\S")
 _ADMONITION = re.compile(r"^[ \t]*+(?:!!!|\?\?\?\+?)[ \t]")
@@ -151,8 +154,9 @@ class _List:
         "Reader-writer locks: ..."), two items or more, and is short: a question about the list
         gets all of it."""
         lead, start = (self.lead, self.lead_start) if self.lead else (self.heading, self.heading_start)
-        if not self.lead and any(len(item) > MAX_ENTRY_CHARS for _s, _e, item in self.items):
-            lead = ""  # under a heading, only an enumeration of short entries is one answer, not several facts
+        if not self.lead and (_CHANGELOG_HEADING.match(self.heading.rstrip(":"))
+                              or any(len(item) > MAX_ENTRY_CHARS or _ISSUE_REF.search(item) for _s, _e, item in self.items)):
+            lead = ""  # under a heading, only an enumeration of short entries is one answer; a changelog's are separate facts
         if lead and len(self.items) >= 2:
             text = f"{lead} " + "; ".join(item for _s, _e, item in self.items)
             if len(text) <= MAX_UNIT_CHARS:
