@@ -869,3 +869,18 @@ def test_which_plural_gets_the_whole_list_not_its_announcement(tmp_path):
     kb = _kb(tmp_path, handbook)
     out = _ask_json(kb, "Which checks must pass before merging?")
     _bullet_with(out["answer"].split("\n- ")[1], "must pass before merging", "unit tests", "lint", "type check")
+
+
+def test_a_heading_leads_a_list_of_short_entries_but_not_a_changelog_or_long_items():
+    """The whole-list unit under a heading is for an enumeration of short entries; a changelog's
+    entries ("Fixed", "(#1362)") and long items are separate facts, quoted item by item."""
+    from kb_ai.offline.units import page_units
+
+    body = ("# Zorp\n\n### Reader-writer locks\n\n- Multiple readers (at the same time).\n"
+            "- Single writers (blocking any readers).\n\n## Fixed\n\n- Fix socket port 0 (#975)\n"
+            "- Replace the old server (#1362)\n\n## 0.11.0 (December 20, 2019)\n\n- Drop IOCP support.\n"
+            "- Add the version flag.\n\n## Settings\n\n- `--reload` - Enable auto-reload. Zorp supports two "
+            "versions of auto-reloading behaviour enabled by this option. Default: False.\n"
+            "- `--reload-delay <float>` - Delay between two checks. Default: 0.25.\n")
+    lists = [u.text for u in page_units("tools/zorp.md", "Zorp", body) if u.kind == "list"]
+    assert lists == ["Reader-writer locks: Multiple readers (at the same time).; Single writers (blocking any readers)."]
