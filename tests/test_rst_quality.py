@@ -355,7 +355,6 @@ def test_a_txt_file_in_rst_is_read_as_rst_and_plain_text_stays(tmp_path):
     assert not re.search(r"^\.\. |Version|Date|\+\+\+\+|:synopsis:|toctree", rst.body, re.M), rst.body
     assert "The current version is |release|." in rst.body  # Sphinx's placeholder in running text: as written
     assert "## Introduction" in rst.body and "`widget.make()`" in rst.body
-    assert "## TOC" not in rst.body  # a heading whose content was all page structure
     assert "**Homepage:** [Widget Homepage](https://example.org/widget)" in rst.body
     assert rst.summary == "widget is a library for testing in Python."
     plain = articles["raw/widget/relnotes.txt"]
@@ -379,3 +378,17 @@ def test_real_txt_files_rst_or_plain():
         assert parsed.kind == "text", path
         body_lines = [line for line in text.splitlines() if line.strip() and not set(line.strip()) <= set("=-")]
         assert all(line.rstrip() in parsed.text for line in body_lines), path  # every line as written
+
+
+def test_a_page_with_escaped_underscores_is_found_by_the_word_as_written(tmp_path):
+    from helpers import build_kb
+
+    kb = build_kb(tmp_path, ("pkg/layout.md", "Package layout", "How the files of a package are laid out.",
+                             "# Package layout\n\nThe \\_\\_version\\_\\_ string lives in the package's "
+                             "\\_\\_init\\_\\_.py file, next to the license header.\n"))
+    result = CliRunner().invoke(cli, ["--kb", str(kb.root), "ask", "--json", "--offline",
+                                      "Where does __version__ live?"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert [c["path"] for c in data["citations"]][:1] == ["pkg/layout.md"], data
+    assert "The __version__ string lives in the package's __init__.py file" in data["citations"][0]["quote"]

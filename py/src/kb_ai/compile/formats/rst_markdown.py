@@ -173,8 +173,6 @@ class MarkdownWriter:
             if not isinstance(child, _SKIP):
                 opening = False
             out.extend(self._block(child, depth + 1))
-        if depth and len(out) == 1 and out[0].startswith("#"):
-            return []  # a heading whose content was all page structure (".. toctree::" under "TOC")
         return out
 
     def _code(self, node: nodes.Element) -> str:
