@@ -134,13 +134,17 @@ def test_docx_text_with_markdown_characters_reads_as_written(tmp_path):
     document.add_heading("Packaging notes", level=0)
     document.add_paragraph("Every package has an __init__.py file; 2*3*4 is 24 and *args stays.")
     document.add_paragraph("# not a heading but a hash sign")
+    document.add_heading("Notes for C#", level=1)
+    document.add_paragraph("The same layout holds for C# projects.")
     buffer = io.BytesIO()
     document.save(buffer)
     parsed = parse_document("raw/notes.docx", buffer.getvalue())
     assert parsed.title == "Packaging notes"
     shown = _shown(parsed.text)
     assert "Every package has an __init__.py file; 2*3*4 is 24 and *args stays." in shown
-    assert "# not a heading but a hash sign" in shown and "<h" not in render_markdown(parsed.text, from_path="a.md").html
+    rendered = render_markdown(parsed.text, from_path="a.md").html
+    assert "# not a heading but a hash sign" in shown
+    assert re.findall(r"<h\d[^>]*>([^<]*)</h\d>", rendered) == ["Notes for C#"]
 
 
 # -- 2. .. sectnum:: does not number the title -----------------------------------------------------
@@ -158,8 +162,8 @@ Using the parsing module
 
 The parsing module builds parsers from small pieces.
 
-Steps to follow
-===============
+Steps to follow in C#
+=====================
 
 Define the grammar first.
 
@@ -177,6 +181,7 @@ def test_sectnum_numbers_neither_the_title_nor_the_headings(tmp_path):
     assert article.title == "Using the parsing module"
     assert "# Using the parsing module" in article.body
     assert "## Steps to follow" in article.body and "### Classes" in article.body
+    assert "Steps to follow in C#" in _shown(article.body)  # a closing "#" is not a closing hash run
     assert not re.search(r"^#+ [\d.]+\s", article.body, re.M), article.body
     assert any(line.startswith("- [Using the parsing module](") for line in _catalog_lines(root))
 

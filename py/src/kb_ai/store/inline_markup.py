@@ -66,6 +66,15 @@ def escape_block_start(line: str) -> str:
     return "\\" + line
 
 
+def escape_heading(text: str) -> str:
+    """Heading text (already escaped by ``escape_text``) with a closing ``#`` run escaped: the
+    renderer reads "# About C#" as "About C"."""
+    stripped = text.rstrip()
+    if stripped.endswith("#") and not stripped.endswith("\\#"):
+        return stripped[:-1] + "\\#"
+    return text
+
+
 class _Run:
     """A run of ``*`` or ``_``; its characters not yet matched are ``[low, high)``."""
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import io
 
 from kb_ai.compile.readers import _PLACEHOLDER_TITLE, Parsed, UnreadableError, date_from_text
-from kb_ai.store.inline_markup import escape_block_start, escape_text
+from kb_ai.store.inline_markup import escape_block_start, escape_heading, escape_text
 
 
 def read_docx(data: bytes) -> Parsed:
@@ -37,13 +37,13 @@ def read_docx(data: bytes) -> Parsed:
         if style == "Title" and title is None:
             title = plain  # the article's title: not repeated as a heading
         elif style == "Title":
-            lines.append(f"## {text}")
+            lines.append(f"## {escape_heading(text)}")
         elif style.startswith("Heading"):
             level = int(style.split()[-1]) if style.split()[-1].isdigit() else 1
             if first and level == 1 and title is None and not _docx_has_title(document):
                 title = plain  # a document that opens with a Heading 1 and has no Title: that is its title
             else:
-                lines.append("#" * min(6, level + 1) + " " + text)
+                lines.append("#" * min(6, level + 1) + " " + escape_heading(text))
         elif style.startswith("List"):
             lines.append(f"- {text}")
         else:

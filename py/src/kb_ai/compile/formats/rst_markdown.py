@@ -14,7 +14,7 @@ import re
 
 from docutils import nodes
 
-from kb_ai.store.inline_markup import escape_block_start, escape_text
+from kb_ai.store.inline_markup import escape_block_start, escape_heading, escape_text
 from kb_ai.store.markdown_text import plain_text
 
 # The title is the first section's, when nothing but page metadata, targets and directives that
@@ -86,7 +86,7 @@ class MarkdownWriter:
         if isinstance(node, nodes.section):
             return self._section(node, depth)
         if isinstance(node, nodes.title):
-            return [f"{'#' * min(6, depth + 1)} {self._inline(node)}"]
+            return [f"{'#' * min(6, depth + 1)} {escape_heading(self._inline(node))}"]
         if isinstance(node, (nodes.paragraph, nodes.line)):
             if _images_only(node):
                 return []  # "|Build Status| |PyPI|" badges: images are not kept
@@ -162,7 +162,7 @@ class MarkdownWriter:
                 if self.title is None and heading:  # the first section, with nothing before it
                     self.title = plain_text(heading)
                     document_title = True
-                out.append(f"{'#' * min(6, depth + 1)} {heading}")
+                out.append(f"{'#' * min(6, depth + 1)} {escape_heading(heading)}")
                 if document_title and self._docinfo:
                     out.extend(self._docinfo)
                     self._docinfo = []
