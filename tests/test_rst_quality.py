@@ -407,3 +407,12 @@ def test_nested_links_are_quoted_as_commonmark_reads_them():
     assert plain_text("[outer [inner](a.md) text](b.md) tail") == "[outer inner text](b.md) tail"
     assert plain_text("[a [b [c](x.md) d](y.md) e](z.md)") == "[a [b c d](y.md) e](z.md)"
     assert plain_text("![alt [in](a.md)](i.png) and [*em* `co*de` \\_x\\_](l.md)") == "alt in and em co*de _x_"
+
+
+def test_a_txt_read_as_rst_includes_nothing_from_outside_raw(tmp_path):
+    root = _kb(tmp_path, {"docs/index.txt": ".. module:: widget\n\nWidget\n======\n\nThe widget library builds widgets.\n\n"
+                                             ".. include:: ../../../etc/passwd\n\n.. literalinclude:: /etc/hostname\n"})
+    compile_offline(root)
+    article = _articles(root)["raw/docs/index.txt"]
+    assert article.title == "Widget" and "The widget library builds widgets." in article.body
+    assert "root:" not in article.body and ".. include" not in article.body and "passwd" not in article.body
