@@ -58,6 +58,7 @@ HOSTILE_MARKDOWN = [
     "*open but never closed and a ** b ** c",
     "**a* and *a** and _a_b_",
     "Link [a_b](c_d.md) and __x__ and [t*x*t](y.md)",
+    "x &lt; y &amp; z and AT&T and &copy without its semicolon",
 ]
 
 
@@ -70,6 +71,7 @@ def test_plain_text_is_what_the_rendered_page_shows(markdown):
     "pyparsing __init__.py file", "2*3*4", "*args and **kwargs", "a\\*b and a\\b", "`x` and ``y``", "[a](b) and [a][b]",
     "_private_ name", "snake_case_word", "UVICORN_*", "# not a heading", "- not an item", "1. not a step",
     "> not a quote", "***a***", "x_*y*_z", "see [1] and [2]", "![img](x)", "_a_b_", "foo__bar__baz", "(*)",
+    'the form "<salutation>, <addressee>!"', "a <b>tag</b> and <!-- no comment --> and c<d", "AT&T &amp; &nbsp; &#169;",
 ])
 def test_text_written_as_markdown_reads_back_as_written(text):
     from kb_ai.store.inline_markup import escape_block_start, escape_text  # noqa: PLC0415 (new in issue 15)
@@ -97,6 +99,8 @@ MIT License. See header of the `pyparsing __init__.py
 <https://github.com/pyparsing/pyparsing/blob/master/pyparsing/__init__.py#L1-L23>`__ file.
 
 Star arguments such as *args and 2*3 keep their stars; ``__init__`` in code too.
+
+A greeting of the form "<salutation>, <addressee>!" is parsed, &nbsp; is not a space.
 """
 
 
@@ -107,6 +111,7 @@ def test_a_cited_quote_of_an_rst_page_keeps_the_underscores_of_its_link_text(tmp
     shown = _shown(article.body)
     assert "See header of the pyparsing __init__.py file." in shown
     assert "Star arguments such as *args and 2*3 keep their stars; __init__ in code too." in shown
+    assert 'A greeting of the form "<salutation>, <addressee>!" is parsed, &nbsp; is not a space.' in shown
     result = CliRunner().invoke(cli, ["--kb", str(root), "ask", "--json", "--offline",
                                       "Which license does pyparsing use?"])
     assert result.exit_code == 0, result.output

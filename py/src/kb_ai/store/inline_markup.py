@@ -17,10 +17,13 @@ One pass over the marker characters, a stack per marker character: linear in the
 
 from __future__ import annotations
 
+import html
 import re
 import unicodedata
 
 _TOKEN = re.compile(r"\\[!-/:-@\[-`{-~]|\*++|_++")
+# A character reference as the renderer reads one (with its semicolon: "AT&T" and "&copy" are text).
+_ENTITY = re.compile(r"&(?:#[0-9]{1,7}+|#[xX][0-9a-fA-F]{1,6}+|[A-Za-z][A-Za-z0-9]{1,31}+);")
 
 
 def _kind(char: str) -> str:
@@ -32,7 +35,7 @@ def _kind(char: str) -> str:
     return "punct" if unicodedata.category(char)[0] in "PS" else "word"
 
 
-_SPECIAL = re.compile(r"\\(?=[!-/:-@\[-`{-~])|`|\[|\*++|_++")
+_SPECIAL = re.compile(r"\\(?=[!-/:-@\[-`{-~])|`|\[|\*++|_++|<(?=[A-Za-z/!?])|&(?=#?+[A-Za-z0-9]++;)")
 
 
 def escape_text(text: str) -> str:
@@ -47,6 +50,8 @@ def escape_text(text: str) -> str:
         if run[0] in "*_":
             can_open, can_close = _flanking(text, match.start(), match.end(), run[0], edge="punct")
             return "".join("\\" + char for char in run) if can_open or can_close else run
+        if run in ("<", "&"):  # "<salutation>" is not an HTML tag, "&nbsp;" not a space
+            return "&lt;" if run == "<" else "&amp;"
         return "\\" + run
 
     return _SPECIAL.sub(escape, text) if _SPECIAL.search(text) else text
@@ -117,7 +122,7 @@ def visible_text(text: str, code_spans: list[tuple[int, int]]) -> str:
         if span < len(code_spans) and code_spans[span][0] <= start:
             continue  # inside code: shown as written
         if match.group()[0] == "\\":
-            cuts.append((start, start + 1, ""))
+            cuts.append((start, end, match.group()[1]))  # the character as written, never an entity's start
             continue
         char = match.group()[0]
         can_open, can_close = _flanking(text, start, end, char)
@@ -125,16 +130,21 @@ def visible_text(text: str, code_spans: list[tuple[int, int]]) -> str:
             runs.append(_Run(start, end, char, can_open, can_close))
     _pair(runs, cuts)
     if not cuts:
-        return text
+        return _entities(text)
     cuts.sort()
     out: list[str] = []
     position = 0
     for start, end, replacement in cuts:
-        out.append(text[position:start])
+        out.append(_entities(text[position:start]))
         out.append(replacement)
         position = end
-    out.append(text[position:])
+    out.append(_entities(text[position:]))
     return "".join(out)
+
+
+def _entities(text: str) -> str:
+    """Character references (``&lt;``, ``&amp;``, ``&#169;``) as the characters they show."""
+    return _ENTITY.sub(lambda match: html.unescape(match.group()), text) if "&" in text else text
 
 
 def _pair(runs: list[_Run], cuts: list[tuple[int, int, str]]) -> None:

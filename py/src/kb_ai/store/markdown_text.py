@@ -486,7 +486,7 @@ def _without_markup(text: str) -> str:
     """Paired emphasis markers and code backticks removed, backslash escapes undone
     (``store/inline_markup.py``); the text of a code span is kept as written (``UVICORN_*``
     stays ``UVICORN_*``, `` `__init__` `` stays ``__init__``)."""
-    if "`" not in text and "*" not in text and "_" not in text and "\\" not in text:
+    if "`" not in text and "*" not in text and "_" not in text and "\\" not in text and "&" not in text:
         return text
     return visible_text(text, _code_spans(text) if "`" in text else [])
 
