@@ -421,3 +421,13 @@ def test_a_txt_read_as_rst_includes_nothing_from_outside_raw(tmp_path):
     article = _articles(root)["raw/docs/index.txt"]
     assert article.title == "Widget" and "The widget library builds widgets." in article.body
     assert "root:" not in article.body and ".. include" not in article.body and "passwd" not in article.body
+
+
+def test_rst_lines_that_look_like_markdown_blocks_stay_text():
+    text = ("Title\n=====\n\n| first line\n| # not a heading\n| - not an item\n\n"
+            "Paragraph about C# and <T> generics.\n")
+    parsed = parse_document("raw/a.rst", text.encode("utf-8"))
+    rendered = render_markdown(parsed.text, from_path="a.md").html
+    assert re.findall(r"<h\d[^>]*>", rendered) == ['<h1 id="h-title">']
+    assert "<li>" not in rendered
+    assert "first line # not a heading - not an item Paragraph about C# and <T> generics." in _shown(parsed.text)

@@ -116,7 +116,7 @@ class MarkdownWriter:
         if isinstance(node, (nodes.topic, nodes.sidebar)):
             return [self._admonition(node, depth)]
         if isinstance(node, nodes.line_block):
-            lines = [self._inline(line) for line in node.findall(nodes.line)]
+            lines = [escape_block_start(self._inline(line).strip()) for line in node.findall(nodes.line)]
             return ["  \n".join(line for line in lines if line.strip())]
         if isinstance(node, nodes.transition):
             return ["---"]
