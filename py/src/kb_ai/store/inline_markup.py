@@ -9,10 +9,15 @@
   ``\\_\\_init\\_\\_.py`` is ``__init__.py``, ``snake_case``, ``*args``, ``5 * 3``, ``UVICORN_*``
   stay as written;
 * a backslash before ASCII punctuation is an escape: the character stays, the backslash goes;
-* a code span's backticks go, its text stays as written (no emphasis or escape inside code).
+* a character reference (``&lt;``, ``&amp;``) is the character it shows;
+* a code span's backticks go, its text stays as written (no emphasis, escape or reference inside).
 
-Links are not handled here (``markdown_text.plain_text`` replaces them by their text first).
-One pass over the marker characters, a stack per marker character: linear in the text.
+``escape_text`` / ``escape_block_start`` / ``escape_heading`` go the other way: plain text (the
+reST and DOCX readers' text) written as Markdown that the renderer and ``visible_text`` show as
+written. Links are not handled here (``markdown_text.plain_text`` replaces them by their text
+first). One pass over the marker characters, a stack per marker character: linear in the text.
+Where CommonMark and Python-Markdown (the renderer) differ on odd runs (``**x_y`**b``), this
+follows CommonMark; on ordinary text they agree (tests/test_rst_quality.py).
 """
 
 from __future__ import annotations
