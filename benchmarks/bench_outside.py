@@ -120,6 +120,9 @@ def _code_held(text: str, fact: str) -> bool:
     return re.search(rf"(?<![\w-]){re.escape(fact)}(?![\w-])", text, re.IGNORECASE) is not None
 
 
+_ESCAPED = re.compile(r"\\([!-/:-@\[-`{-~])")
+
+
 def _words(text: str) -> list[str]:
     return re.findall(r"\w+", text.lower())
 
@@ -133,7 +136,8 @@ def _passage_problems(result, bodies: dict[str, str]) -> list[str]:
                 problems.append(f"{citation['path']}: page not read")
                 continue
             span = body[passage["start"]:passage["end"]]
-            if not set(_words(passage["quote"])) <= set(_words(span)) or not span.strip():
+            written = _ESCAPED.sub(r"\1", span)  # Markdown's "\_" is the character "_"
+            if not set(_words(passage["quote"])) <= set(_words(written)) or not span.strip():
                 problems.append(f"{citation['path']}: quote not at its offsets: {passage['quote'][:60]!r}")
     return problems
 

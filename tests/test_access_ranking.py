@@ -31,7 +31,10 @@ from llm_fakes import FakeOpenAI, all_text
 BOB_READER = Reader("bob", frozenset({"eng"}))
 PROBE = "quibblesnatch"
 QUESTIONS = (f"{PROBE} server", f"{PROBE} reverse proxy", f"{PROBE}", "reverse proxy deployment",
-             "citations validated model", "zorbulent proxy", "zorbulent salary", "offline mode variable")
+             "citations validated model", "zorbulent proxy", "zorbulent salary", "offline mode variable",
+             # a word no page of bob's holds, whose longer form ("zorbulent") only hidden pages hold:
+             # the abstention verdict's word-form check reads bob's best matches, never those
+             "zorbul proxy deployment")
 HIDDEN_PAGES = 12
 
 

@@ -35,7 +35,7 @@ from kb_ai.navigate import citations, read, save
 from kb_ai.navigate.records import ReadPage
 from kb_ai.offline import compare, equivalents, extractive, names, passages, text
 from kb_ai.quality import eval_questions, scoring
-from kb_ai.store import anchors, articles, catalog, links, markdown_text as md, words
+from kb_ai.store import anchors, articles, catalog, inline_markup, links, markdown_text as md, words
 
 SMALL = 1_500
 FACTOR = 8
@@ -127,6 +127,9 @@ FUNCTIONS = {
     "title_heading": lambda t: md.title_heading(t),
     "title_from_filename": lambda t: readers.title_from_filename("raw/testclientsetup.md", t),
     "rst_labels": lambda t: rst.scan_labels("raw/a.rst", t),
+    "rst_cues": lambda t: rst.has_rst_cues(t),
+    "rst_text_source": lambda t: readers.parse_document("raw/a.txt", (".. module:: a\n\n" + t).encode("utf-8")),
+    "escape_text": lambda t: inline_markup.escape_block_start(inline_markup.escape_text(t)),
     "date_from_text": lambda t: readers.date_from_text(t),
     "cut_text": lambda t: ingest.cut_text(t, len(t) // 2),
     "fingerprint": lambda t: (dedup.fingerprint(t), dedup.blocks(t)),

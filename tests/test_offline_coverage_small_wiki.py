@@ -105,3 +105,18 @@ def test_a_generic_word_counts_for_a_page_that_holds_it_never_against_one_that_d
     assert out["abstained"] is False and "deprecated" in out["answer"], out["answer"]
     # A content word no page holds still counts: nonsense about the same subject is not covered.
     assert _ask(kb.root, "What is the favourite colour of google-zapper?")["abstained"] is True
+
+
+def test_a_word_no_page_holds_counts_in_part_where_a_best_match_has_a_longer_form_of_it(tmp_path):
+    pages = [
+        _page("product/zorbly.md", "Zorbly overview", "Zorbly imports bank transactions through the Plaid connector, "
+              "which links 40 banks in the US and Canada."),
+        _page("product/pricing.md", "Zorbly pricing", "Zorbly costs $12 per month per bank account."),
+        _page("eng/sync.md", "Bank sync", "Bank sync runs every four hours for each Zorbly account."),
+    ]
+    kb = build_kb(tmp_path, *pages)
+    # No page says "connect"; the overview says "connector" (the stemmer keeps them apart).
+    out = _ask(kb.root, "How many banks can Zorbly connect to?")
+    assert out["abstained"] is False and "40 banks" in out["answer"], out["answer"]
+    # A word with no longer form on the page still counts against it.
+    assert _ask(kb.root, "How many banks can Zorbly teleport to?")["abstained"] is True

@@ -87,6 +87,10 @@ def _all_headings_below(body: str, level: int) -> bool:
 
 
 _META_LINE = re.compile(r"^\W*(date|updated|last updated|revised|author|owner|status|version)\W*:", re.I)
+# A labelled field ("Copyright: 2003-2023 P. McGuire", "Module author: C. McQueen", "Issue
+# tracker: GitHub Issues"): page metadata, not what the page is about. Up to 3 words of label.
+_FIELD_LINE = re.compile(r"^[^\W\d_][\w'.-]*+(?:[ \t]++[\w'.-]++){0,2}+[ \t]*+:[ \t]")
+FIELD_LINE_WORDS = 12  # a longer "Note: ..." paragraph is prose
 
 
 def _mostly_addresses(paragraph: str) -> bool:
@@ -97,7 +101,8 @@ def _mostly_addresses(paragraph: str) -> bool:
 
 
 def lead_summary(body: str, title: str, limit: int = 200) -> str:
-    """The first sentence of the first real paragraph (not a ``Date:`` line, not a stub), as
+    """The first sentence of the first real paragraph (not a ``Date:`` line or another short
+    labelled field such as "Copyright: ..." or "Module author: ...", not a stub), as
     plain text (``clean_summary``: no link syntax, HTML, note markers or roles); the title when
     the body has no prose; for a page that is a list of links (a table of contents), "Contents:"
     and the first entries."""
@@ -106,6 +111,8 @@ def lead_summary(body: str, title: str, limit: int = 200) -> str:
         body = _LINK_ITEM.sub("", body)
     for paragraph in prose_paragraphs(body):
         if _META_LINE.match(paragraph) or len(paragraph.split()) < 4 or _mostly_addresses(paragraph):
+            continue
+        if _FIELD_LINE.match(paragraph) and len(paragraph.split()) <= FIELD_LINE_WORDS:
             continue
         sentences = split_sentences(paragraph)
         summary = clean_summary(sentences[0], limit) if sentences else None

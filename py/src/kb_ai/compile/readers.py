@@ -29,6 +29,9 @@ MAX_RST_INLINE_COST = 15_000_000
 
 MARKDOWN_EXT = {".md", ".markdown", ".mdown", ".mkd"}
 RST_EXT = {".rst", ".rest"}
+# Text files that may be reST (Sphinx projects once named their sources ``index.txt``): read as
+# reST when they use reST's own constructs and docutils reads them without an error.
+RST_TEXT_EXT = {".txt", ".text"}
 TEXT_EXT = {".txt", ".text", ".org", ".csv", ".tsv", ".json", ".yaml", ".yml", ".toml", ".log", ".adoc"}
 HTML_EXT = {".html", ".htm", ".xhtml"}
 ARCHIVE_EXT = (".zip", ".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar.xz", ".txz")
@@ -105,6 +108,8 @@ def _parse(path: str, data: bytes, *, depth: int, context: ReadContext | None) -
         parsed = _read_rst(path, text, context)
     elif suffix == ".org":
         parsed = _read_org(text)
+    elif suffix in RST_TEXT_EXT and _rst_cues(text):
+        parsed = _read_rst(path, text, context, only_if_clean=True)
     else:
         parsed = _read_plain(text)
     parsed.notes[:0] = notes
@@ -306,22 +311,34 @@ def _read_markdown(path: str, text: str, context: ReadContext | None = None) -> 
     return Parsed("markdown", body, title or title_heading(body), date or date_from_text(body), notes, tags[:10])
 
 
-def _read_rst(path: str, text: str, context: ReadContext | None) -> Parsed:
+def _rst_cues(text: str) -> bool:
+    from kb_ai.compile.formats.rst import has_rst_cues  # noqa: PLC0415 (docutils: only for reST files)
+
+    return has_rst_cues(text)
+
+
+def _read_rst(path: str, text: str, context: ReadContext | None, *, only_if_clean: bool = False) -> Parsed:
     """reStructuredText through docutils (``formats/rst.py``); text that docutils cannot take
-    is read as plain text, noted."""
+    is read as plain text, noted. ``only_if_clean`` (a ``.txt`` file with reST cues): plain
+    text, without a note, unless docutils reads it without an error."""
     from kb_ai.compile.formats.rst import inline_cost, read_rst  # noqa: PLC0415 (docutils: only for reST files)
 
     if inline_cost(text) > MAX_RST_INLINE_COST:
         parsed = _read_plain(text)
-        parsed.notes.append("reStructuredText too costly to parse (paragraphs full of unclosed inline markup): "
-                            "read as plain text")
+        if not only_if_clean:
+            parsed.notes.append("reStructuredText too costly to parse (paragraphs full of unclosed inline markup): "
+                                "read as plain text")
         return parsed
     try:
-        body, title, date, notes = read_rst(text, context or ReadContext(path))
+        read = read_rst(text, context or ReadContext(path), only_if_clean=only_if_clean)
     except Exception as exc:  # noqa: BLE001 - a parser failure on one file: keep its text
         parsed = _read_plain(text)
-        parsed.notes.append(f"reStructuredText not parsed ({type(exc).__name__}): read as plain text")
+        if not only_if_clean:
+            parsed.notes.append(f"reStructuredText not parsed ({type(exc).__name__}): read as plain text")
         return parsed
+    if read is None:
+        return _read_plain(text)
+    body, title, date, notes = read
     return Parsed("rst", body, title, date or date_from_text(text), notes)
 
 

@@ -20,7 +20,9 @@ first, Lit or Adorable?", "the director of the film that ..."), hold
   wiki every word is rare: the three words of "blue green switch" are not three rare terms.
 
 A page that holds a question term only in other words (``offline.equivalents``: "disable" for
-"turn off", "author" for "wrote") holds it at ``EQUIVALENT_WEIGHT`` (half) of its weight.
+"turn off", "author" for "wrote"), or, for a word no page holds, in a longer form the stemmer does
+not join ("connector" for "connect"; the ``FORM_PAGES`` best matches are read), holds it at
+``EQUIVALENT_WEIGHT`` (half) of its weight.
 
 Nonsense ("How tall is the Eiffel Tower in bananas?") shares a word or two with some page, never
 most of its weight; a question about a subject the wiki lacks loses that subject's weight; two
@@ -63,6 +65,7 @@ MAX_NAMES = 12  # names of one question looked for
 SMOOTH_PAGES = 50  # IDF as if the wiki had this many more pages, none holding the term (small wikis: see below)
 MISSING_WORD = 1.25  # a word no page holds weighs this many times the rarest word the wiki holds
 RARE_TERMS_MIN_PAGES = 200  # the many-rare-terms rule needs a wiki this big (in a small one every word is rare)
+FORM_PAGES, FORM_MIN_LETTERS = 3, 5  # best matches looked at for a longer form of a word no page holds
 TITLE_JOIN_PAGES, TITLE_JOIN_SHARE = 2, 0.05  # a title more pages hold (and this share of the wiki) joins no pair
 _GENERIC_TERMS = frozenset(t for word in GENERIC_WORDS for t in tokenize(word))
 
@@ -137,10 +140,26 @@ def coverage(index: LexicalIndex, title_of: Callable[[str], str], question: str,
     stand_ins = equivalents(question)
     near = [set(t for t, others in stand_ins.items() if t not in held[i] and any(i in look_up(e)[1] for e in others))
             for i in range(len(paths))]
+    page_words: dict[str, str] = {}  # path -> page_terms, read once for forms and names
+
+    def words_of(path: str) -> str:
+        if path not in page_words:
+            page_words[path] = page_terms(title_of(path), text_of(path)) if text_of is not None else ""
+        return page_words[path]
+
+    # A word no page holds may be on a best match in a longer form the stemmer does not join
+    # ("connect" on a page that says "connector"): that page holds it in part, like an equivalent.
+    if text_of is not None:
+        for t in terms:
+            if look_up(t)[0] or t in _GENERIC_TERMS or len(t) < FORM_MIN_LETTERS or not t.isalpha():
+                continue
+            for i in range(min(FORM_PAGES, len(paths))):
+                if t not in held[i] and f" {t}" in words_of(paths[i]):
+                    near[i].add(t)
     missing_names: list[Name] = []
     names = question_names(question) if text_of is not None else []
     if names:
-        missing_names = _names_not_held(index, names, paths, held, title_of, text_of)
+        missing_names = _names_not_held(index, names, paths, held, words_of, page_words)
     # The thing a question is about weighs more than its other words: a name no page mentions
     # ("Which band has more members, The Futureheads or ...?") is a subject the wiki lacks.
     # No page's holding of its words counts then: they are there in another sense.
@@ -219,19 +238,16 @@ def _indexed(index: LexicalIndex, path: str) -> bool:
 
 
 def _names_not_held(index: LexicalIndex, names: list[Name], paths: list[str], held: list[set[str]],
-                    title_of: Callable[[str], str], text_of: Callable[[str], str]) -> list[Name]:
+                    words_of: Callable[[str], str], read: dict[str, str]) -> list[Name]:
     """The ``names`` a question gives that no page mentions (``offline.names.mentions``). Also
     takes a name's terms out of ``held[i]`` when candidate page ``paths[i]`` holds its words but
-    does not name it (the words of "Zach Bogosian" on a page about Zach Crowell)."""
-    texts: dict[str, str] = {}
-
+    does not name it (the words of "Zach Bogosian" on a page about Zach Crowell). ``words_of``:
+    a page's ``page_terms``; ``read``: the pages read so far."""
     def names_it(path: str, name: Name) -> bool:
         """Whether the page names ``name``; past ``PAGES_READ`` pages read, taken as yes."""
-        if path not in texts:
-            if len(texts) >= PAGES_READ:
-                return True
-            texts[path] = page_terms(title_of(path), text_of(path))
-        return mentions(texts[path], name)
+        if path not in read and len(read) >= PAGES_READ:
+            return True
+        return mentions(words_of(path), name)
 
     candidates = {index.position(p): p for p in paths}
     missing = []

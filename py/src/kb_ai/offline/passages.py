@@ -38,6 +38,8 @@ MAX_CLAIM_CHARS = 2_000  # a longer cited sentence is matched by its terms, not 
 _LIST_MARKER = re.compile(r"[ \t]*+(?:[-*+]|\d{1,9}+[.)])[ \t]++")
 _QUOTE_MARKER = re.compile(r"^[ \t]{0,3}+>[ \t]?+", re.MULTILINE)
 _TABLE_RULE = re.compile(r"[\s|:\-]*+")
+_CELL_SEPARATOR = re.compile(r"(?<!\\)\|")  # "a \| b" is one cell holding "a | b"
+_ROW_EDGES = re.compile(r"^\|[ \t]*+|(?<!\\)\|[ \t]*+$")
 
 
 @dataclass(frozen=True)
@@ -128,7 +130,7 @@ def passages(body: str) -> list[_Unit]:
         if stripped.startswith("|"):
             flush()
             if not _TABLE_RULE.fullmatch(stripped):
-                cells = [plain_text(cell) for cell in stripped.strip("|").split("|")]
+                cells = [plain_text(cell) for cell in _CELL_SEPARATOR.split(_ROW_EDGES.sub("", stripped))]
                 quote = " ".join(cell for cell in cells if cell)
                 if quote:
                     lead = len(line) - len(line.lstrip())

@@ -28,11 +28,10 @@ import bisect
 import re
 from dataclasses import dataclass
 
+from kb_ai.store.inline_markup import visible_text
 from kb_ai.store.sentences import clip, split_sentences
 
 _FENCE = re.compile(r"[ \t]*+(`{3,}+|~{3,}+)")
-# Emphasis markers at word edges and code backticks; underscores inside words (KAAS_MODEL) stay.
-_MARKUP = re.compile(r"`++|(?<!\w)[*_]++|[*_]++(?!\w)")
 _LIST_ITEM = re.compile(r"[ \t]*+(?:[-*+]|\d{1,9}+[.)])(?:[ \t]|$)")
 _NUMBERED = re.compile(r"\d++[.)]\s")
 _BULLET = re.compile(r"^(?:[-*+]|\d++[.)])\s++")
@@ -240,8 +239,8 @@ def _destination(dest: str) -> str:
     return _ESCAPED.sub(r"\1", dest) if "\\" in dest else dest
 
 
-def _blank_code_spans(text: str) -> str:
-    """``text`` (one paragraph) with its code spans blanked out, offsets and line breaks kept.
+def _code_spans(text: str) -> list[tuple[int, int]]:
+    """The ``(start, end)`` offsets of the code spans of ``text`` (one paragraph), in order.
 
     A span opens with a run of backticks and closes at the next run of exactly that length; a
     backslash before the run makes its first backtick literal."""
@@ -254,7 +253,7 @@ def _blank_code_spans(text: str) -> str:
             continue
         runs.append((match.start(), match.end(), match.start() == escaped_until))
     if len(runs) < 2:
-        return text
+        return []
     by_length: dict[int, list[int]] = {}
     for index, (start, end, _escaped) in enumerate(runs):
         by_length.setdefault(end - start, []).append(index)
@@ -272,6 +271,12 @@ def _blank_code_spans(text: str) -> str:
             index = closer + 1
         else:
             index += 1
+    return spans
+
+
+def _blank_code_spans(text: str) -> str:
+    """``text`` (one paragraph) with its code spans blanked out, offsets and line breaks kept."""
+    spans = _code_spans(text) if "`" in text else []
     if not spans:
         return text
     out: list[str] = []
@@ -478,22 +483,12 @@ def plain_text(markdown: str) -> str:
 
 
 def _without_markup(text: str) -> str:
-    """Emphasis markers and code backticks removed; the text of a code span is kept as written
-    (``UVICORN_*`` stays ``UVICORN_*``, ``__init__`` stays ``__init__``)."""
-    if "`" not in text:
-        return _MARKUP.sub("", text)
-    blanked = _blank_code_spans(text)
-    out: list[str] = []
-    run_start, in_code = 0, False
-    for position, (char, seen) in enumerate(zip(text, blanked)):
-        code = char != seen
-        if code != in_code:
-            piece = text[run_start:position]
-            out.append(piece.replace("`", "") if in_code else _MARKUP.sub("", piece))
-            run_start, in_code = position, code
-    piece = text[run_start:]
-    out.append(piece.replace("`", "") if in_code else _MARKUP.sub("", piece))
-    return "".join(out)
+    """Paired emphasis markers and code backticks removed, backslash escapes undone
+    (``store/inline_markup.py``); the text of a code span is kept as written (``UVICORN_*``
+    stays ``UVICORN_*``, `` `__init__` `` stays ``__init__``)."""
+    if "`" not in text and "*" not in text and "_" not in text and "\\" not in text and "&" not in text:
+        return text
+    return visible_text(text, _code_spans(text) if "`" in text else [])
 
 
 def prose_paragraphs(body: str) -> list[str]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 
 from kb_ai.compile.readers import _PLACEHOLDER_TITLE, Parsed, UnreadableError, date_from_text
+from kb_ai.store.inline_markup import escape_block_start, escape_heading, escape_text
 
 
 def read_docx(data: bytes) -> Parsed:
@@ -28,24 +29,25 @@ def read_docx(data: bytes) -> Parsed:
                 lines.append(table)
                 first = False
             continue
-        text = " ".join(block.text.split())
-        if not text:
+        plain = " ".join(block.text.split())
+        if not plain:
             continue
+        text = escape_text(plain)  # Word's text is text: "__init__.py" is not bold "init"
         style = (block.style.name if block.style is not None else "") or ""
         if style == "Title" and title is None:
-            title = text  # the article's title: not repeated as a heading
+            title = plain  # the article's title: not repeated as a heading
         elif style == "Title":
-            lines.append(f"## {text}")
+            lines.append(f"## {escape_heading(text)}")
         elif style.startswith("Heading"):
             level = int(style.split()[-1]) if style.split()[-1].isdigit() else 1
             if first and level == 1 and title is None and not _docx_has_title(document):
-                title = text  # a document that opens with a Heading 1 and has no Title: that is its title
+                title = plain  # a document that opens with a Heading 1 and has no Title: that is its title
             else:
-                lines.append("#" * min(6, level + 1) + " " + text)
+                lines.append("#" * min(6, level + 1) + " " + escape_heading(text))
         elif style.startswith("List"):
             lines.append(f"- {text}")
         else:
-            lines.append(text)
+            lines.append(escape_block_start(text))
         first = False
     core_title = document.core_properties.title or None
     if core_title and _PLACEHOLDER_TITLE.search(core_title.strip()):
@@ -78,7 +80,7 @@ def _docx_table(table) -> str:
                 cells.append("")
                 continue
             previous = cell._tc
-            cells.append(" ".join(cell.text.split()).replace("|", "\\|"))
+            cells.append(escape_text(" ".join(cell.text.split())).replace("|", "\\|"))
         if any(cells):
             rows.append(cells)
     if not rows:

@@ -32,7 +32,8 @@ from docutils.parsers.rst import Directive, Parser, directives, roles, states
 
 from kb_ai.compile.formats.context import MAX_INCLUDES, ReadContext
 
-_LOCK = threading.Lock()  # docutils' directive registry is global: one parse at a time
+_LOCK = threading.Lock()
+_ERROR_LINE = re.compile(r"\((?:ERROR/3|SEVERE/4)\) ")  # docutils' directive registry is global: one parse at a time
 
 CODE_DIRECTIVES = {"code-block", "sourcecode", "code", "doctest", "testcode", "testoutput", "testsetup",
                    "testcleanup", "ipython", "jupyter-execute", "prompt", "mermaid", "graphviz", "digraph",
@@ -41,8 +42,9 @@ NOTE_DIRECTIVES = {
     "seealso": "See also", "todo": "To do", "versionadded": "New in version", "versionchanged":
     "Changed in version", "deprecated": "Deprecated since version", "versionremoved": "Removed in version",
 }
+AUTHOR_DIRECTIVES = {"moduleauthor": "Module author", "sectionauthor": "Section author", "codeauthor": "Code author"}
 DROP_DIRECTIVES = {"toctree", "currentmodule", "module", "py:module", "py:currentmodule", "index", "rst-class",
-                   "highlight", "tabularcolumns", "sectionauthor", "codeauthor", "moduleauthor", "default-role",
+                   "highlight", "tabularcolumns", "sectnum", "section-numbering", "default-role",
                    "default-domain", "contents", "raw", "meta", "autosummary", "automodapi", "only-html",
                    "include-toc", "toc", "literalinclude-skip", "currentmodule-skip", "title", "sidebar-skip",
                    "program", "c:namespace", "cpp:namespace", "js:module", "py:currentmodule"}
@@ -219,6 +221,27 @@ class _Drop(Directive):
         return []
 
 
+class _Author(Directive):
+    """``moduleauthor`` / ``sectionauthor`` / ``codeauthor``: who wrote it, a fact readers ask
+    for: "**Module author:** Craig McQueen" (Sphinx shows it when ``show_authors`` is on)."""
+
+    required_arguments = 1
+    final_argument_whitespace = True
+    has_content = False
+    option_spec = _ANY
+
+    def run(self):
+        name = " ".join(self.arguments[0].split())
+        if not name:
+            return []
+        para = nodes.paragraph()
+        para += nodes.strong(text=f"{AUTHOR_DIRECTIVES[self.name.split(':')[-1]]}:")
+        para += nodes.Text(" ")
+        inline, _messages = self.state.inline_text(name, self.lineno)
+        para += inline
+        return [para]
+
+
 class _Code(Directive):
     """A code block (``code-block:: python``, ``doctest``, ``mermaid`` ...)."""
 
@@ -370,6 +393,8 @@ for _name in NOTE_DIRECTIVES:
     _KNOWN[_name] = _Note
 for _name in DROP_DIRECTIVES:
     _KNOWN[_name] = _Drop
+for _name in AUTHOR_DIRECTIVES:
+    _KNOWN[_name] = _Author
 for _name in ("include", "literalinclude"):
     _KNOWN[_name] = _Include
 for _name in ("tab", "group-tab", "code-tab", "tab-item"):
@@ -416,8 +441,9 @@ def parse_rst(text: str, context: ReadContext | None) -> nodes.document:
     inliner = _Inliner()
     inliner.context = context
     parser = Parser(inliner=inliner)
+    stream = io.StringIO()
     overrides = {
-        "report_level": 5, "halt_level": 5, "warning_stream": io.StringIO(), "_disable_config": True,
+        "report_level": 3, "halt_level": 5, "warning_stream": stream, "_disable_config": True,
         "file_insertion_enabled": False, "raw_enabled": False, "syntax_highlight": "none",
         "character_level_inline_markup": False, "line_length_limit": 100_000, "input_encoding": "unicode",
         "doctitle_xform": False, "docinfo_xform": False, "sectsubtitle_xform": False, "embed_stylesheet": False,
@@ -427,24 +453,51 @@ def parse_rst(text: str, context: ReadContext | None) -> nodes.document:
         added = _register(text)
         saved_class = directives._directives.get("class")
         try:
-            return publish_doctree(text, source_path=context.path if context else "<rst>", parser=parser,
-                                   settings_overrides=overrides)
+            document = publish_doctree(text, source_path=context.path if context else "<rst>", parser=parser,
+                                       settings_overrides=overrides)
         finally:
             for name in added:
                 directives._directives.pop(name, None)
             if saved_class is not None:
                 directives._directives["class"] = saved_class
+    # docutils' errors (level 3 and 4; the tree keeps them as system messages, which the writer
+    # leaves out), one line each: what ``looks_like_rst`` weighs
+    document["kaas_errors"] = [line for line in stream.getvalue().splitlines() if _ERROR_LINE.search(line)]
+    return document
 
 
-def read_rst(text: str, context: ReadContext | None = None) -> tuple[str, str | None, str | None, list[str]]:
-    """(markdown, title, date, notes) of a reST document."""
+def read_rst(text: str, context: ReadContext | None = None, *,
+             only_if_clean: bool = False) -> tuple[str, str | None, str | None, list[str]] | None:
+    """(markdown, title, date, notes) of a reST document. ``only_if_clean``: None when docutils
+    reports an error other than an undefined substitution (Sphinx defines ``|release|``,
+    ``|today|`` ... in its configuration): text that is not reST."""
     from kb_ai.compile.formats.rst_markdown import MarkdownWriter  # noqa: PLC0415
 
     document = parse_rst(text, context)
+    if only_if_clean and any(not _SPHINX_ONLY_ERROR.search(line) for line in document["kaas_errors"]):
+        return None
     writer = MarkdownWriter()
     body = writer.render(document)
     notes = list(document.get("kaas_notes", []))
     return body, writer.title, writer.date, notes
+
+
+# Constructs of reST that plain text does not have: an explicit markup block (a directive, a
+# hyperlink target, a substitution definition), an interpreted role (":func:`x`"), a named
+# reference ("`Homepage`_", "`text <url>`_"). Possessive runs: one attempt per position.
+_RST_CUE = re.compile(r"^\.\.[ \t]++(?:[\w.+-]++(?::[\w.+-]++)*+[ \t]*+::|_[^:\n]++:|\|[^|\n]++\|[ \t]++[\w:.+-]++::)"
+                      r"|(?<![\w`]):[\w.+-]++(?::[\w.+-]++)*+:`[^`\n]++`"
+                      r"|(?<![\w`])`[^`\n]++`__?+(?![\w`])", re.M)
+# A field list opening the document (":Version: 1.0", ":Author: A. Name"): two field lines in a row.
+_TOP_FIELDS = re.compile(r"^:[A-Za-z][\w .-]{0,40}+:[ \t][^\n]*+\n:[A-Za-z][\w .-]{0,40}+:[ \t]", re.M)
+_SPHINX_ONLY_ERROR = re.compile(r"\(ERROR/3\) Undefined substitution referenced")
+
+
+def has_rst_cues(text: str) -> bool:
+    """Whether ``text`` (a ``.txt`` file) uses reST's own constructs: a directive, target or
+    substitution definition, a role, a named reference, or a field list in its first lines.
+    Titles, lists and ``literal`` blocks are not cues: plain text (release notes) has them too."""
+    return _RST_CUE.search(text) is not None or _TOP_FIELDS.search(text[:3000]) is not None
 
 
 # ---------------------------------------------------------------------------------------------

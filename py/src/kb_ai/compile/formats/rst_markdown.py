@@ -14,6 +14,9 @@ import re
 
 from docutils import nodes
 
+from kb_ai.store.inline_markup import escape_block_start, escape_heading, escape_text
+from kb_ai.store.markdown_text import plain_text
+
 # The title is the first section's, when nothing but page metadata, targets and directives that
 # show nothing comes before it (text before it makes it a section, not the document's title).
 
@@ -37,13 +40,25 @@ def _images_only(node: nodes.Node) -> bool:
     return not any(text.astext().strip() for text in node.findall(nodes.Text))
 
 
+# Bibliographic fields (docutils' docinfo) a reader may ask about: kept as "**Author:** name";
+# an abstract or a dedication is a paragraph of its own. Other page metadata (":orphan:",
+# ":tocdepth:") is dropped.
+BIBLIOGRAPHIC = {"author", "authors", "organization", "organisation", "address", "contact", "version", "revision",
+                 "status", "date", "copyright", "license", "licence", "maintainer", "maintainers"}
+PARAGRAPH_FIELDS = {"abstract", "dedication"}
+_SUBSTITUTION = re.compile(r"\|[^|\n]++\|")
+
+
 class MarkdownWriter:
     def __init__(self) -> None:
         self.title: str | None = None
         self.date: str | None = None
+        self._docinfo: list[str] = []  # fields of a field list before the title, shown after it
 
     def render(self, document: nodes.document) -> str:
         blocks = self._children(document, depth=0, top=True)
+        if self._docinfo:  # no title section took them
+            blocks[:0] = self._docinfo
         self.title = self.title or None
         text = "\n\n".join(b for b in blocks if b.strip())
         return text.strip() + "\n" if text.strip() else ""
@@ -71,12 +86,12 @@ class MarkdownWriter:
         if isinstance(node, nodes.section):
             return self._section(node, depth)
         if isinstance(node, nodes.title):
-            return [f"{'#' * min(6, depth + 1)} {self._inline(node)}"]
+            return [f"{'#' * min(6, depth + 1)} {escape_heading(self._inline(node))}"]
         if isinstance(node, (nodes.paragraph, nodes.line)):
             if _images_only(node):
                 return []  # "|Build Status| |PyPI|" badges: images are not kept
             text = self._inline(node).strip()
-            return [text] if text else []
+            return [escape_block_start(text)] if text else []
         if isinstance(node, nodes.rubric):
             return [f"**{self._inline(node)}**"]
         if isinstance(node, (nodes.literal_block, nodes.doctest_block)):
@@ -101,7 +116,7 @@ class MarkdownWriter:
         if isinstance(node, (nodes.topic, nodes.sidebar)):
             return [self._admonition(node, depth)]
         if isinstance(node, nodes.line_block):
-            lines = [self._inline(line) for line in node.findall(nodes.line)]
+            lines = [escape_block_start(self._inline(line).strip()) for line in node.findall(nodes.line)]
             return ["  \n".join(line for line in lines if line.strip())]
         if isinstance(node, nodes.transition):
             return ["---"]
@@ -112,7 +127,7 @@ class MarkdownWriter:
             inner = [b for c in node.children if not isinstance(c, nodes.label) for b in self._block(c, depth)]
             return [f"[{label}] " + "\n\n".join(inner)] if inner else []
         if isinstance(node, nodes.Text):
-            return [node.astext()] if node.astext().strip() else []
+            return [escape_block_start(escape_text(node.astext()))] if node.astext().strip() else []
         if isinstance(node, nodes.Inline) and _images_only(node):
             return []  # a linked block image (".. image:: badge.svg" with ":target:")
         if isinstance(node, nodes.Inline):
@@ -126,23 +141,38 @@ class MarkdownWriter:
         return []
 
     def _metadata(self, node: nodes.Node) -> None:
+        """A field list before the first section: page metadata. Its date is the page's; its
+        bibliographic fields (author, version, copyright ...) are shown under the title."""
         from kb_ai.compile.readers import normalize_date  # noqa: PLC0415 (readers imports this module)
 
         for field in node.findall(nodes.field):
             name = field.children[0].astext().strip().lower() if field.children else ""
             if name in ("date", "updated", "last updated", "revised") and len(field.children) > 1:
                 self.date = self.date or normalize_date(field.children[1].astext())
+        if isinstance(node, nodes.field_list):
+            self._docinfo.extend(self._fields(node, 0, docinfo=True, only_known=True))
 
     def _section(self, node: nodes.section, depth: int) -> list[str]:
         out: list[str] = []
+        document_title = False
+        opening = True  # still before the first block of the section (where docinfo stands)
         for child in node.children:
             if isinstance(child, nodes.title):
                 heading = self._inline(child).strip()
                 if self.title is None and heading:  # the first section, with nothing before it
-                    self.title = " ".join(heading.replace("`", "").split())
-                out.append(f"{'#' * min(6, depth + 1)} {heading}")
-            else:
-                out.extend(self._block(child, depth + 1))
+                    self.title = plain_text(heading)
+                    document_title = True
+                out.append(f"{'#' * min(6, depth + 1)} {escape_heading(heading)}")
+                if document_title and self._docinfo:
+                    out.extend(self._docinfo)
+                    self._docinfo = []
+                continue
+            if document_title and opening and isinstance(child, nodes.field_list):
+                out.extend(self._fields(child, depth + 1, docinfo=True))  # the document's docinfo
+                continue
+            if not isinstance(child, _SKIP):
+                opening = False
+            out.extend(self._block(child, depth + 1))
         return out
 
     def _code(self, node: nodes.Element) -> str:
@@ -207,12 +237,28 @@ class MarkdownWriter:
                 out.extend(body)
         return out
 
-    def _fields(self, node: nodes.Element, depth: int) -> list[str]:
+    def _fields(self, node: nodes.Element, depth: int, *, docinfo: bool = False, only_known: bool = False) -> list[str]:
+        """A field list as "**name:** text" lines. ``docinfo``: the document's bibliographic
+        fields (a field list opening it): names capitalized as docutils shows them ("Author"),
+        an abstract as a paragraph, a field whose value is only an undefined substitution
+        (Sphinx's ``|release|``) dropped; ``only_known``: other fields (``:orphan:``) too."""
         out: list[str] = []
         for field in node.children:
             if not isinstance(field, nodes.field) or len(field.children) < 2:
                 continue
             name = self._inline(field.children[0]).strip()
+            key = field.children[0].astext().strip().lower()
+            if docinfo:
+                value = field.children[1].astext().strip()
+                if _SUBSTITUTION.fullmatch(value) and any(True for _ in field.children[1].findall(nodes.problematic)):
+                    continue
+                if key in PARAGRAPH_FIELDS:
+                    out.extend(self._children(field.children[1], depth))
+                    continue
+                if only_known and key not in BIBLIOGRAPHIC:
+                    continue
+                if key in BIBLIOGRAPHIC and name.islower():
+                    name = name[:1].upper() + name[1:]
             body = self._children(field.children[1], depth)
             if body and not body[0].startswith(("```", ">", "- ", "|", "#")):
                 out.append(f"**{name}:** {body[0]}")
@@ -271,13 +317,15 @@ class MarkdownWriter:
 
     def _inline_one(self, node: nodes.Node) -> str:
         if isinstance(node, nodes.Text):
-            return node.astext()  # str() keeps backslash escapes as NUL characters
+            # The text as written (str() keeps reST's backslash escapes as NUL characters), with
+            # what Markdown would read as markup escaped: "__init__.py" is not bold "init".
+            return escape_text(node.astext())
         if isinstance(node, nodes.image):  # in running text ("please |donate| to"): its alt text
             return " ".join(str(node.get("alt", "")).split())
         if isinstance(node, _SKIP):
             return ""
-        if isinstance(node, nodes.problematic):
-            return node.astext()
+        if isinstance(node, nodes.problematic):  # markup docutils could not read: its text
+            return escape_text(node.astext())
         if isinstance(node, nodes.literal):
             text = " ".join(node.astext().split())
             if not text:
