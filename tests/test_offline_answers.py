@@ -755,8 +755,7 @@ def test_a_lead_in_announcing_the_following_brings_its_list(tmp_path):
 
 def test_a_heading_right_above_a_list_is_its_lead_in(tmp_path):
     """A list right under a heading ("### Reader-writer locks") is introduced by the heading: asked
-    for what that section offers, the answer quotes the list with its heading, and the parts of a
-    snake_case name ("read_locked": read, locked) are words as CamelCase parts are."""
+    for what that section offers, the answer quotes the list with its heading."""
     locks = ("tools/zorplock.md", "Zorplock", "Locks for zorp programs.",
              "# Zorplock\n\nA few locking helpers for zorp programs.\n\n### Locking decorator\n\n"
              "- Helpful `locked` decorator (acquires the instance's lock on method entry).\n\n"
@@ -884,3 +883,15 @@ def test_a_heading_leads_a_list_of_short_entries_but_not_a_changelog_or_long_ite
             "- `--reload-delay <float>` - Delay between two checks. Default: 0.25.\n")
     lists = [u.text for u in page_units("tools/zorp.md", "Zorp", body) if u.kind == "list"]
     assert lists == ["Reader-writer locks: Multiple readers (at the same time).; Single writers (blocking any readers)."]
+
+
+def test_a_snake_case_name_meets_the_words_of_the_question(tmp_path):
+    """"How do I drain the frob pool?": the page writes only `drain_pool()`; the parts of a
+    snake_case name count as CamelCase parts do, so the line that shows it is quoted."""
+    pool = ("ops/frob-pool.md", "Frob pool", "The frob worker pool.",
+            "# Frob pool\n\nThe frob pool keeps workers warm.\n\n"
+            "To empty it at once, call `drain_pool()` from any worker.\n\n"
+            "A frob pool that is never used stays small.\n")
+    kb = _kb(tmp_path, pool)
+    out = _ask_json(kb, "How do I drain the frob pool?")
+    _bullet_with(out["answer"], "drain_pool()")
