@@ -58,6 +58,7 @@ SOURCES = {  # raw/ sub-folder -> (root, glob patterns)
     "git": (Path("/usr/share/doc/git/RelNotes"), ("2.37.0.txt", "2.38.0.txt", "2.39.0.txt")),
 }
 DEMO = BENCH.parent / "examples" / "demo" / "raw"
+DOC = Path("/usr/share/doc")
 # Named corpora: raw/ sub-folder ("" = raw/ itself) -> (root, glob patterns). The question files of
 # the default corpus are outside_{questions,uncovered,nonsense}<suffix>.jsonl; those of another
 # corpus NAME are outside_NAME_{questions,uncovered,nonsense}<suffix>.jsonl.
@@ -83,6 +84,29 @@ CORPORA = {
         "mock": (THIRD / "mock" / "docs", ("index.txt",)),
         "apitools": (THIRD / "apitools", ("README.rst",)),
         "crcmod": (THIRD / "crcmod" / "docs" / "source", ("intro.rst", "crcmod.predefined.rst")),
+    },
+    # held-out sets (issue 15, written blind on 2026-12-01 by someone who had not seen kaas's
+    # answers, and run once, after the day's fixes): google-auth, six, crcmod and pip docs ...
+    "third": {
+        "google_auth": (THIRD / "google-auth-library-python" / "docs", ("*.rst",)),
+        "six": (THIRD / "six" / "documentation", ("index.rst",)),
+        "crcmod": (THIRD / "crcmod" / "docs" / "source", ("*.rst",)),
+        "pip": (Path("/usr/share/doc/python3-pip/html"), (
+            "installation.md", "getting-started.md", "topics/*.md", "reference/requirement-specifiers.md",
+            "cli/pip.rst", "cli/pip_check.rst", "cli/pip_freeze.rst", "cli/pip_hash.rst", "cli/pip_uninstall.rst",
+            "cli/pip_wheel.rst", "cli/pip_search.rst", "cli/pip_inspect.rst", "cli/pip_debug.rst",
+            "ux_research_design.rst", "development/architecture/upgrade-options.rst")),
+    },
+    # ... and a tiny team wiki of eight notes of small tools from /usr/share/doc
+    "small": {
+        "openssl": (DOC / "openssl" / "HOWTO", ("keys.txt",)),
+        "dpkg": (DOC / "dpkg" / "spec", ("rootless-builds.txt",)),
+        "util-linux": (DOC / "util-linux", ("deprecated.txt",)),
+        "yq": (DOC / "yq", ("cli-doc.txt",)),
+        "httplib2": (DOC / "python3-httplib2", ("README.md",)),
+        "procps": (DOC / "procps", ("bugs.md",)),
+        "lazr.restfulclient": (DOC / "python3-lazr.restfulclient", ("retry.standalone.rst",)),
+        "zstd": (DOC / "zstd", ("TESTING.md",)),
     },
 }
 
