@@ -95,14 +95,14 @@ def test_who_wrote_finds_the_page_that_names_the_author(tmp_path):
 
 def test_a_generic_word_counts_for_a_page_that_holds_it_never_against_one_that_does_not(tmp_path):
     pages = [
-        _page("lib/zapper.md", "Google Zapper", "Google Zapper is deprecated and gets no more fixes."),
+        _page("lib/zapper.md", "Google Zapper", "Google Zapper is a library for sweeping logs. It is deprecated and gets no more fixes."),
         _page("lib/sweeper.md", "Sweeper", "Sweeper still clears stale caches every night."),
         _page("lib/install.md", "Installing", "Install either library with pip."),
     ]
     kb = build_kb(tmp_path, *pages)
     # "still" is on the Sweeper page only: it says nothing against the Zapper page.
-    out = _ask(kb.root, "Is google-zapper still maintained?")
-    assert out["abstained"] is False and "deprecated" in out["answer"], out["answer"]
+    out = _ask(kb.root, "Is the google-zapper library still maintained?")
+    assert out["abstained"] is False and "lib/zapper.md" in out["answer"], out["answer"]
     # A content word no page holds still counts: nonsense about the same subject is not covered.
     assert _ask(kb.root, "What is the favourite colour of google-zapper?")["abstained"] is True
 
