@@ -46,6 +46,7 @@ from kb_ai.config import load_settings
 from kb_ai.navigate.ask import ask, build_service
 from kb_ai.navigate.records import AskRequest
 from kb_ai.quality.scoring import contains_answer, scoring_text
+from kb_ai.store.markdown_text import plain_text
 
 BENCH = Path(__file__).resolve().parent
 THIRD = Path("/usr/lib/google-cloud-sdk/platform/gsutil/third_party")
@@ -185,7 +186,9 @@ def _passage_problems(result, bodies: dict[str, str]) -> list[str]:
                 continue
             span = body[passage["start"]:passage["end"]]
             written = _ESCAPED.sub(r"\1", span)  # Markdown's "\_" is the character "_"
-            if not set(_words(passage["quote"])) <= set(_words(written)) or not span.strip():
+            # a quote is the text as a reader sees it: "`00.11.z`is" reads "00.11.zis"
+            seen = set(_words(written)) | set(_words(plain_text(span)))
+            if not set(_words(passage["quote"])) <= seen or not span.strip():
                 problems.append(f"{citation['path']}: quote not at its offsets: {passage['quote'][:60]!r}")
     return problems
 
