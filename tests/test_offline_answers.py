@@ -895,3 +895,20 @@ def test_a_snake_case_name_meets_the_words_of_the_question(tmp_path):
     kb = _kb(tmp_path, pool)
     out = _ask_json(kb, "How do I drain the frob pool?")
     _bullet_with(out["answer"], "drain_pool()")
+
+
+def test_a_lead_in_is_quoted_with_the_short_code_it_introduces_never_alone(tmp_path):
+    """"If you don't trust the input, you should use:" and its one-line block are one unit; the
+    bare sentence (which shows nothing) is never quoted instead, even when another code block
+    holds more of the question's words."""
+    loader = ("libs/zorbyaml.md", "ZorbYAML", "A YAML parser.",
+              "# ZorbYAML\n\nZorbYAML parses YAML documents.\n\n"
+              "With the fast C bindings installed, you may load a YAML stream as follows:\n\n"
+              "    >>> zorbyaml.load(stream, Loader=zorbyaml.CLoader)\n"
+              "    >>> zorbyaml.load_all(stream, Loader=zorbyaml.CLoader)\n\n"
+              "If you don't trust the input YAML stream, you should use:\n\n"
+              "    >>> zorbyaml.guarded_read(stream)\n\n## Testing\n\nRun the tests with tox.\n")
+    kb = _kb(tmp_path, loader)
+    out = _ask_json(kb, "What should I use to load YAML that I don't trust?")
+    assert "guarded_read" in out["answer"], out["answer"]
+    assert "you should use: [" not in out["answer"], out["answer"]

@@ -311,6 +311,10 @@ def best_units(question: str, pages: list[PageText], limit: int = 4) -> list[Evi
             value *= CODE_UNASKED
         elif unit.kind == "sentence" and (unit.path, unit.start) in announcing:
             value *= CODE_UNASKED
+        if unit.kind != "code" and (unit.path, unit.start, unit.text) in carried:
+            # a lead-in is never quoted without the code it introduces: the code unit quoted with
+            # it stands for it ("you should use:" and then `yaml.safe_load(stream)`)
+            value = 0.0
         base.append(value)
     if wants & {"list", "plural"}:
         # A whole list answers "which ... are" at least as well as the best of its items.
