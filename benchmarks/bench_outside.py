@@ -133,6 +133,30 @@ CORPORA = {
                 ("developers.md", "logging.md", "orgs.md", "package-spec.md", "registry.md", "removal.md", "scope.md",
                  "workspaces.md")),
     },
+    # a fifth pair, written blind while the day's last fixes were made, run once on the final code:
+    # READMEs, FAQs and Debian notes of 26 command-line tools and libraries ...
+    "fifth": {
+        "jq": (DOC / "jq", ("README",)), "grep": (DOC / "grep", ("README",)), "sed": (DOC / "sed", ("README",)),
+        "bc": (DOC / "bc", ("README",)), "mawk": (DOC / "mawk", ("README",)), "wget": (DOC / "wget", ("README",)),
+        "tmux": (DOC / "tmux", ("README",)), "patch": (DOC / "patch", ("README",)), "time": (DOC / "time", ("README",)),
+        "man-db": (DOC / "man-db", ("FAQ",)), "ncurses": (DOC / "ncurses-base", ("FAQ",)),
+        "openssh": (DOC / "openssh-client", ("README", "README.dns")), "valgrind": (DOC / "valgrind", ("README",)),
+        "cscope": (DOC / "cscope", ("README",)), "gettext": (DOC / "gettext", ("README",)),
+        "net-tools": (DOC / "net-tools", ("README",)), "xdg-utils": (DOC / "xdg-utils", ("README",)),
+        "python-venv": (DOC / "python3.11", ("README.venv",)), "fakeroot": (DOC / "fakeroot", ("README.saving",)),
+        "base-passwd": (DOC / "base-passwd", ("README",)),
+        "gnupg": (DOC / "gnupg" / "examples" / "systemd-user", ("README",)),
+        "libsodium": (DOC / "libsodium23", ("README.markdown",)), "xz-utils": (DOC / "xz-utils", ("README.Debian",)),
+        "vim": (DOC / "vim-common", ("README.Debian",)), "postgresql": (DOC / "postgresql-common", ("README.systemd",)),
+        "ca-certificates": (DOC / "ca-certificates", ("README.Debian",)),
+    },
+    # ... and eight of npm's notes on configuration, folders, lockfiles and the cache
+    "crew": {
+        "configuring": (Path("/usr/lib/node_modules/npm/docs/content/configuring-npm"),
+                        ("folders.md", "install.md", "npm-shrinkwrap-json.md", "npmrc.md", "package-lock-json.md")),
+        "commands": (Path("/usr/lib/node_modules/npm/docs/content/commands"),
+                     ("npm-cache.md", "npm-prefix.md", "npm-root.md")),
+    },
 }
 
 
