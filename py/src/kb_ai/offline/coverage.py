@@ -127,9 +127,8 @@ def coverage(index: LexicalIndex, title_of: Callable[[str], str], question: str,
         return holders[term]
 
     # A word no page holds is what the question asks about and the wiki lacks ("the shoe size of
-    # ...", "the maximum size of ... cache"): it weighs more than the rarest word the wiki holds.
-    # A generic word no page holds ("happened", "made", "whether") names nothing: it weighs nothing.
-    # In a small wiki the topic's own words are on most pages ("bank" on 6 of 10): counted as if the
+    # ...", "the maximum size of ... cache"): it weighs more than the rarest word the wiki holds
+    # (a generic one counts against no page: below). In a small wiki the topic's own words are on most pages ("bank" on 6 of 10): counted as if the
     # wiki had SMOOTH_PAGES more pages without them, they are not worth nothing.
     rarest = _idf(n + SMOOTH_PAGES, 1)
     weights = {t: min(_idf(n + SMOOTH_PAGES, look_up(t)[0]), rarest) if look_up(t)[0] else MISSING_WORD * rarest
