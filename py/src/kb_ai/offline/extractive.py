@@ -14,6 +14,7 @@ the person right after it), then picked greedily so that each new unit
 adds query terms the earlier ones did not cover (for "how do I", the first code block counts as
 new whatever its words). Terms are ``tokenize``'s plus the short options it drops ("-v") and the
 words of CamelCase and snake_case names ("HTTPBasicAuth": http, basic, auth). A unit is quoted whole or not at all.
+What a question asks for, and whether a unit holds it, is ``offline.asked``.
 """
 
 from __future__ import annotations
@@ -21,8 +22,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from kb_ai.offline.asked import (CODE_SPAN, PERSON_FIELD, VALUE_WANTS, asks_for, holds, labelled_number, names_plural,
+                                 states_bound)
 from kb_ai.offline.equivalents import EQUIVALENT_WEIGHT, query_weights
-from kb_ai.offline.names import identifiers
 from kb_ai.offline.text_ranking import rank_texts
 from kb_ai.offline.text import tokenize
 from kb_ai.offline.units import MAX_UNIT_CHARS, Unit, page_units
@@ -32,41 +34,10 @@ MAX_ANSWER_CHARS = 1_500  # units are whole: the answer stops before one that wo
 ASKED_BONUS = 1.5  # a unit that holds what the question asks for
 CODE_UNASKED = 0.5
 BRIDGE_BONUS = 3.0  # a unit of a page whose title an earlier pick names: the second hop
-VALUE_WANTS = frozenset({"number", "identifier", "date"})  # a value, a name written as code, a time
 LEAD_BONUS = 1.0  # code, when the question does not ask how to do something
 
-_NUMBER_Q = re.compile(r"\b(how (many|much|long|big|large|fast|old|often|high|tall)|default|defaults|"
-                       r"what (port|size|number|version|percentage|value|limit|timeout)|maximum|minimum|max|min|"
-                       r"limit|timeout|size|number of|population|capacity)\b", re.IGNORECASE)
-_WHEN_Q = re.compile(r"\b(when|what year|which year|what date|in what year|born|founded|released)\b", re.IGNORECASE)
-_WHO_Q = re.compile(r"\b(who|whom|whose|which (person|man|woman|actor|actress|author|director|singer))\b", re.IGNORECASE)
-_HOW_Q = re.compile(r"\b(how (do|can|should|to)|how would|command|example|syntax|configure|install|run|set up)\b",
-                    re.IGNORECASE)
-_LIST_Q = re.compile(r"\b(what|which)\b[^?.]{0,60}?\b(are|were)\b|\b(list|types|kinds|options|ways|steps)\b",
-                     re.IGNORECASE)
-# "Which checks / HTTP methods ...": a plural asks for all of them, in a list that names them
-# ("The following checks must pass ...: unit tests; lint; type check").
-_PLURAL_Q = re.compile(r"\b(?:which|what)\s+(?:[\w-]+\s+)?(?!(?:does|was|has|is|its|this|happens|means|makes|takes|"
-                       r"needs|goes|uses|runs|works|gives|status|process|class|address|access|alias|series|news|"
-                       r"analysis|basis|always|perhaps|less|unless)\b)([a-z][\w-]*[a-rt-z]s)\b", re.IGNORECASE)
-# "Which option / parameter / flag / function / environment variable ...": the answer is a name
-# written as code (``poolsize``, ``--update-refs``, ``REQUESTS_CA_BUNDLE``), not a sentence about it.
-_IDENT_Q = re.compile(r"\b(which|what)\s+(?:[\w-]+\s+){0,2}?(option|parameter|argument|flag|switch|function|method|"
-                      r"class|variable|setting|key|command|field|attribute|module|exception|header|tool|scheme|"
-                      r"keyword|config|configuration|marker|decorator|directive|prefix|suffix|placeholder|token|hook|"
-                      r"endpoint|plugin|backend|codec)s?\b", re.IGNORECASE)
 # "Which release / version added ...?": in release notes and changelogs the version is the page's
 # title or the heading the entry sits under, not the entry's own words.
-# "What is the minimum / at least ...?": documentation states a lower bound as "3.7 or later",
-# "3.7+", "at least 2 GB" (and an upper bound as "up to 3", "at most 10", "2.0 or earlier"), rarely
-# with the question's word: a unit stating the asked bound holds the answer even more than one
-# holding any number.
-_MIN_Q = re.compile(r"\b(minimum|at least|oldest|earliest|lowest)\b", re.IGNORECASE)
-_MAX_Q = re.compile(r"\b(maximum|at most|highest|up to)\b", re.IGNORECASE)
-_LOWER_BOUND = re.compile(r"\d[\w.]*\+(?!\w)|\d[\w.]*\s+(?:or|and)\s+(?:later|newer|above|higher|greater|more|up)\b|"
-                          r"\bat least\s+\S*\d|>=\s*\d|≥\s*\d", re.IGNORECASE)
-_UPPER_BOUND = re.compile(r"\d[\w.]*\s+(?:or|and)\s+(?:earlier|older|below|lower|less|fewer)\b|"
-                          r"\b(?:at most|up to|no more than)\s+\S*\d|<=\s*\d|≤\s*\d", re.IGNORECASE)
 _VERSION_Q = re.compile(r"\b(which|what)\s+(?:[\w-]+\s+){0,2}?(release|version)s?\b|"
                         r"\bsince (which|what)\b|\bin (which|what) (release|version)\b", re.IGNORECASE)
 _VERSION = re.compile(r"(?<![\w.])v?\d+\.\d+(?:\.\d+)*(?![\w.]*\d)")
@@ -76,40 +47,11 @@ _SNAKE = re.compile(r"(?<![\w.])[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)+(?!\w)")
 _CAMEL_PART = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
 _RELATIVE_VERSION = re.compile(r"\b(?:since|after|before|until|till|from|than|prior to)\s+$", re.IGNORECASE)
 _FENCE_NEXT = re.compile(r"\s*+(?:>[ \t]?)?(?:```|~~~)")  # what follows a unit is a fenced code block
-_CODE_SPAN = re.compile(r"`+([^`\n]+?)`+")
-_NUMBER = re.compile(r"(?<![\w.#])\d[\d,._]*")  # "#1362" is an issue, not a value
-_YEAR = re.compile(r"(?<!#)\b(1[0-9]{3}|20[0-9]{2})\b|\b(January|February|March|April|May|June|July|August|September|"
-                   r"October|November|December)\b")
 # A unit that opens by referring back to its page's subject ("He served as ...", "It is the largest
 # airport ...", "The film stars ...") does not say what it is about on its own.
 _REFERS_BACK = re.compile(r"(?:He|She|It|They|His|Her|Its|Their|This|These|The (?:film|album|song|band|company|"
                           r"school|city|town|village|book|novel|show|series|game|airport|station|team|club|group|"
                           r"building|river|church|magazine|newspaper|episode|player|university|museum))\b")
-_NAME = re.compile(r"\b[A-Z][a-z]+(?:\s+[A-Z][a-z.]+)+")
-# "When ...?" is answered by a relative time or a duration as much as by a date ("after six weeks",
-# "within ten minutes", "every Tuesday", "on day one").
-_NUMBER_WORDS = r"(?:\d+|a|an|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|a few|few|several)"
-_RELATIVE_TIME = re.compile(r"\b(?:after|within|before|in|for|every|each|until|once|from)\s+(?:the\s+)?(?:first\s+)?"
-                            rf"{_NUMBER_WORDS}\s+(?:second|minute|hour|day|week|month|quarter|year|sprint|release)s?\b|"
-                            r"\b(?:every|each|on|next|last)\s+(?:Monday|Tuesday|Wednesday|Thursday|Friday|Saturday|Sunday|"
-                            r"day|week|month|quarter|year|morning|night)s?\b|"
-                            r"\b(?:daily|weekly|monthly|quarterly|yearly|annually|hourly|nightly)\b", re.IGNORECASE)
-# A field line naming who is responsible ("Owner: Dana.", "**author:** Paul McGuire", "Maintainer - Sam"):
-# a name, though it may be one word.
-_PERSON_FIELD = re.compile(r"(?:^|[.;!?]\s+)\W{0,2}(?:owners?|authors?|maintainers?|lead|leads|contact|assignee|"
-                           r"responsible|written by|created by|owned by|maintained by|led by|dri)\W{0,2}\s*(?::|—|–|-)"
-                           r"\W{0,2}\s*[A-Z]", re.IGNORECASE)
-# "Which RFC / port / PEP / version ...?": the thing the question names, with its number after it
-# ("RFC 5891", "port 8000") holds the answer.
-_WHICH_NOUN = re.compile(r"\b(?:which|what)(?:\s+(?:is|are|was|were)\s+the)?\s+(?:(?:minimum|maximum|default|latest|"
-                         r"oldest|earliest|required|recommended|supported|current|first|last|lowest|highest|min|max)\s+)?"
-                         r"([A-Za-z][\w-]*)(?:\s+([A-Za-z][\w-]*))?", re.IGNORECASE)
-_VERSION_NOUNS = frozenset({"version", "versions", "release", "releases"})
-# "Which git release added / fixed ...?" asks for the release a change is listed under (the page's
-# or the heading's version), not a "Git 2.25" an entry mentions in passing.
-_CHANGE_VERB = re.compile(r"\b(?:add|added|adds|introduce[sd]?|fix|fixe[sd]|remove[sd]?|deprecate[sd]?|change[sd]?|"
-                          r"learn(?:ed|t|s)?|drop(?:ped|s)?|correct(?:ed|s)?|first|start(?:ed)?|began|stop(?:ped)?|"
-                          r"bring|brought|ship(?:ped|s)?)\b", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -142,110 +84,6 @@ class Evidence:
         return f"{self.subject}: {self.unit.text}" if self.subject else self.unit.text
 
 
-def _asks_for(question: str) -> set[str]:
-    wants = set()
-    if _NUMBER_Q.search(question):
-        wants.add("number")
-    if _WHEN_Q.search(question):
-        wants.add("date")
-    if _WHO_Q.search(question):
-        wants.add("name")
-    if _HOW_Q.search(question):
-        wants.add("code")
-    if _LIST_Q.search(question):
-        wants.add("list")
-    elif _PLURAL_Q.search(question):
-        wants.add("plural")
-    if _IDENT_Q.search(question):
-        wants.add("identifier")
-    if _which_nouns(question):
-        wants.add("labelled")
-    if _MIN_Q.search(question):
-        wants.add("lower bound")
-    elif _MAX_Q.search(question):
-        wants.add("upper bound")
-    return wants
-
-
-def _holds(unit: Unit, wants: set[str], question: str) -> bool:
-    """Whether ``unit`` holds something of the kind the question asks for (and not only the
-    question's own words)."""
-    asked = set(question.lower().split())
-    if "number" in wants and any(m.group().lower() not in asked for m in _NUMBER.finditer(unit.text)):
-        return True
-    if "date" in wants and any(m.group().lower() not in asked for m in _YEAR.finditer(unit.text)):
-        return True
-    if "date" in wants and _RELATIVE_TIME.search(unit.text):
-        return True
-    if "name" in wants and any(not set(m.group().lower().split()) <= asked for m in _NAME.finditer(unit.text)):
-        return True
-    if "name" in wants and _PERSON_FIELD.search(unit.text):
-        return True
-    if "code" in wants and (unit.kind == "code" or "`" in unit.quote):
-        return True
-    if "list" in wants and unit.kind == "list":
-        return True
-    if "plural" in wants and unit.kind == "list" and _names_plural(unit, question):
-        return True
-    if "identifier" in wants and (unit.kind == "code" or _new_identifier(unit, question)):
-        return True
-    return False
-
-
-def _names_plural(unit: Unit, question: str) -> bool:
-    """Whether a list names what a plural question asks for ("checks" in "The following checks must
-    pass ...: unit tests; lint; type check"), not only some other list on the page."""
-    return any(set(tokenize(m.group(1))) & set(tokenize(unit.text)) for m in _PLURAL_Q.finditer(question))
-
-
-def _labelled_number(text: str, question: str) -> bool:
-    """Whether ``text`` writes the thing a "which / what <noun>" question names followed by a number
-    the question does not have ("RFC 5891" for "Which RFC does idna implement?")."""
-    asked = set(question.lower().split())
-    for noun in _which_nouns(question):
-        for found in re.finditer(rf"\b{re.escape(noun)}s?\s+#?(\d[\w.-]*)", text, re.IGNORECASE):
-            if found.group(1).lower() not in asked:
-                return True
-    return False
-
-
-def _which_nouns(question: str) -> list[str]:
-    """The words naming what a "which / what" question asks for ("Which RFC": RFC). Of "What is the
-    minimum Python version", the thing whose version it is ("Python 3.7+", not "Version 2.0" of a
-    license)."""
-    nouns = []
-    for match in _WHICH_NOUN.finditer(question):
-        first, second = match.groups()
-        if first.lower() in _STOP_NOUNS:
-            continue
-        if second and _CHANGE_VERB.fullmatch(second):
-            second = None  # "Which version added ...": a verb, not a second noun
-        if second and second.lower() in _VERSION_NOUNS and first.lower() not in _VERSION_NOUNS:
-            if _CHANGE_VERB.search(question):
-                continue  # which release made a change: the release it is listed under (``_version_context``)
-            second = None
-        nouns += [w for w in (first, second) if w and len(w) > 1 and w.lower() not in _STOP_NOUNS]
-    return nouns
-
-
-_STOP_NOUNS = frozenset({"is", "are", "was", "were", "does", "do", "did", "can", "should", "the", "a", "an", "of",
-                         "kind", "kinds", "type", "types", "happens", "has", "have", "will"})
-
-
-def _states_bound(unit: Unit, wants: set[str]) -> bool:
-    """Whether ``unit`` states the bound the question asks for ("3.7 or later" for a minimum)."""
-    if "lower bound" in wants:
-        return _LOWER_BOUND.search(unit.text) is not None
-    return "upper bound" in wants and _UPPER_BOUND.search(unit.text) is not None
-
-
-def _new_identifier(unit: Unit, question: str) -> bool:
-    """Whether ``unit`` writes as code (a code span, an identifier) a name the question does not."""
-    asked = set(tokenize(question))
-    spans = [m.group(1) for m in _CODE_SPAN.finditer(unit.quote)] + [n.text for n in identifiers(unit.text)]
-    return any(set(tokenize(span)) - asked for span in spans)
-
-
 def best_units(question: str, pages: list[PageText], limit: int = 4) -> list[Evidence]:
     """Up to ``limit`` units from ``pages`` (in rank order) that share terms with ``question``."""
     asked = set(tokenize(question))
@@ -263,7 +101,7 @@ def best_units(question: str, pages: list[PageText], limit: int = 4) -> list[Evi
     query_terms = set(weights)
     candidates: list[tuple[int, Unit, set[str]]] = []
     code_leads: set[tuple[str, int, int]] = set()  # units ending in ":" right before a code block
-    wants = _asks_for(question)
+    wants = asks_for(question)
     for rank, page in enumerate(pages):
         units = page_units(page.path, page.title, page.body)
         if wants & VALUE_WANTS:
@@ -295,15 +133,15 @@ def best_units(question: str, pages: list[PageText], limit: int = 4) -> list[Evi
     base = []
     for score, (rank, unit, _terms) in zip(scores, candidates):
         value = score * (1.0 - 0.08 * min(rank, 5))
-        if wants and _holds(unit, wants, question):
+        if wants and holds(unit, wants, question):
             value *= ASKED_BONUS
-        if _states_bound(unit, wants):
+        if states_bound(unit, wants):
             value *= ASKED_BONUS
-        if "labelled" in wants and _labelled_number(unit.text, question):
+        if "labelled" in wants and labelled_number(unit.text, question):
             value *= ASKED_BONUS
         if unit.kind == "code" and not wants & {"code", "identifier"}:
             value *= CODE_UNASKED
-        if unit.text.endswith(":") and not (_CODE_SPAN.search(unit.quote) and (unit.path, unit.start, unit.end) in code_leads
+        if unit.text.endswith(":") and not (CODE_SPAN.search(unit.quote) and (unit.path, unit.start, unit.end) in code_leads
                                             and (unit.path, unit.start, unit.text) not in carried):
             # It introduces what it does not show (a list, a table, code quoted with it); but the
             # lead-in of a code block too long to quote whole, writing the thing itself ("specify
@@ -319,7 +157,7 @@ def best_units(question: str, pages: list[PageText], limit: int = 4) -> list[Evi
     if wants & {"list", "plural"}:
         # A whole list answers "which ... are" at least as well as the best of its items.
         for i, (_rank, unit, _terms) in enumerate(candidates):
-            if unit.kind == "list" and ("list" in wants or _names_plural(unit, question)):
+            if unit.kind == "list" and ("list" in wants or names_plural(unit, question)):
                 inside = [base[j] for j, (_r, other, _t) in enumerate(candidates) if other.path == unit.path
                           and other.kind != "list" and unit.start <= other.start and other.end <= unit.end]
                 base[i] = max([base[i], *(b * ASKED_BONUS for b in inside)])
@@ -396,7 +234,7 @@ def _with_next_value(units: list[Unit], body: str, wants: set[str], question: st
                                        and _whole_line(body, second.start, second.end)
                                        and asked & set(tokenize(second.text))):
             continue  # another paragraph, unless both are one-line notes on the same thing
-        if _holds(first, value_wants, question) or not _holds(second, value_wants, question):
+        if holds(first, value_wants, question) or not holds(second, value_wants, question):
             continue
         joined.append(Unit(first.path, first.title, "sentence", f"{first.text} {second.text}",
                            body[first.start:second.end], first.start, second.end, first.heading))
@@ -416,7 +254,7 @@ def _with_person_field(units: list[Unit], body: str) -> list[Unit]:
     ordered = sorted(units, key=lambda u: u.start)
     joined = []
     for index, first in enumerate(ordered):
-        if first.kind not in ("sentence", "list-item") or _PERSON_FIELD.search(first.text):
+        if first.kind not in ("sentence", "list-item") or PERSON_FIELD.search(first.text):
             continue
         for second in ordered[index + 1:]:
             if second.start <= first.end:
@@ -424,7 +262,7 @@ def _with_person_field(units: list[Unit], body: str) -> list[Unit]:
             between = body[first.end:second.start]
             if between.strip() or between.count("\n") > 2 or second.end - first.start > MAX_UNIT_CHARS:
                 break  # not the paragraph right after it, or too long to quote whole
-            if second.kind in ("sentence", "definition") and _PERSON_FIELD.match(second.text):
+            if second.kind in ("sentence", "definition") and PERSON_FIELD.match(second.text):
                 joined.append(Unit(first.path, first.title, "sentence", f"{first.text} {second.text}",
                                    body[first.start:second.end], first.start, second.end, first.heading))
                 break
