@@ -46,7 +46,7 @@ from kb_ai.config import load_settings
 from kb_ai.navigate.ask import ask, build_service
 from kb_ai.navigate.records import AskRequest
 from kb_ai.quality.scoring import contains_answer, scoring_text
-from kb_ai.store.markdown_text import plain_text
+from kb_ai.store.markdown_text import plain_text, unescape
 
 BENCH = Path(__file__).resolve().parent
 THIRD = Path("/usr/lib/google-cloud-sdk/platform/gsutil/third_party")
@@ -193,9 +193,6 @@ def _code_held(text: str, fact: str) -> bool:
     return re.search(rf"(?<![\w-]){re.escape(fact)}(?![\w-])", text, re.IGNORECASE) is not None
 
 
-_ESCAPED = re.compile(r"\\([!-/:-@\[-`{-~])")
-
-
 def _words(text: str) -> list[str]:
     return re.findall(r"\w+", text.lower())
 
@@ -209,7 +206,7 @@ def _passage_problems(result, bodies: dict[str, str]) -> list[str]:
                 problems.append(f"{citation['path']}: page not read")
                 continue
             span = body[passage["start"]:passage["end"]]
-            written = _ESCAPED.sub(r"\1", span)  # Markdown's "\_" is the character "_"
+            written = unescape(span)  # Markdown's "\_" is the character "_"
             # a quote is the text as a reader sees it: "`00.11.z`is" reads "00.11.zis"
             seen = set(_words(written)) | set(_words(plain_text(span)))
             if not set(_words(passage["quote"])) <= seen or not span.strip():

@@ -4,11 +4,11 @@ removed, Snowball-stemmed (PyStemmer), so "selection", "selected" and "selects" 
 from __future__ import annotations
 
 import html
-import re
 from functools import lru_cache
 
 import Stemmer
 
+from kb_ai.store.markdown_text import unescape
 from kb_ai.store.words import STOP_WORDS, words as _words
 
 _stemmer = Stemmer.Stemmer("english")
@@ -19,22 +19,19 @@ def _stem(word: str) -> str:
     return _stemmer.stemWord(word)
 
 
-# A Markdown backslash escape: "\_\_init\_\_.py" (how the reST and DOCX readers write text that
-# is not emphasis) is the word "__init__", not "_init".
-_ESCAPED = re.compile(r"\\([!-/:-@\[-`{-~])")
-
-
 def tokenize(text: str) -> list[str]:
     """Terms of ``text`` for BM25: stemmed, stop words and one-letter tokens dropped; HTML
     entities and Markdown backslash escapes read as the characters they stand for."""
-    if "\\" in text:
-        text = _ESCAPED.sub(r"\1", text)
-    return [_stem(w) for w in _words(html.unescape(text)) if (len(w) > 1 or w.isdigit()) and w not in STOP_WORDS]
+    return [_stem(w) for w in _words(_as_read(text)) if (len(w) > 1 or w.isdigit()) and w not in STOP_WORDS]
 
 
 def stem_words(text: str) -> list[str]:
     """Every word of ``text`` stemmed, stop words and short words kept, in order (to match a
     phrase such as "turn off" or "shut down", whose little word matters)."""
-    if "\\" in text:
-        text = _ESCAPED.sub(r"\1", text)
-    return [_stem(w) for w in _words(html.unescape(text))]
+    return [_stem(w) for w in _words(_as_read(text))]
+
+
+def _as_read(text: str) -> str:
+    """The characters a reader sees: Markdown backslash escapes ("\\_\\_init\\_\\_" is the word
+    "__init__", not "_init") and HTML entities undone."""
+    return html.unescape(unescape(text))

@@ -236,7 +236,13 @@ def _destination(dest: str) -> str:
     escapes of punctuation undone (``a\\_b.md`` is ``a_b.md``, as the renderer reads it)."""
     if dest.startswith("<") and dest.endswith(">"):
         dest = dest[1:-1]
-    return _ESCAPED.sub(r"\1", dest) if "\\" in dest else dest
+    return unescape(dest)
+
+
+def unescape(text: str) -> str:
+    """Markdown's backslash escapes of punctuation undone: ``\\_\\_init\\_\\_.py`` is ``__init__.py``
+    (how the reST and DOCX readers write text that is not emphasis), ``a\\_b.md`` is ``a_b.md``."""
+    return _ESCAPED.sub(r"\1", text) if "\\" in text else text
 
 
 def _code_spans(text: str) -> list[tuple[int, int]]:
