@@ -79,7 +79,6 @@ class Coverage:
     pages: tuple[str, ...]  # the page(s) holding it, best first
     missing: tuple[str, ...] = ()  # question words no page (this reader may read) holds
     missing_names: tuple[str, ...] = ()  # names the question gives that no page mentions
-    weights: tuple[tuple[str, float, float], ...] = ()  # (term, weight, share of it the best page(s) hold: 0, 0.5 or 1)
 
     @property
     def covered(self) -> bool:
@@ -128,8 +127,9 @@ def coverage(index: LexicalIndex, title_of: Callable[[str], str], question: str,
 
     # A word no page holds is what the question asks about and the wiki lacks ("the shoe size of
     # ...", "the maximum size of ... cache"): it weighs more than the rarest word the wiki holds
-    # (a generic one counts against no page: below). In a small wiki the topic's own words are on most pages ("bank" on 6 of 10): counted as if the
-    # wiki had SMOOTH_PAGES more pages without them, they are not worth nothing.
+    # (a generic one counts against no page: below). In a small wiki the topic's own words are on
+    # most pages ("bank" on 6 of 10): counted as if the wiki had SMOOTH_PAGES more pages without
+    # them, they are not worth nothing.
     rarest = _idf(n + SMOOTH_PAGES, 1)
     weights = {t: min(_idf(n + SMOOTH_PAGES, look_up(t)[0]), rarest) if look_up(t)[0] else MISSING_WORD * rarest
                for t in terms}
@@ -210,22 +210,14 @@ def coverage(index: LexicalIndex, title_of: Callable[[str], str], question: str,
     lacks_subject = bool(missing_names) and len(missing_names) == len(names)
     rare_terms = 0.0 if lacks_subject or n < RARE_TERMS_MIN_PAGES else weight / rarest
     share = 0.0 if lacks_subject else share_of(best_terms, best_near)
-    held_share = {t: 1.0 if t in best_terms else EQUIVALENT_WEIGHT if t in best_near else 0.0 for t in weights}
-    return Coverage(share, rare_terms, pages, tuple(missing), tuple(m.text for m in missing_names),
-                    tuple((t, round(w, 3), held_share[t]) for t, w in weights.items()))
+    return Coverage(share, rare_terms, pages, tuple(missing), tuple(m.text for m in missing_names))
 
 
 def _names_few(index: LexicalIndex, terms: set[str], pages: int) -> bool:
     """Whether a title's ``terms`` name something: few pages hold them all (at most
     ``TITLE_JOIN_PAGES`` of them, or ``TITLE_JOIN_SHARE`` of the wiki). A title most pages hold
     ("Introduction", "How it works", "Usage") joins nothing."""
-    found: np.ndarray | None = None
-    for term in terms:
-        held = index.pages_with(term)
-        found = held if found is None else np.intersect1d(found, held, assume_unique=True)
-        if not len(found):
-            break
-    return found is None or len(found) <= max(TITLE_JOIN_PAGES, TITLE_JOIN_SHARE * pages)
+    return len(_holding_all(index, terms)) <= max(TITLE_JOIN_PAGES, TITLE_JOIN_SHARE * pages)
 
 
 def _indexed(index: LexicalIndex, path: str) -> bool:
@@ -265,21 +257,23 @@ def _names_not_held(index: LexicalIndex, names: list[Name], paths: list[str], he
     return missing
 
 
+def _holding_all(index: LexicalIndex, terms) -> set[int]:
+    """Positions of the pages that hold every one of ``terms`` (none for no terms)."""
+    found: set[int] | None = None
+    for term in terms:
+        pages = set(index.pages_with(term).tolist())
+        found = pages if found is None else found & pages
+        if not found:
+            return set()
+    return found or set()
+
+
 def _holders(index: LexicalIndex, name: Name) -> list[int] | None:
     """Positions of the pages that may mention ``name`` (hold all its terms; for a name of three or
     more terms, two adjacent ones), or None when there are more than ``NAME_PAGES``."""
-    def having(terms) -> set[int]:
-        found: set[int] | None = None
-        for term in terms:
-            pages = set(index.pages_with(term).tolist())
-            found = pages if found is None else found & pages
-            if not found:
-                return set()
-        return found or set()
-
     if len(name.terms) < 3:
-        pages = having(name.terms)
+        pages = _holding_all(index, name.terms)
     else:
-        pages = set().union(*(having(pair) for pair in zip(name.terms, name.terms[1:])))
+        pages = set().union(*(_holding_all(index, pair) for pair in zip(name.terms, name.terms[1:])))
     pages = {p for p in pages if index.paths[p] is not None}
     return sorted(pages) if len(pages) <= NAME_PAGES else None
