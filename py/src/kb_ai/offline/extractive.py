@@ -236,9 +236,15 @@ def _with_next_value(units: list[Unit], body: str, wants: set[str], question: st
             continue  # another paragraph, unless both are one-line notes on the same thing
         if holds(first, value_wants, question) or not holds(second, value_wants, question):
             continue
-        joined.append(Unit(first.path, first.title, "sentence", f"{first.text} {second.text}",
-                           body[first.start:second.end], first.start, second.end, first.heading))
+        joined.append(_joined(first, second, body))
     return joined
+
+
+def _joined(first: Unit, second: Unit, body: str) -> Unit:
+    """``first`` and the ``second`` after it, quoted as one sentence unit (the page text between
+    them included in the quote)."""
+    return Unit(first.path, first.title, "sentence", f"{first.text} {second.text}", body[first.start:second.end],
+                first.start, second.end, first.heading)
 
 
 def _whole_line(body: str, start: int, end: int) -> bool:
@@ -263,8 +269,7 @@ def _with_person_field(units: list[Unit], body: str) -> list[Unit]:
             if between.strip() or between.count("\n") > 2 or second.end - first.start > MAX_UNIT_CHARS:
                 break  # not the paragraph right after it, or too long to quote whole
             if second.kind in ("sentence", "definition") and PERSON_FIELD.match(second.text):
-                joined.append(Unit(first.path, first.title, "sentence", f"{first.text} {second.text}",
-                                   body[first.start:second.end], first.start, second.end, first.heading))
+                joined.append(_joined(first, second, body))
                 break
     return joined
 

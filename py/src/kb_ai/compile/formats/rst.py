@@ -32,8 +32,8 @@ from docutils.parsers.rst import Directive, Parser, directives, roles, states
 
 from kb_ai.compile.formats.context import MAX_INCLUDES, ReadContext
 
-_LOCK = threading.Lock()
-_ERROR_LINE = re.compile(r"\((?:ERROR/3|SEVERE/4)\) ")  # docutils' directive registry is global: one parse at a time
+_LOCK = threading.Lock()  # docutils' directive registry is global: one parse at a time
+_ERROR_LINE = re.compile(r"\((?:ERROR/3|SEVERE/4)\) ")  # a line of docutils' warning stream reporting an error
 
 CODE_DIRECTIVES = {"code-block", "sourcecode", "code", "doctest", "testcode", "testoutput", "testsetup",
                    "testcleanup", "ipython", "jupyter-execute", "prompt", "mermaid", "graphviz", "digraph",
