@@ -97,6 +97,14 @@ class LockedError(KaasError):
     http_status = 409
 
 
+class ListenError(KaasError):
+    """``kaas serve`` cannot listen on the address asked for (port in use, no permission)."""
+
+    code = "cannot_listen"
+    exit_code = 3
+    http_status = 500
+
+
 class LLMError(KaasError):
     """Any failure of the model path. Three class attributes say what a caller can do about it,
     and every caller asks them (never a list of classes or codes of its own):

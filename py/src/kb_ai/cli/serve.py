@@ -12,6 +12,7 @@ from pathlib import Path
 import click
 
 from kb_ai.errors import KaasError, NoWikiError
+from kb_ai.cli.context import verbose_option
 from kb_ai.cli.output import say
 
 
@@ -25,6 +26,7 @@ from kb_ai.cli.output import say
 @click.option("--workers", type=click.IntRange(1, 64), default=1, show_default=True, envvar="KAAS_SERVE_WORKERS",
               help="Server processes sharing the port (one per core for many concurrent chats). "
                    "Each has its own caches and per-user limits; MCP over HTTP keeps no sessions.")
+@verbose_option
 @click.pass_context
 def serve(ctx: click.Context, host: str, port: int, kb_option: Path | None, offline: bool, workers: int) -> None:
     """Serve the chat UI and wiki browser at http://HOST:PORT/ (Ctrl+C stops)."""
@@ -38,10 +40,12 @@ def serve(ctx: click.Context, host: str, port: int, kb_option: Path | None, offl
             settings = dataclasses.replace(settings, model=None)
         if not (settings.kb / "wiki").is_dir():
             raise NoWikiError(f"no wiki at {settings.kb / 'wiki'} (run `kaas init` or pass --kb DIR)")
-        say(f"kaas: serving {settings.kb / 'wiki'} at http://{_url_host(host)}:{port}/ "
-                   f"({'offline mode' if settings.offline else 'model ' + str(settings.model)}"
-                   f"{f', {workers} worker processes' if workers > 1 else ''})", err=True)
-        run_server(settings, host=host, port=port, workers=workers)
+        def listening(bound: int) -> None:
+            say(f"kaas: serving {settings.kb / 'wiki'} at http://{_url_host(host)}:{bound}/ "
+                f"({'offline mode' if settings.offline else 'model ' + str(settings.model)}"
+                f"{f', {workers} worker processes' if workers > 1 else ''})", err=True)
+
+        run_server(settings, host=host, port=port, workers=workers, on_listening=listening)
     except KaasError as exc:
         say(f"kaas: error: {exc.message}", err=True)
         sys.exit(exc.exit_code)

@@ -29,11 +29,12 @@ import json
 import logging
 import os
 import signal
+import socket
 import sys
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, AsyncIterator, Sequence
+from typing import Any, AsyncIterator, Callable, Sequence
 
 import jinja2
 from starlette.applications import Starlette
@@ -55,6 +56,7 @@ from kb_ai.server.sources import (CompileJob, compile_endpoint, server_fetch_pol
 from kb_ai.compile.fetch import FetchPolicy
 from kb_ai.server.guard import LOOPBACK_HOSTS, RequestGuard
 from kb_ai.server.limits import UserLimits
+from kb_ai.server.listen import bound_port, listen
 from kb_ai.store.users import UserDirectory
 from kb_ai.server.pages import index_endpoint, page_endpoint, template_env, wiki_page_endpoint
 from kb_ai.server.watch import WikiWatcher
@@ -315,30 +317,45 @@ def _exit_with_parent(parent_pid: int) -> None:
 
 
 def run_server(settings: Settings, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, *,
-               log_level: str = "info", workers: int = 1) -> None:
+               log_level: str = "info", workers: int = 1,
+               on_listening: Callable[[int], None] | None = None) -> None:
     """Serve the app with uvicorn until interrupted (``kaas serve``); ``workers`` > 1 runs that
-    many processes on one listening socket (uvicorn's supervisor restarts one that dies)."""
+    many processes on one listening socket (uvicorn's supervisor restarts one that dies).
+
+    The socket is bound first (``ListenError`` for a busy or forbidden address), then
+    ``on_listening(port)`` is called with the port bound, so nothing says "serving" before it is
+    true."""
     import uvicorn
 
     if host not in LOOPBACK_HOSTS and not host.startswith("127.") and not UserDirectory(settings.kb, settings.api_token).required():
         log.warning("serving on %s without KAAS_API_TOKEN: anyone who can reach this port can read "
                     "and edit the wiki, add sources, fetch web pages into raw/ and run a compile", host)
-    loopback = host in LOOPBACK_HOSTS or host.startswith("127.")
-    bracketed = f"[{host}]" if ":" in host else host
-    announce = f"http://{'127.0.0.1' if host == 'localhost' else bracketed}:{port}" if loopback and port else None
-    if workers > 1:
-        _run_workers(settings, host, port, workers, announce, log_level)
-        return
-    app = create_app(settings, allowed_hosts=hosts_for(host), watch_interval=WATCH_SECONDS, warm_up=True,
-                     announce_url=announce)
-    uvicorn.run(app, host=host, port=port, log_level=log_level, proxy_headers=False,
-                timeout_graceful_shutdown=5)
+    sock = listen(host, port)
+    try:
+        port = bound_port(sock)
+        loopback = host in LOOPBACK_HOSTS or host.startswith("127.")
+        bracketed = f"[{host}]" if ":" in host else host
+        announce = f"http://{'127.0.0.1' if host == 'localhost' else bracketed}:{port}" if loopback else None
+        if on_listening:
+            on_listening(port)
+        if workers > 1:
+            _run_workers(settings, host, port, workers, announce, log_level, sock)
+            return
+        app = create_app(settings, allowed_hosts=hosts_for(host), watch_interval=WATCH_SECONDS, warm_up=True,
+                         announce_url=announce)
+        config = uvicorn.Config(app, host=host, port=port, log_level=log_level, proxy_headers=False,
+                                timeout_graceful_shutdown=5)
+        with contextlib.suppress(KeyboardInterrupt):
+            uvicorn.Server(config).run(sockets=[sock])
+    finally:
+        sock.close()
 
 
 def _run_workers(settings: Settings, host: str, port: int, workers: int, announce: str | None,
-                 log_level: str) -> None:
-    """uvicorn's own multi-process supervisor, given a picklable app factory (``WorkerApp``)
-    instead of an import string, so the workers get exactly these settings."""
+                 log_level: str, sock: socket.socket) -> None:
+    """uvicorn's own multi-process supervisor on the bound ``sock``, given a picklable app
+    factory (``WorkerApp``) instead of an import string, so the workers get exactly these
+    settings."""
     import uvicorn
     from uvicorn.supervisors import Multiprocess
 
@@ -349,7 +366,6 @@ def _run_workers(settings: Settings, host: str, port: int, workers: int, announc
     config = uvicorn.Config(WorkerApp(settings, host, secret), factory=True, host=host, port=port,
                             workers=workers, log_level=log_level, proxy_headers=False,
                             timeout_graceful_shutdown=5)
-    sock = config.bind_socket()
     if announce:
         _announce(state_dir, announce, settings.model, secret or "")
     try:
@@ -357,4 +373,3 @@ def _run_workers(settings: Settings, host: str, port: int, workers: int, announc
     finally:
         if announce:
             _withdraw(state_dir)
-        sock.close()
