@@ -153,3 +153,29 @@ def test_compile_exit_status_is_documented_and_says_whether_everything_compiled(
     assert "Exit status:" in help_text
     for code, meaning in (("0", "compiled"), ("1", "failed"), ("2", "configuration"), ("3", "lock")):
         assert re.search(rf"^\s+{code}\s+.*{meaning}", help_text, re.M), help_text
+
+
+def test_serve_on_a_busy_port_says_so_and_never_says_serving(runner, sample_kb):
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = runner.invoke(cli, ["--kb", str(sample_kb.root), "serve", "--port", str(port), "--offline"])
+    assert result.exit_code == 3, result.output
+    assert f"cannot listen on 127.0.0.1:{port}: the port is in use" in result.output
+    assert "serving" not in result.output
+    assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("where", ["before", "after"])
+def test_verbose_works_before_or_after_the_command(runner, sample_kb, where):
+    import logging
+
+    logging.getLogger("kb_ai").setLevel(logging.WARNING)
+    args = ["--kb", str(sample_kb.root), "index"]
+    args = ["-v", *args] if where == "before" else [*args, "-v"]
+    result = runner.invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    assert logging.getLogger("kb_ai").getEffectiveLevel() == logging.INFO

@@ -10,33 +10,15 @@ filter (``untrusted_text.terminal_safe``).
 from __future__ import annotations
 
 import json
-import logging
 import sys
 from pathlib import Path
 
 import click
 
 from kb_ai import __version__
-from kb_ai.cli.context import _fail, _offline, _reader, _settings, kb_option
+from kb_ai.cli.context import _fail, _offline, _reader, _settings, kb_option, setup_logging
 from kb_ai.cli.output import say, say_json
 from kb_ai.errors import KaasError, StorageError
-from kb_ai.untrusted_text import terminal_safe
-
-
-class _OneLineFormatter(logging.Formatter):
-    def format(self, record: logging.LogRecord) -> str:
-        return terminal_safe(f"kaas: {record.levelname.lower()}: {record.getMessage()}")
-
-
-def _setup_logging(verbose: bool) -> None:
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(_OneLineFormatter())
-    root = logging.getLogger("kb_ai")
-    root.handlers[:] = [handler]
-    root.setLevel(logging.INFO if verbose else logging.WARNING)
-    root.propagate = False
-    for noisy in ("LiteLLM", "litellm", "httpx", "httpcore"):
-        logging.getLogger(noisy).setLevel(logging.ERROR)
 
 
 class _KaasGroup(click.Group):
@@ -64,7 +46,7 @@ def _is_write_error(exc: OSError) -> bool:
 @click.pass_context
 def cli(ctx: click.Context, kb: Path | None, verbose: bool) -> None:
     """KaaS: compile documents into a Markdown wiki and ask it questions with cited answers."""
-    _setup_logging(verbose)
+    setup_logging(verbose)
     ctx.obj = {"kb": kb}
 
 
