@@ -143,3 +143,25 @@ def test_the_server_takes_no_token_from_a_cookie_and_pages_still_open_in_the_app
 def _no_proxy(monkeypatch):
     for name in ("http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"):
         monkeypatch.delenv(name, raising=False)
+
+
+def test_the_token_dialog_works_from_the_keyboard(browser, ui_kb):  # noqa: F811
+    """Enter in the token field continues with that token (the form's default button is
+    "Continue", not "Cancel"); a wrong token typed with Enter is answered "refused"; Escape
+    cancels without storing anything."""
+    with KaasServer(ui_kb.root, env={"KAAS_API_TOKEN": TOKEN}) as kaas, browser_page(browser) as (page, _):
+        page.goto(kaas.url + "/")
+        page.wait_for_selector("#token-dialog[open]")
+        page.keyboard.press("Escape")
+        page.wait_for_function("!document.querySelector('#token-dialog').open")
+        assert page.evaluate("Object.keys(localStorage).length") == 0
+        page.goto(kaas.url + "/")
+        page.wait_for_selector("#token-dialog[open]")
+        page.fill("#token-input", "not-the-token")
+        page.press("#token-input", "Enter")
+        page.wait_for_selector("#token-dialog[open] #token-refused:not([hidden])")
+        page.fill("#token-input", TOKEN)
+        page.press("#token-input", "Enter")
+        page.wait_for_selector("body.ready")
+        assert TOKEN in json.dumps(page.evaluate("Object.assign({}, localStorage)"))
+        ask(page, "deployment behind a proxy")  # the stored token works

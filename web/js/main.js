@@ -22,6 +22,9 @@ class App {
     this.live = new LiveWiki({ app: this });
     this.lastRoute = null;
     this.tokenDialog = $("#token-dialog");
+    // Cancel is no submit button: Enter in the field submits the form's default button (its
+    // first submit button), which must be "Continue".
+    $("#token-cancel").addEventListener("click", () => this.tokenDialog.close("cancel"));
     this.tokenPrompt = null;
     onTokenNeeded((why) => this.askToken(why));
   }
