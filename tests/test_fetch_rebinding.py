@@ -126,6 +126,41 @@ def test_local_addresses_are_refused_however_the_url_spells_them(kb):
         assert site.requests == []
 
 
+# IPv6 forms that carry an IPv4 address (and are routed to it): 127.0.0.1 and 169.254.169.254 (a
+# cloud's metadata service) in each. On a NAT64 network 64:ff9b::7f00:1 reaches 127.0.0.1.
+CARRYING_LOCAL = [
+    "64:ff9b::7f00:1", "64:ff9b::a9fe:a9fe",          # NAT64, the well-known prefix
+    "64:ff9b:1::7f00:1", "64:ff9b:1::a9fe:a9fe",      # NAT64, local use
+    "64:ff9b:1:1::808:808",                            # local use, not the /96 layout: refused whole
+    "2002:7f00:1::1", "2002:a9fe:a9fe::1",             # 6to4
+    "::127.0.0.1", "::169.254.169.254",                # IPv4-compatible
+    "::ffff:0:7f00:1", "::ffff:0:a9fe:a9fe",           # IPv4-translated
+    "::ffff:127.0.0.1", "::ffff:169.254.169.254",      # IPv4-mapped
+    "2001:0:808:808:0:0:80ff:fffe",                    # Teredo, client 127.0.0.1 (XOR-ed)
+    "2001:0:a9fe:a9fe:0:0:f7f7:f7f7",                  # Teredo, server 169.254.169.254
+]
+CARRYING_PUBLIC = ["64:ff9b::808:808", "2002:808:808::1", "::ffff:8.8.8.8", "::ffff:0:808:808", "2001:4860:4860::8888"]
+
+
+def test_an_ipv6_address_carrying_an_ipv4_one_is_judged_by_that_ipv4_address():
+    for address in CARRYING_LOCAL:
+        assert not public_web.is_public(ipaddress.ip_address(address)), address
+    for address in CARRYING_PUBLIC:
+        assert public_web.is_public(ipaddress.ip_address(address)), address
+
+
+def test_a_local_address_carried_in_ipv6_is_refused_before_connecting(kb, monkeypatch):
+    """The real address rule: a literal in the URL, and a name whose AAAA answer is one."""
+    real = socket.getaddrinfo
+    monkeypatch.setattr(socket, "getaddrinfo", lambda host, port, *a, **k: (
+        [(socket.AF_INET6, socket.SOCK_STREAM, 6, "", (host[5:-8].replace("_", ":"), port, 0, 0))]
+        if host.startswith("aaaa-") else real(host, port, *a, **k)))
+    for address in CARRYING_LOCAL:
+        for url in (f"http://[{address}]:8080/page", f"http://aaaa-{address.replace(':', '_')}.example:8080/page"):
+            with pytest.raises(FetchError, match=r"is a local or private address \("):
+                add_url(kb / "raw", url, FetchPolicy.for_server())
+
+
 def _certificate(tmp_path, name: str) -> tuple[ssl.SSLContext, ssl.SSLContext]:
     """(a server context with a self-signed certificate for ``name``, a client context trusting it)."""
     x509 = pytest.importorskip("cryptography.x509")

@@ -8,14 +8,18 @@ revision, and updates its articles. A page whose text and title did not change i
 
 Guards, for every fetch: ``http``/``https`` only (no ``file:``, ``ftp:``, ``data:``...), no user
 name or password in the URL, at most ``max_redirects`` redirects (each hop checked like the
-first), a deadline for the whole fetch, at most ``max_bytes`` of body (read in chunks, never
-more), and a content type of HTML, plain text or Markdown. ``allow_private=False`` (the server's
-policy, ``FetchPolicy.for_server``) also refuses any host that resolves to a loopback, private,
-link-local, multicast or otherwise non-global address, and connects to the very address it
-checked (``public_web.PublicOnlyTransport``: the name is looked up once per connection, so a DNS
-answer that changes after the check cannot redirect the request); proxies from the environment
-are not used then (a proxy would connect by name). The command line allows every http(s) URL:
-it runs on the user's own machine, as the user.
+first), one deadline for the whole fetch (``timeout``: the name lookups, connects, redirects,
+headers and every read, each socket operation given only the time left, ``public_web``), at
+most ``max_bytes`` of body, counted on the wire and after each step of its decoding
+(``content_coding``: gzip and deflate, each inflated a piece at a time, so a compression bomb is
+cut at the limit), and a content type of HTML, plain text or Markdown. ``allow_private=False``
+(the server's policy, ``FetchPolicy.for_server``) also refuses any host that resolves to a
+loopback, private, link-local, multicast or otherwise non-global address (an IPv6 address
+carrying an IPv4 one, NAT64 or 6to4 say, by that IPv4 address), and connects to the very
+address it checked (``public_web.PublicOnlyTransport``: the name is looked up once per
+connection, so a DNS answer that changes after the check cannot redirect the request); proxies
+from the environment are not used then (a proxy would connect by name). The command line
+allows every http(s) URL: it runs on the user's own machine, as the user.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from pathlib import Path
 from urllib.parse import urljoin, urlsplit, urlunsplit
 
 from kb_ai.compile.add import Added, AddError, _existing, store_source
+from kb_ai.compile.content_coding import ACCEPT_ENCODING, BodyTooLarge, ContentCodingError, decoded
 from kb_ai.compile.readers import UnreadableError, parse_document
 from kb_ai.store.frontmatter import render_article, split_frontmatter
 from kb_ai.store.markdown_text import first_heading
@@ -52,7 +57,7 @@ class FetchError(AddError):
 class FetchPolicy:
     allow_private: bool = True
     max_bytes: int = 5_000_000
-    timeout: float = 20.0  # seconds for the whole fetch, redirects included
+    timeout: float = 20.0  # seconds for the whole fetch: lookups, connects, redirects, every read
     max_redirects: int = 5
 
     @classmethod
@@ -96,15 +101,17 @@ def fetch_page(url: str, policy: FetchPolicy = FetchPolicy()) -> tuple[str, byte
     """GET ``url`` under ``policy``: (final URL, body bytes, content type)."""
     import httpx  # noqa: PLC0415 (only `kaas add URL` needs it)
 
-    from kb_ai.compile.public_web import NotPublicError, PublicOnlyTransport  # noqa: PLC0415 (imports httpx)
+    from kb_ai.compile.public_web import FetchTransport, NotPublicError, proxy_mounts  # noqa: PLC0415 (imports httpx)
 
     current = normalize_url(url)
     deadline = time.monotonic() + policy.timeout
-    # The server's policy: every connection (each redirect hop's) to an address checked public.
-    transport = None if policy.allow_private else PublicOnlyTransport()
-    with httpx.Client(follow_redirects=False, trust_env=policy.allow_private, transport=transport,
-                      timeout=httpx.Timeout(policy.timeout), headers={"User-Agent": USER_AGENT,
-                                                                      "Accept": "text/html, text/plain;q=0.8, */*;q=0.1"}) as client:
+    # Every connection (each redirect hop's) under the deadline; the server's: to an address checked public.
+    transport = FetchTransport(public_only=not policy.allow_private, deadline=deadline, trust_env=policy.allow_private)
+    mounts = proxy_mounts(deadline) if policy.allow_private else None
+    headers = {"User-Agent": USER_AGENT, "Accept": "text/html, text/plain;q=0.8, */*;q=0.1",
+               "Accept-Encoding": ACCEPT_ENCODING}
+    with httpx.Client(follow_redirects=False, trust_env=False, transport=transport, mounts=mounts,
+                      timeout=httpx.Timeout(policy.timeout), headers=headers) as client:
         for _hop in range(policy.max_redirects + 1):
             try:
                 with client.stream("GET", current) as response:
@@ -124,25 +131,25 @@ def fetch_page(url: str, policy: FetchPolicy = FetchPolicy()) -> tuple[str, byte
             except NotPublicError as exc:
                 raise FetchError(exc.message) from None
             except httpx.TimeoutException:
-                raise FetchError(f"{current}: no answer within {policy.timeout:g} s") from None
+                raise FetchError(f"{current}: not fetched within {policy.timeout:g} s") from None
             except httpx.HTTPError as exc:
                 raise FetchError(f"{current}: {type(exc).__name__}: {exc}") from None
         raise FetchError(f"{url}: more than {policy.max_redirects} redirects")
 
 
 def _read_body(response, policy: FetchPolicy, deadline: float, url: str) -> bytes:
+    """The body as sent (``iter_raw``: httpx inflates nothing), decoded by ``content_coding``."""
     declared = response.headers.get("content-length")
     if declared and declared.isdigit() and int(declared) > policy.max_bytes:
         raise FetchError(f"{url}: larger than {policy.max_bytes:,} bytes")
     chunks: list[bytes] = []
-    size = 0
-    for chunk in response.iter_bytes(65536):  # decoded: a compressed bomb is cut at max_bytes too
-        size += len(chunk)
-        if size > policy.max_bytes:
-            raise FetchError(f"{url}: larger than {policy.max_bytes:,} bytes")
-        if time.monotonic() > deadline:
-            raise FetchError(f"{url}: not received within {policy.timeout:g} s")
-        chunks.append(chunk)
+    try:
+        for piece in decoded(response.iter_raw(), response.headers.get("content-encoding"), policy.max_bytes):
+            if time.monotonic() > deadline:  # a fast sender; a slow one meets the deadline in its read
+                raise FetchError(f"{url}: not fetched within {policy.timeout:g} s")
+            chunks.append(piece)
+    except (BodyTooLarge, ContentCodingError) as exc:
+        raise FetchError(f"{url}: {exc}") from None
     return b"".join(chunks)
 
 
