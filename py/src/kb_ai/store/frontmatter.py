@@ -1,7 +1,11 @@
 """Frontmatter: the YAML block at the head of an article, read safely and written back exactly.
 
-Reading (``split_frontmatter``) refuses aliases (YAML bombs), oversized or too deeply nested
-blocks and values kaas cannot print, each as a one-line ``ArticleFormatError``. Writing
+Reading (``split_frontmatter``) finds the block with ``locate_frontmatter`` (text that starts like
+frontmatter but holds no block kaas can read is refused, never read as body text: that would drop
+its ``access`` rule), and refuses YAML that does not parse or is not a mapping, keys given twice,
+aliases (YAML bombs), oversized or too deeply nested blocks and values kaas cannot print, each as
+a one-line ``ArticleFormatError``: "could not read", which every reader treats as "hidden from
+everyone", distinct from "no frontmatter" (``{}``). Writing
 (``render_article``) produces YAML that reads back as exactly the values given, and edits an
 existing block in place so that what a person wrote there stays as written.
 """
