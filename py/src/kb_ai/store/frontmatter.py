@@ -205,7 +205,7 @@ def locate_frontmatter(text: str, label: str) -> tuple[str, str] | None:
 
 def _bad_opening(text: str) -> str:
     """Why ``text`` (which starts like frontmatter) has no frontmatter block kaas can read."""
-    first = clip(text.lstrip().splitlines()[0].strip() if text.strip() else "", 40)
+    first = clip(re.split(r"[\r\n]", text.lstrip(), maxsplit=1)[0].strip(), 40)
     if first.startswith("+++"):
         return "TOML frontmatter (+++) is not supported; write YAML between --- lines"
     if not text.startswith("---"):
