@@ -3,7 +3,9 @@
 An article may declare ``access: [group, ...]`` in its frontmatter. Without the key it is public
 (every reader of the wiki sees it); with it, only readers in one of those groups — and admins —
 see it; ``access: []`` (or a value that is not a list of names) means admins only: a malformed
-rule fails closed.
+rule fails closed. A frontmatter block kaas cannot read (not closed, not a mapping, bad YAML, ...)
+is not "no rule": ``store/frontmatter.py`` refuses it, and a refused page is shown to nobody
+(left out of the catalog; ``store/pages.py: load_page`` answers 404, admins get the error).
 
 Authorization is part of the query, not a filter on its results: a reader's catalog is cut
 *before* anything is navigated, counted, summarized or shown to a model (``Catalog.visible_to``),
@@ -44,7 +46,12 @@ OWNER = Reader("owner", admin=True)
 
 
 def parse_access(meta: dict[str, Any]) -> tuple[tuple[str, ...] | None, list[str]]:
-    """The ``access`` rule of a frontmatter: (None = public | sorted group names), warnings."""
+    """The ``access`` rule of a frontmatter: (None = public | sorted group names), warnings.
+    A key that is ``access`` but for case or blanks (``Access``, ``ACCESS``) is a rule kaas
+    does not read: admins only, never public."""
+    spelt = [key for key in meta if key != "access" and key.strip().casefold() == "access"]
+    if spelt:
+        return ADMINS_ONLY, [f"access rule under the key {spelt[0]!r} (write it as `access`): readable by admins only"]
     if "access" not in meta:
         return None, []
     value = meta["access"]

@@ -1,7 +1,11 @@
 """Frontmatter: the YAML block at the head of an article, read safely and written back exactly.
 
-Reading (``split_frontmatter``) refuses aliases (YAML bombs), oversized or too deeply nested
-blocks and values kaas cannot print, each as a one-line ``ArticleFormatError``. Writing
+Reading (``split_frontmatter``) finds the block with ``locate_frontmatter`` (text that starts like
+frontmatter but holds no block kaas can read is refused, never read as body text: that would drop
+its ``access`` rule), and refuses YAML that does not parse or is not a mapping, keys given twice,
+aliases (YAML bombs), oversized or too deeply nested blocks and values kaas cannot print, each as
+a one-line ``ArticleFormatError``: "could not read", which every reader treats as "hidden from
+everyone", distinct from "no frontmatter" (``{}``). Writing
 (``render_article``) produces YAML that reads back as exactly the values given, and edits an
 existing block in place so that what a person wrote there stays as written.
 """
@@ -10,6 +14,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import re
 from typing import Any
 
 import frontmatter
@@ -23,7 +28,15 @@ MAX_FRONTMATTER_DEPTH = 16  # frontmatter is flat; deeper nesting is a mistake o
 MAX_INT_DIGITS = 1000  # Python refuses to print integers past 4300 digits (json, YAML, str)
 _MAX_INT_BITS = int(MAX_INT_DIGITS * 3.3219)  # log2(10): bits of the largest such integer
 
-_YAML_HANDLER = frontmatter.YAMLHandler()
+_YAML_HANDLER = frontmatter.YAMLHandler()  # writes YAML (export); reading is locate_frontmatter
+
+# Where a frontmatter block is (locate_frontmatter). YAML also breaks lines at NEL, LS and PS: a
+# comment may not hold one (YAML would read what follows it as a key kaas had ignored).
+_LOOKS_LIKE_FRONTMATTER = re.compile(r"\s*(?:---|\+\+\+)")
+_COMMENT = r"(?:[ \t]+(?:#[^\r\n\x85\u2028\u2029]*)?)?"
+_OPENER = re.compile(r"-{3,}" + _COMMENT + r"(?P<brk>\r\n|\r|\n|\Z)")
+_CLOSER = re.compile(r"(?<=[\r\n])(?:-{3,}|\.\.\.)" + _COMMENT + r"(?:\r\n|\r|\n|\Z)")
+
 
 
 class _ValueErrorsAsYAMLErrors:
@@ -45,15 +58,38 @@ class _ValueErrorsAsYAMLErrors:
             ) from None
 
 
+class _UniqueKeys:
+    """YAML requires the keys of a mapping to differ; PyYAML keeps the last of two silently, so
+    ``access: [hr]`` then ``access: [hr, eng]`` would be read as whichever comes last. A key given
+    twice is a YAML error naming it and its line (merge keys ``<<`` aside)."""
+
+    def construct_mapping(self, node, deep=False):  # type: ignore[no-untyped-def]
+        if isinstance(node, yaml.MappingNode):
+            seen: set[Any] = set()
+            for key_node, _value in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                key = self.construct_object(key_node, deep=True)  # type: ignore[attr-defined]
+                try:
+                    twice = key in seen
+                    seen.add(key)
+                except TypeError:
+                    continue  # an unhashable key: PyYAML's own error says so
+                if twice:
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"key {clip(str(key), 40)!r} given twice", key_node.start_mark)
+        return super().construct_mapping(node, deep=deep)  # type: ignore[misc]
+
+
 _FAST_SAFE_LOADER = None
 if getattr(yaml, "CSafeLoader", None) is not None:
-    class _FastSafeLoader(_ValueErrorsAsYAMLErrors, yaml.CSafeLoader):  # type: ignore[misc, name-defined]
+    class _FastSafeLoader(_UniqueKeys, _ValueErrorsAsYAMLErrors, yaml.CSafeLoader):  # type: ignore[misc, name-defined]
         """libyaml's parser, PyYAML's safe constructors."""
 
     _FAST_SAFE_LOADER = _FastSafeLoader
 
 
-class _NoAliasLoader(_ValueErrorsAsYAMLErrors, yaml.SafeLoader):
+class _NoAliasLoader(_UniqueKeys, _ValueErrorsAsYAMLErrors, yaml.SafeLoader):
     """Safe loader that refuses anchors/aliases: frontmatter never needs them, YAML bombs do."""
 
     def compose_node(self, parent, index):  # type: ignore[override]
@@ -115,12 +151,10 @@ def _one_line(exc: BaseException) -> str:
 
 
 def _split_frontmatter(text: str, label: str) -> tuple[dict[str, Any], str]:
-    if not _YAML_HANDLER.detect(text):
+    block = locate_frontmatter(text, label)
+    if block is None:
         return {}, text
-    try:
-        fm_text, body = _YAML_HANDLER.split(text)
-    except ValueError:
-        return {}, text
+    fm_text, body = block
     if len(fm_text.encode("utf-8")) > MAX_FRONTMATTER_BYTES:
         raise ArticleFormatError(f"{label}: frontmatter larger than {MAX_FRONTMATTER_BYTES} bytes")
     try:
@@ -137,7 +171,46 @@ def _split_frontmatter(text: str, label: str) -> tuple[dict[str, Any], str]:
         data = {}
     if not isinstance(data, dict):
         raise ArticleFormatError(f"{label}: frontmatter must be a mapping of keys to values")
-    return {str(k): v for k, v in data.items()}, body.lstrip("\n")
+    meta = {str(k): v for k, v in data.items()}
+    if len(meta) != len(data):
+        raise ArticleFormatError(f"{label}: malformed frontmatter: two keys read as the same name")
+    return meta, body
+
+
+def locate_frontmatter(text: str, label: str) -> tuple[str, str] | None:
+    """(the frontmatter's YAML text, the body) of an article; None when it has no frontmatter.
+
+    The rule: a text whose first line, after byte-order marks, blank lines and indentation,
+    starts with ``---`` or ``+++`` holds a frontmatter block, which is read or refused, never
+    taken for body text (that would drop its ``access`` rule and make a restricted page public).
+    The block opens on the first line (after byte-order marks) with ``---`` (more dashes, trailing
+    blanks and a ``# comment`` allowed) and closes at the first later line that is ``---`` or
+    YAML's document end ``...`` (same allowances); lines end in LF, CRLF or CR. Anything else
+    that starts like frontmatter (not closed, opened late or indented, ``---`` followed by text,
+    TOML's ``+++``) raises ``ArticleFormatError`` naming ``label``. The YAML text keeps the
+    opening line's break, so YAML's line numbers are the file's."""
+    start = len(text) - len(text.lstrip("\ufeff"))
+    if not _LOOKS_LIKE_FRONTMATTER.match(text, start):
+        return None
+    opener = _OPENER.match(text, start)
+    if opener is None:
+        raise ArticleFormatError(f"{label}: malformed frontmatter: {_bad_opening(text[start:])}")
+    closer = _CLOSER.search(text, opener.end())
+    if closer is None:
+        raise ArticleFormatError(f"{label}: malformed frontmatter: not closed by a --- (or ...) line")
+    fm_text = text[opener.end() - 1:closer.start()]  # from the opening line's break (its "\\n" in CRLF)
+    body = text[closer.end():]
+    return fm_text, body.lstrip("\r\n")
+
+
+def _bad_opening(text: str) -> str:
+    """Why ``text`` (which starts like frontmatter) has no frontmatter block kaas can read."""
+    first = clip(re.split(r"[\r\n]", text.lstrip(), maxsplit=1)[0].strip(), 40)
+    if first.startswith("+++"):
+        return "TOML frontmatter (+++) is not supported; write YAML between --- lines"
+    if not text.startswith("---"):
+        return "the opening --- must be the very first line of the file, not indented or after blank lines"
+    return f"the opening line must be --- alone (or followed by a # comment), not {first!r}"
 
 
 def _check_values(meta: dict[str, Any], label: str) -> None:
@@ -247,10 +320,11 @@ def _edit_frontmatter(text: str, ready: dict[str, Any]) -> str | None:
 def _compose_frontmatter(text: str) -> tuple[str, dict[str, Any], list[tuple[str, yaml.Node, yaml.Node]]] | None:
     """(the frontmatter's YAML text, its values, each key's name and nodes in file order); None
     when there is none, it does not read, or a key is not a plain string or is given twice."""
-    if not _YAML_HANDLER.detect(text):
-        return None
     try:
-        fm_text, _body = _YAML_HANDLER.split(text)
+        block = locate_frontmatter(text, "frontmatter")
+        if block is None:
+            return None
+        fm_text, _body = block
         old, _ = _split_frontmatter(text, "frontmatter")
         root = yaml.compose(fm_text, Loader=_NoAliasLoader)  # noqa: S506 - a safe loader
     except Exception:  # noqa: BLE001 - anything unreadable is written afresh

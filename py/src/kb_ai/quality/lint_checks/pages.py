@@ -8,29 +8,27 @@ import re
 from kb_ai.llm.tokens import estimate_tokens
 from kb_ai.offline.text import tokenize
 from kb_ai.quality.lint_context import ERROR, WARNING, INFO, Finding, LintContext, as_date
-from kb_ai.store.articles import scalar_text, split_frontmatter
+from kb_ai.store.articles import scalar_text
 from kb_ai.store.users import configured_groups
 from kb_ai.store.words import title_key
 
+# What every reader does with a page whose frontmatter cannot be read (store/frontmatter.py:
+# locate_frontmatter, split_frontmatter): the catalog leaves it out and reading it fails.
+UNREADABLE_PAGE = ("the page is hidden from everyone (left out of the catalog; readers get 404, admins "
+                   "this error) until it reads")
 _TITLE_ARTICLES = {"a", "an", "the"}
 
 
 def check_frontmatter(ctx: LintContext) -> list[Finding]:
-    """Malformed frontmatter hides a page (error); a page without a title gets a guessed one."""
+    """Frontmatter kaas cannot read hides the page, as the server and every other reader does
+    (error); a page without a title gets a guessed one."""
     findings: list[Finding] = []
     for path, file in ctx.files.items():
         if file.article is None:
             message = (file.error or "unreadable").removeprefix(f"{path}: ")
-            findings.append(Finding("frontmatter", ERROR, path, f"{message}; the page is left out of the catalog"))
+            findings.append(Finding("frontmatter", ERROR, path, f"{message}; {UNREADABLE_PAGE}"))
             continue
-        text, meta = file.text or "", file.article.meta
-        first_line = text.lstrip("\ufeff").split("\n", 1)[0].strip()
-        if re.fullmatch(r"-{3,}", first_line) and not meta:
-            body_after = split_frontmatter(text, path)[1]
-            if body_after == text:
-                findings.append(Finding("frontmatter", ERROR, path,
-                                        "frontmatter is not closed by a `---` line; it is read as body text"))
-                continue
+        meta = file.article.meta
         if not meta:
             findings.append(Finding("frontmatter", WARNING, path,
                                     "no frontmatter: title, summary and topic are guessed from the text"))
