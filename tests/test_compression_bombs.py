@@ -22,7 +22,7 @@ from kb_ai.config import Settings
 from kb_ai.server import create_app
 from kb_ai.store.kb import init_kb
 
-from fixtures.compile.make import docx_bytes, lie_about_size, pdf_bomb_bytes, rezip, zip_bytes
+from fixtures.compile.make import docx_bytes, lie_about_size, pdf_bomb_bytes, rezip, tar_pax_bomb, zip_bytes
 
 INFLATED = 30_000_000  # six times the member cap: enough to show the cap holds, quick to build
 CAP = 5_000_000  # compile.bounded.MAX_MEMBER_BYTES (spelled out: these tests also run on code without it)
@@ -103,6 +103,16 @@ def test_an_archive_skips_its_bomb_members_and_keeps_the_rest(tmp_path):
     notes = "\n".join(result.notes)
     assert "bomb.txt: skipped (compression ratio over 200" in notes, notes
     assert "inner.docx: skipped (word/document.xml inflates past 5,000,000 bytes" in notes, notes
+    assert peak < HELD
+
+
+def test_a_tar_header_tarfile_would_read_whole_is_refused_before_it_is_read(tmp_path):
+    """A pax extended header of 30 MB of spaces (100 KB gzipped): refused by its size, never read."""
+    (tmp_path / "raw").mkdir()
+    (tmp_path / "raw" / "bundle.tar.gz").write_bytes(tar_pax_bomb(INFLATED, "notes.md", GOOD))
+    result, peak = _read_measured(tmp_path, "bundle.tar.gz")
+    assert isinstance(result, SkippedSource)
+    assert "an extended TAR header of 30,000,000 bytes, over 5,000,000" in result.reason, result.reason
     assert peak < HELD
 
 

@@ -9,12 +9,14 @@ caps, not the machine.
 
 from __future__ import annotations
 
-import io
+import lzma
 import re
 import tarfile
+import zlib
 from pathlib import PurePosixPath
 
-from kb_ai.compile.bounded import MAX_MEMBER_BYTES, MAX_MEMBERS, BoundedZip, Budget, InflationLimit, source_budget
+from kb_ai.compile.bounded import (MAX_MEMBER_BYTES, MAX_MEMBERS, BoundedZip, Budget, InflatingFile, InflationLimit,
+                                   source_budget)
 from kb_ai.compile.readers import ARCHIVE_EXT, Parsed, UnreadableError, parse_document
 from kb_ai.store.markdown_text import demote_headings
 
@@ -123,11 +125,15 @@ def _reason(exc: Exception, name: str) -> str:
 
 
 def _tar_members(data: bytes, budget: Budget) -> tuple[list[tuple[str, bytes]], list[str]]:
+    """The text-worthy members of a TAR (compressed or not), read in one pass through an
+    ``InflatingFile``: every byte inflated, members skipped and headers included, is charged to
+    the source's budget, so the archive stops there."""
     notes: list[str] = []
-    members: list[tuple[str, bytes]] = []
     try:
-        archive = tarfile.open(fileobj=io.BytesIO(data), mode="r:*")
-    except (tarfile.TarError, OSError, EOFError, ValueError) as exc:
+        archive = tarfile.open(fileobj=InflatingFile(data, budget), mode="r|", tarinfo=_BoundedTarInfo)
+    except InflationLimit as exc:
+        raise UnreadableError(f"not a readable archive ({exc})") from None
+    except (tarfile.TarError, OSError, EOFError, ValueError, zlib.error, lzma.LZMAError) as exc:
         raise UnreadableError(f"not a readable archive ({exc})") from None
     found: list[tuple[str, bytes]] = []
     try:
@@ -135,41 +141,53 @@ def _tar_members(data: bytes, budget: Budget) -> tuple[list[tuple[str, bytes]], 
             if index >= MAX_MEMBERS:
                 notes.append(f"stopped after {MAX_MEMBERS} members")
                 break
-            name = info.name
-            if info.isdir():
-                continue
-            problem = _member_problem(name)
-            if problem:
-                notes.append(f"{name!r}: {problem}")
-                continue
-            clean = _clean_name(name)
-            if not info.isfile():
-                notes.append(f"{clean}: skipped (link or special file)")
-                continue
-            try:
-                # Moving past a member means decompressing it: counted whether read or skipped.
-                budget.spend(info.size, clean)
-            except InflationLimit as exc:
-                notes.append(f"stopped at {clean}: {_reason(exc, clean)}")
-                break
-            skipped = _skipped_by_name(clean)
-            if skipped:
-                notes.append(skipped)
-                continue
-            if info.size > MAX_MEMBER_BYTES:
-                notes.append(f"{clean}: skipped (larger than {MAX_MEMBER_BYTES:,} bytes)")
-                continue
-            handle = archive.extractfile(info)
-            if handle is None:
-                notes.append(f"{clean}: skipped (unreadable)")
-                continue
-            found.append((clean, handle.read(MAX_MEMBER_BYTES + 1)))
-    except (tarfile.TarError, OSError, EOFError, ValueError) as exc:
+            note = _tar_note(info)
+            if note is None:
+                handle = archive.extractfile(info)
+                note = f"{_clean_name(info.name)}: skipped (unreadable)" if handle is None else None
+                if handle is not None:
+                    found.append((_clean_name(info.name), handle.read(MAX_MEMBER_BYTES + 1)))
+            if note:
+                notes.append(note)
+    except InflationLimit as exc:
+        notes.append(f"stopped after {len(found)} members: {exc}")
+    except (tarfile.TarError, OSError, EOFError, ValueError, zlib.error, lzma.LZMAError) as exc:
         notes.append(f"archive damaged after {len(found)} members ({exc})")
         if not found:
             raise UnreadableError(f"not a readable archive ({exc})") from None
     finally:
         archive.close()
-    for clean, content in sorted(found, key=lambda m: m[0]):
-        members.append((clean, content))
-    return members, notes
+    return sorted(found, key=lambda m: m[0]), notes
+
+
+class _BoundedTarInfo(tarfile.TarInfo):
+    """A TAR header whose extended headers (pax records, GNU long names), which ``tarfile``
+    reads whole into memory, are refused past the member cap before they are read."""
+
+    def _proc_member(self, tarfile_):  # noqa: ANN001 - tarfile's own hook, called for each header
+        if self.type in _EXTENDED_HEADERS and self.size > MAX_MEMBER_BYTES:
+            raise InflationLimit(f"an extended TAR header of {self.size:,} bytes, over {MAX_MEMBER_BYTES:,} "
+                                 "(possible compression bomb)", total=True)
+        return super()._proc_member(tarfile_)
+
+
+_EXTENDED_HEADERS = {tarfile.XHDTYPE, tarfile.XGLTYPE, tarfile.SOLARIS_XHDTYPE, tarfile.GNUTYPE_LONGNAME,
+                     tarfile.GNUTYPE_LONGLINK}
+
+
+def _tar_note(info: tarfile.TarInfo) -> str | None:
+    """Why a TAR member is not read ("" for a folder: nothing to say), or None to read it."""
+    if info.isdir():
+        return ""
+    problem = _member_problem(info.name)
+    if problem:
+        return f"{info.name!r}: {problem}"
+    clean = _clean_name(info.name)
+    if not info.isfile():
+        return f"{clean}: skipped (link or special file)"
+    skipped = _skipped_by_name(clean)
+    if skipped:
+        return skipped
+    if info.size > MAX_MEMBER_BYTES:
+        return f"{clean}: skipped (larger than {MAX_MEMBER_BYTES:,} bytes)"
+    return None

@@ -19,12 +19,13 @@ from __future__ import annotations
 
 import bz2
 import io
+import lzma
 import struct
 import zipfile
 import zlib
 from contextlib import contextmanager
 from contextvars import ContextVar
-from collections.abc import Iterator
+from typing import Iterator
 
 from kb_ai.compile.readers import UnreadableError
 
@@ -161,30 +162,80 @@ class BoundedZip:
 
 
 def _inflate(method: int, raw: memoryview, limit: int) -> bytes:
-    """``raw`` inflated, stopped once past ``limit`` (so at most ``limit`` + one chunk of output
-    is ever held): the caller sees more than ``limit`` bytes and refuses."""
-    if method == zipfile.ZIP_STORED:
-        return bytes(raw[:limit + 1])
+    """A ZIP member's ``raw`` bytes inflated, stopped once past ``limit`` (so at most ``limit``
+    and one chunk are ever held): the caller sees more than ``limit`` bytes and refuses."""
     out = bytearray()
-    position = 0
-    if method == zipfile.ZIP_DEFLATED:
-        inflater = zlib.decompressobj(-zlib.MAX_WBITS)
-        while len(out) <= limit and not inflater.eof:
-            data = inflater.unconsumed_tail
-            if not data:
-                data = raw[position:position + _CHUNK]
-                position += len(data)
-            if not data:
-                break  # truncated: the size check will say so
-            out += inflater.decompress(data, limit + 1 - len(out))
-        return bytes(out)
-    unzip = bz2.BZ2Decompressor()
-    while len(out) <= limit and not unzip.eof:
-        data = b""
-        if unzip.needs_input:
-            data = raw[position:position + _CHUNK]
-            if not data:
-                break
-            position += len(data)
-        out += unzip.decompress(data, limit + 1 - len(out))
+    for chunk in _inflated(_METHODS[method], raw):
+        out += chunk
+        if len(out) > limit:
+            break
     return bytes(out)
+
+
+def _decompressor(kind: str):
+    if kind == "deflate":
+        return zlib.decompressobj(-zlib.MAX_WBITS)
+    if kind == "gzip":
+        return zlib.decompressobj(zlib.MAX_WBITS | 16)
+    if kind == "bzip2":
+        return bz2.BZ2Decompressor()
+    return lzma.LZMADecompressor()  # "xz"
+
+
+def _inflated(kind: str, raw: memoryview, *, concatenated: bool = False) -> Iterator[bytes]:
+    """The bytes ``raw`` inflates to, in chunks of at most 64 KB: never more output at once,
+    whatever the ratio (each decompressor is asked for at most a chunk). ``concatenated``: a
+    gzip, bzip2 or xz file may hold several streams one after the other."""
+    if kind == "stored":
+        for start in range(0, len(raw), _CHUNK):
+            yield bytes(raw[start:start + _CHUNK])
+        return
+    unpack, position = _decompressor(kind), 0
+    with_tail = kind in ("deflate", "gzip")  # zlib keeps unread input in unconsumed_tail
+    while True:
+        if unpack.eof:
+            if not concatenated:
+                return
+            rest = unpack.unused_data + bytes(raw[position:])
+            if not rest.strip(b"\0"):  # the end, or the zeros some writers pad a file with
+                return
+            raw, position, unpack = memoryview(rest), 0, _decompressor(kind)
+            continue
+        data = unpack.unconsumed_tail if with_tail else b""
+        if not data and (with_tail or unpack.needs_input):
+            data = raw[position:position + _CHUNK]
+            position += len(data)
+            if not data:
+                return  # truncated: the caller's size or checksum check says so
+        out = unpack.decompress(data, _CHUNK)
+        if out:
+            yield out
+
+
+class InflatingFile(io.RawIOBase):
+    """A TAR file's bytes, inflated as they are read (gzip, bzip2, xz or none, known by their
+    first bytes), each byte charged to ``budget``: moving past a member, or through a header
+    ``tarfile`` reads whole (a pax header, a long name), costs at most the source's budget."""
+
+    def __init__(self, data: bytes, budget: Budget) -> None:
+        super().__init__()
+        kind = ("gzip" if data[:2] == b"\x1f\x8b" else "bzip2" if data[:3] == b"BZh"
+                else "xz" if data[:6] == b"\xfd7zXZ\x00" else "stored")
+        self._chunks = _inflated(kind, memoryview(data), concatenated=True)
+        self._budget = budget
+        self._pending = b""
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        while not self._pending:
+            chunk = next(self._chunks, None)
+            if chunk is None:
+                return 0
+            self._budget.spend(len(chunk), "the archive")
+            self._pending = chunk
+        size = min(len(buffer), len(self._pending))
+        buffer[:size] = self._pending[:size]
+        self._pending = self._pending[size:]
+        return size
