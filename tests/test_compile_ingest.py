@@ -8,7 +8,7 @@ import io
 
 import pytest
 
-from kb_ai.compile import archives, ingest
+from kb_ai.compile import bounded, ingest
 from kb_ai.compile.ingest import Source, SkippedSource, read_source, walk_raw
 
 from fixtures.compile.make import PNG_1PX, docx_bytes, pdf_bytes, tar_bytes, zip_bytes
@@ -162,7 +162,7 @@ def test_tar_members_and_limits(tmp_path, monkeypatch):
     assert source.kind == "tar"
     assert "## one.md" in source.text and "## two/b.txt" in source.text
     assert any("'..' in path refused" in n for n in source.notes)
-    monkeypatch.setattr(archives, "MAX_TOTAL_BYTES", 10)
+    monkeypatch.setattr(bounded, "MAX_TOTAL_BYTES", 10)  # one source's inflation budget
     put(tmp_path, "u.tar", tar_bytes({"big.txt": "x" * 100}, mode="w"))
     result = read(tmp_path, "u.tar")
     assert isinstance(result, SkippedSource) and "over 10 bytes" in result.reason

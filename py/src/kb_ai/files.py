@@ -261,6 +261,9 @@ def _open_regular(path: Path, max_bytes: int, flags: int = os.O_RDONLY) -> tuple
     return fd, info
 
 
+_READ_CHUNK = 1 << 20  # os.read allocates what it is asked for before reading: ask for a megabyte at a time
+
+
 def read_regular_bytes(path: Path, max_bytes: int) -> bytes:
     """The bytes of the regular file at ``path``, at most ``max_bytes``. Opens without blocking
     (a FIFO must not wait for a writer) and checks what was opened, not what a name pointed to a
@@ -270,7 +273,7 @@ def read_regular_bytes(path: Path, max_bytes: int) -> bytes:
     try:
         chunks, size = [], 0
         while size <= max_bytes:  # the file may grow after fstat: read at most one byte past the limit
-            chunk = os.read(fd, max_bytes + 1 - size)
+            chunk = os.read(fd, min(_READ_CHUNK, max_bytes + 1 - size))  # not a buffer of max_bytes
             if not chunk:
                 break
             chunks.append(chunk)

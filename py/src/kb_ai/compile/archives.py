@@ -2,34 +2,39 @@
 
 Archives are read in memory, never extracted to disk. Members with absolute paths or ``..`` are
 refused, binaries and nested archives skipped, each with a reason; sizes are capped per member,
-per archive and by compression ratio, so a zip bomb costs at most the caps, not the machine.
+per source and by compression ratio (``compile/bounded.py``, the caps every ZIP-based format and
+PDF stream shares: ZIP members are read by its ``BoundedZip``), so a zip bomb costs at most the
+caps, not the machine.
 """
 
 from __future__ import annotations
 
-import io
+import lzma
 import re
 import tarfile
-import zipfile
+import zlib
 from pathlib import PurePosixPath
 
+from kb_ai.compile.bounded import (MAX_MEMBER_BYTES, MAX_MEMBERS, BoundedZip, Budget, InflatingFile, InflationLimit,
+                                   source_budget)
 from kb_ai.compile.readers import ARCHIVE_EXT, Parsed, UnreadableError, parse_document
 from kb_ai.store.markdown_text import demote_headings
 
-MAX_MEMBERS = 2_000
-MAX_MEMBER_BYTES = 5_000_000
-MAX_TOTAL_BYTES = 50_000_000
-MAX_RATIO = 200  # uncompressed / compressed; text rarely passes 20
 MAX_NOTES = 50
 
 
 def read_archive(path: str, data: bytes) -> Parsed:
+    with source_budget() as budget:
+        return _read_archive(path, data, budget)
+
+
+def _read_archive(path: str, data: bytes, budget: Budget) -> Parsed:
     name = PurePosixPath(path).name.lower()
     if name.endswith(".zip") or data[:4] == b"PK\x03\x04":
         members, notes = _zip_members(data)
         kind = "zip"
     else:
-        members, notes = _tar_members(data)
+        members, notes = _tar_members(data, budget)
         kind = "tar"
     sections: list[str] = []
     for member_path, member_data in members:
@@ -77,15 +82,12 @@ def _skipped_by_name(clean: str) -> str | None:
 
 
 def _zip_members(data: bytes) -> tuple[list[tuple[str, bytes]], list[str]]:
-    try:
-        archive = zipfile.ZipFile(io.BytesIO(data))
-        infos = archive.infolist()
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, ValueError, EOFError) as exc:
-        raise UnreadableError(f"not a readable ZIP archive ({exc})") from None
+    """The text-worthy members of a ZIP, each read by ``BoundedZip`` under the caps; the
+    refused ones as notes. Stops when the source's inflation budget is spent."""
+    archive = BoundedZip(data)
     notes: list[str] = []
     members: list[tuple[str, bytes]] = []
-    total = 0
-    for index, info in enumerate(sorted(infos, key=lambda i: i.filename)):
+    for index, info in enumerate(sorted(archive.infos, key=lambda i: i.filename)):
         name = info.filename
         if index >= MAX_MEMBERS:
             notes.append(f"stopped after {MAX_MEMBERS} members")
@@ -101,81 +103,91 @@ def _zip_members(data: bytes) -> tuple[list[tuple[str, bytes]], list[str]]:
         if skipped:
             notes.append(skipped)
             continue
-        if info.flag_bits & 0x1:
-            notes.append(f"{clean}: skipped (encrypted)")
-            continue
-        if info.file_size > MAX_MEMBER_BYTES:
-            notes.append(f"{clean}: skipped (larger than {MAX_MEMBER_BYTES:,} bytes)")
-            continue
-        if info.compress_size and info.file_size / info.compress_size > MAX_RATIO and info.file_size > 100_000:
-            notes.append(f"{clean}: skipped (compression ratio over {MAX_RATIO}: possible zip bomb)")
-            continue
-        if total + info.file_size > MAX_TOTAL_BYTES:
-            notes.append(f"stopped at {clean}: archive text over {MAX_TOTAL_BYTES:,} bytes")
-            break
         try:
-            with archive.open(info) as handle:
-                # The header's size can lie: read at most the cap plus one byte.
-                content = handle.read(MAX_MEMBER_BYTES + 1)
-        except (zipfile.BadZipFile, OSError, ValueError, EOFError, NotImplementedError, RuntimeError) as exc:
-            notes.append(f"{clean}: skipped (unreadable: {exc})")
+            content = archive.read(info)
+        except InflationLimit as exc:
+            if exc.total:
+                notes.append(f"stopped at {clean}: {_reason(exc, name)}")
+                break
+            notes.append(f"{clean}: skipped ({_reason(exc, name)})")
             continue
-        if len(content) > MAX_MEMBER_BYTES:
-            notes.append(f"{clean}: skipped (larger than {MAX_MEMBER_BYTES:,} bytes)")
+        except UnreadableError as exc:
+            notes.append(f"{clean}: skipped ({_reason(exc, name)})")
             continue
-        total += len(content)
         members.append((clean, content))
     return members, notes
 
 
-def _tar_members(data: bytes) -> tuple[list[tuple[str, bytes]], list[str]]:
+def _reason(exc: Exception, name: str) -> str:
+    """The error's message without the member name it starts with (the note names the member)."""
+    text = str(exc)
+    return text[len(name) + 2:] if text.startswith(f"{name}: ") else text
+
+
+def _tar_members(data: bytes, budget: Budget) -> tuple[list[tuple[str, bytes]], list[str]]:
+    """The text-worthy members of a TAR (compressed or not), read in one pass through an
+    ``InflatingFile``: every byte inflated, members skipped and headers included, is charged to
+    the source's budget, so the archive stops there."""
     notes: list[str] = []
-    members: list[tuple[str, bytes]] = []
     try:
-        archive = tarfile.open(fileobj=io.BytesIO(data), mode="r:*")
-    except (tarfile.TarError, OSError, EOFError, ValueError) as exc:
+        archive = tarfile.open(fileobj=InflatingFile(data, budget), mode="r|", tarinfo=_BoundedTarInfo)
+    except InflationLimit as exc:
         raise UnreadableError(f"not a readable archive ({exc})") from None
-    declared = 0
+    except (tarfile.TarError, OSError, EOFError, ValueError, zlib.error, lzma.LZMAError) as exc:
+        raise UnreadableError(f"not a readable archive ({exc})") from None
     found: list[tuple[str, bytes]] = []
     try:
         for index, info in enumerate(archive):
             if index >= MAX_MEMBERS:
                 notes.append(f"stopped after {MAX_MEMBERS} members")
                 break
-            name = info.name
-            if info.isdir():
-                continue
-            problem = _member_problem(name)
-            if problem:
-                notes.append(f"{name!r}: {problem}")
-                continue
-            clean = _clean_name(name)
-            if not info.isfile():
-                notes.append(f"{clean}: skipped (link or special file)")
-                continue
-            declared += info.size
-            if declared > MAX_TOTAL_BYTES:
-                # Moving past a member means decompressing it: stop rather than chew through a bomb.
-                notes.append(f"stopped at {clean}: archive contents over {MAX_TOTAL_BYTES:,} bytes")
-                break
-            skipped = _skipped_by_name(clean)
-            if skipped:
-                notes.append(skipped)
-                continue
-            if info.size > MAX_MEMBER_BYTES:
-                notes.append(f"{clean}: skipped (larger than {MAX_MEMBER_BYTES:,} bytes)")
-                continue
-            handle = archive.extractfile(info)
-            if handle is None:
-                notes.append(f"{clean}: skipped (unreadable)")
-                continue
-            found.append((clean, handle.read(MAX_MEMBER_BYTES + 1)))
-    except (tarfile.TarError, OSError, EOFError, ValueError) as exc:
+            note = _tar_note(info)
+            if note is None:
+                handle = archive.extractfile(info)
+                note = f"{_clean_name(info.name)}: skipped (unreadable)" if handle is None else None
+                if handle is not None:
+                    found.append((_clean_name(info.name), handle.read(MAX_MEMBER_BYTES + 1)))
+            if note:
+                notes.append(note)
+    except InflationLimit as exc:
+        notes.append(f"stopped after {len(found)} members: {exc}")
+    except (tarfile.TarError, OSError, EOFError, ValueError, zlib.error, lzma.LZMAError) as exc:
         notes.append(f"archive damaged after {len(found)} members ({exc})")
         if not found:
             raise UnreadableError(f"not a readable archive ({exc})") from None
     finally:
         archive.close()
-    for clean, content in sorted(found, key=lambda m: m[0]):
-        members.append((clean, content))
-    return members, notes
+    return sorted(found, key=lambda m: m[0]), notes
+
+
+class _BoundedTarInfo(tarfile.TarInfo):
+    """A TAR header whose extended headers (pax records, GNU long names), which ``tarfile``
+    reads whole into memory, are refused past the member cap before they are read."""
+
+    def _proc_member(self, tarfile_):  # noqa: ANN001 - tarfile's own hook, called for each header
+        if self.type in _EXTENDED_HEADERS and self.size > MAX_MEMBER_BYTES:
+            raise InflationLimit(f"an extended TAR header of {self.size:,} bytes, over {MAX_MEMBER_BYTES:,} "
+                                 "(possible compression bomb)", total=True)
+        return super()._proc_member(tarfile_)
+
+
+_EXTENDED_HEADERS = {tarfile.XHDTYPE, tarfile.XGLTYPE, tarfile.SOLARIS_XHDTYPE, tarfile.GNUTYPE_LONGNAME,
+                     tarfile.GNUTYPE_LONGLINK}
+
+
+def _tar_note(info: tarfile.TarInfo) -> str | None:
+    """Why a TAR member is not read ("" for a folder: nothing to say), or None to read it."""
+    if info.isdir():
+        return ""
+    problem = _member_problem(info.name)
+    if problem:
+        return f"{info.name!r}: {problem}"
+    clean = _clean_name(info.name)
+    if not info.isfile():
+        return f"{clean}: skipped (link or special file)"
+    skipped = _skipped_by_name(clean)
+    if skipped:
+        return skipped
+    if info.size > MAX_MEMBER_BYTES:
+        return f"{clean}: skipped (larger than {MAX_MEMBER_BYTES:,} bytes)"
+    return None

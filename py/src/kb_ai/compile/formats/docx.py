@@ -1,11 +1,16 @@
 """The DOCX reader (python-docx, imported on first use): paragraphs and tables in document order,
 headings as Markdown headings, tables as Markdown tables, the Title style as the title (not
-repeated as a heading). Called by ``compile.readers.parse_document``."""
+repeated as a heading). Called by ``compile.readers.parse_document``.
+
+python-docx is never handed the file itself (it would inflate every part whole, whatever its
+size): it reads a package rebuilt by ``bounded_package`` from bounded reads."""
 
 from __future__ import annotations
 
 import io
+import zipfile
 
+from kb_ai.compile.bounded import MAX_MEMBERS, BoundedZip, source_budget
 from kb_ai.compile.readers import _PLACEHOLDER_TITLE, Parsed, UnreadableError, date_from_text
 from kb_ai.store.inline_markup import escape_block_start, escape_heading, escape_text
 
@@ -15,8 +20,9 @@ def read_docx(data: bytes) -> Parsed:
         import docx  # noqa: PLC0415
     except ImportError:  # pragma: no cover - declared dependency
         raise UnreadableError("DOCX support unavailable (python-docx not installed)") from None
+    package = bounded_package(data)
     try:
-        document = docx.Document(io.BytesIO(data))
+        document = docx.Document(io.BytesIO(package))
     except Exception as exc:  # noqa: BLE001 - python-docx raises many kinds for a broken file
         raise UnreadableError(f"not a readable DOCX ({type(exc).__name__})") from None
     lines: list[str] = []
@@ -56,6 +62,25 @@ def read_docx(data: bytes) -> Parsed:
     # core_properties.created is not used: templates carry their own (python-docx's says 2013).
     body = "\n\n".join(lines)
     return Parsed("docx", body, title, date_from_text(body))
+
+
+def bounded_package(data: bytes) -> bytes:
+    """The DOCX rebuilt (stored, uncompressed) from ``compile/bounded.py`` reads, for
+    python-docx: its XML parts (``.xml``, ``.rels``; the only parts text is read from) read
+    under the caps of every ZIP member and charged to the source's budget; every other part
+    (images, embedded files) present but empty, never inflated. Where a name appears twice the
+    last entry is kept, as ``zipfile`` would read it. ``UnreadableError`` (``InflationLimit`` for
+    a part past a cap) names the part: the DOCX is refused, never read in part."""
+    archive = BoundedZip(data, "DOCX")
+    parts = {info.filename: info for info in archive.infos if not info.is_dir()}
+    if len(parts) > MAX_MEMBERS:
+        raise UnreadableError(f"not a readable DOCX (more than {MAX_MEMBERS:,} parts)")
+    out = io.BytesIO()
+    with source_budget(), zipfile.ZipFile(out, "w", zipfile.ZIP_STORED) as package:
+        for name, info in parts.items():
+            text_part = name.lower().endswith((".xml", ".rels"))
+            package.writestr(name, archive.read(info) if text_part else b"")
+    return out.getvalue()
 
 
 def _docx_blocks(document) -> list:
