@@ -200,8 +200,8 @@ def build_mcp_server(settings: Settings, service: AskService | None = None, *,
         try:
             with limits.held(request.reader, answer=True, rated=True), _cancelled_with_request(ctx):
                 result = await ask_question(service, request, on_event=report)
-        except LimitedError as exc:
-            raise ToolError(f"{exc.message} [{exc.code}]") from None
+        except LimitedError as exc:  # before any model call
+            raise _tool_error(exc) from None
         if result is None:  # cancelled: its request is gone, and nobody can receive the answer
             raise ToolError("the request that asked for this answer was closed before it was ready [cancelled]")
         if result.error:
@@ -375,7 +375,8 @@ class RequestWork:
 @contextmanager
 def _cancelled_with_request(ctx: Context) -> Iterator[None]:
     """The block, cancelled (it ends early, without raising) when the HTTP request of this tool
-    call ends; as is over stdio and in-process, where the caller's connection is the process's."""
+    call ends (``RequestWork``). Over stdio and in-process there is no such request: the block
+    just runs (the caller's connection is the process's own)."""
     request = getattr(ctx.request_context, "request", None)
     work = getattr(request, "scope", {}).get(REQUEST_WORK_KEY) if request is not None else None
     if work is None:
@@ -415,6 +416,8 @@ class MCPHttpEndpoint:
     @asynccontextmanager
     async def running(self):
         server = build_mcp_server(self.settings, self.service, limits=self.limits)
+        # No event store: a client cannot resume a dropped stream, so a result whose POST is gone
+        # is lost, and RequestWork cancels the work that would make it (with a store, it must not).
         app = server.streamable_http_app(
             streamable_http_path="/mcp", stateless_http=self.stateless,
             transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
