@@ -168,7 +168,8 @@ class FakeLLMServer(ServerThread):
 class PacedNavigator:
     """Navigator protocol without a model: selects the first catalog pages and streams a fixed
     answer citing them, one token every ``token_delay`` seconds. Records what it was asked and
-    whether each answer stream ran to the end or was closed early."""
+    whether each answer stream ran to the end or was closed early, and how many answered at once
+    (``answering`` now, ``most_answering`` at most)."""
 
     mode = "llm"
 
@@ -182,6 +183,8 @@ class PacedNavigator:
         self.streams_finished = 0
         self.streams_closed_early = 0
         self.tokens_sent = 0
+        self.answering = 0
+        self.most_answering = 0
 
     def preflight(self) -> None:
         """No model to check."""
@@ -197,6 +200,8 @@ class PacedNavigator:
         # *rest: (catalog,) meter — tolerant of the protocol gaining arguments
         self.histories.append(list(history))
         self.streams_started += 1
+        self.answering += 1
+        self.most_answering = max(self.most_answering, self.answering)
         finished = False
         try:
             for i in range(self.tokens):
@@ -209,6 +214,7 @@ class PacedNavigator:
             finished = True
             self.streams_finished += 1
         finally:
+            self.answering -= 1
             if not finished:
                 self.streams_closed_early += 1
 

@@ -229,7 +229,9 @@ def _compare(hidden: list, public: list) -> None:
 async def test_mcp_over_http_answers_bob_alike_whether_or_not_hidden_pages_exist(twins):
     walks = []
     for kb in twins:
-        app = create_app(Settings(kb=kb.root), allowed_hosts=["127.0.0.1", "localhost"])
+        # The walk asks more than a minute's questions (user_rate): rates are not what it tests
+        # (test_mcp_limits.py does), and a refill between the twins' runs would tell them apart.
+        app = create_app(Settings(kb=kb.root, user_rate=0), allowed_hosts=["127.0.0.1", "localhost"])
         with ServerThread(app) as server:
             async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {BOB}"}, timeout=60) as http:
                 async with Client(streamable_http_client(server.url + "/mcp", http_client=http)) as client:
@@ -247,7 +249,7 @@ async def test_stdio_mcp_as_a_user_answers_alike_whether_or_not_hidden_pages_exi
     walks = []
     for kb in twins:
         params = StdioServerParameters(command=KAAS, args=["--kb", str(kb.root), "mcp", "--user", "bob"],
-                                       env={"PATH": "/usr/bin:/bin"})
+                                       env={"PATH": "/usr/bin:/bin", "KAAS_USER_RATE": "0"})  # as above
         async with Client(params) as client:
             walks.append(await _mcp_walk(client))
     _compare(*walks)

@@ -6,6 +6,8 @@ the admin go on. All of it configurable (kaas.toml, KAAS_* variables)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 
 import httpx
 import pytest
@@ -132,3 +134,56 @@ def test_streamed_answers_leave_slots_for_the_calls_that_start_a_question(sample
 
     assert asyncio.run(held()) == (True, False)
     assert llm_settings(sample_kb).stream_concurrency is None  # a compile or a CLI process: no stream limit of its own
+
+
+def test_one_reader_cannot_take_every_stream(users_kb, monkeypatch):
+    """Streams (change streams and chats together) are capped per user below the server's cap:
+    bob's third is refused 429 ``too_many_streams`` while carol and the admin still connect; a
+    chat of bob's counts too; past the server's own cap (here 5) even the admin gets 503."""
+    from kb_ai.server import events
+
+    monkeypatch.setattr(events, "MAX_STREAMS", 5)
+    navigator = PacedNavigator(tokens=40, token_delay=0.05)
+    settings = Settings(kb=users_kb.root, api_token=ADMIN, user_streams=2, user_rate=0)
+    service = AskService(KnowledgeBase(users_kb.root), settings, navigator)
+
+    async def run(base: str) -> dict[str, object]:
+        seen: dict[str, object] = {}
+        async with contextlib.AsyncExitStack() as stack:
+            client = await stack.enter_async_context(httpx.AsyncClient(base_url=base, timeout=30))
+            lines: list = []
+
+            async def open_stream(token: str, method: str = "GET", path: str = "/api/events", **kw) -> httpx.Response:
+                response = await stack.enter_async_context(client.stream(method, path, headers=_auth(token), **kw))
+                if response.status_code == 200:
+                    lines.append(response.aiter_lines())  # kept: a dropped iterator closes its stream
+                    await lines[-1].__anext__()  # the stream is open at the server
+                return response
+
+            first = await open_stream(BOB)
+            await open_stream(BOB, "POST", "/api/chat", json={"question": "long?"})  # a chat is a stream too
+            refused = await open_stream(BOB)
+            seen["bob"] = [first.status_code, refused.status_code]
+            if refused.status_code != 200:
+                seen["refusal"] = (await refused.aread(), refused.headers.get("retry-after"))
+            seen["others"] = [(await open_stream(CAROL)).status_code, (await open_stream(ADMIN)).status_code]
+            for _ in range(2):  # change streams 4 and 5 (the chat is not one): the server's cap
+                assert (await open_stream(ADMIN)).status_code == 200
+            seen["full"] = (await open_stream(CAROL)).status_code
+        return seen
+
+    with ServerThread(create_app(settings, service=service)) as server:
+        seen = asyncio.run(run(server.url))
+    assert seen["bob"] == [200, 429]
+    body, retry_after = seen["refusal"]
+    assert json.loads(body)["error"]["code"] == "too_many_streams" and int(retry_after) >= 1
+    assert seen["others"] == [200, 200]
+    assert seen["full"] == 503
+
+
+def test_a_stream_limit_is_below_the_servers(users_kb):
+    settings = load_settings(users_kb.root, env={"KAAS_USER_STREAMS": "5", "KAAS_API_TOKEN": ADMIN})
+    assert settings.user_streams == 5
+    with pytest.raises(ConfigError, match="below the server's 200"):
+        create_app(settings.with_overrides(user_streams=200))
+    create_app(settings.with_overrides(user_streams=0))  # 0: no per-user limit

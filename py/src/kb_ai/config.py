@@ -41,12 +41,14 @@ class Settings:
     # (llm/config.py call_concurrency: a hosted API or a local server).
     concurrency: int | None = None
     # Serving (server/limits.py): model calls in flight for one `kaas serve`, all users together;
-    # per user (a token of kaas.toml's [users]): answers in flight, and questions a minute (0: no limit).
+    # per user (a token of kaas.toml's [users]): answers in flight, questions a minute, and open
+    # streams (change streams and chats; below events.MAX_STREAMS, the server's) (0: no limit).
     serve_concurrency: int = 256
     serve_streams: int = 32  # of those, streamed answers: the rest stay free for the calls that start a question
     stream_concurrency: int | None = None  # set from serve_streams by the server (llm/config.py)
     user_concurrency: int = 8
     user_rate: int = 60
+    user_streams: int = 16
     cache: bool = True
     direct_http: bool = True  # talk to OpenAI-compatible servers over httpx, not through litellm
     # Navigation budgets, in estimated tokens. select_budget None = derived from the model's context.
@@ -79,8 +81,8 @@ class Settings:
 
 _INT_FIELDS = {"max_retries", "breaker_failures", "concurrency", "select_budget", "read_budget", "max_pages",
                "serve_concurrency", "serve_streams", "stream_concurrency", "user_concurrency", "user_rate",
-               "max_rounds", "max_calls"}
-_ZERO_ALLOWED = {"max_retries", "breaker_failures", "user_concurrency", "user_rate"}
+               "user_streams", "max_rounds", "max_calls"}
+_ZERO_ALLOWED = {"max_retries", "breaker_failures", "user_concurrency", "user_rate", "user_streams"}
 _FLOAT_FIELDS = {"timeout", "call_deadline", "breaker_cooldown"}
 _BOOL_FIELDS = {"cache", "debug", "direct_http", "answer_fallback"}
 _PATH_FIELDS = {"kb", "prompts_dir"}

@@ -105,6 +105,20 @@ class ListenError(KaasError):
     http_status = 500
 
 
+class LimitedError(KaasError):
+    """A per-user serving limit is reached (``server/limits.py``): try again in ``retry_after``
+    seconds. ``code`` names the limit: ``rate_limited`` (answers in flight, questions a minute)
+    or ``too_many_streams`` (open streams)."""
+
+    code = "rate_limited"
+    http_status = 429
+
+    def __init__(self, message: str, retry_after: int, code: str = "rate_limited"):
+        super().__init__(message)
+        self.retry_after = retry_after
+        self.code = code
+
+
 class LLMError(KaasError):
     """Any failure of the model path. Three class attributes say what a caller can do about it,
     and every caller asks them (never a list of classes or codes of its own):

@@ -44,18 +44,18 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from kb_ai import __version__
-from kb_ai.config import Settings
+from kb_ai.config import ConfigError, Settings
 from kb_ai.navigate.ask import AskService, build_service
 from kb_ai.server.assets import default_web_dir
 from kb_ai.server.answers import save_answer_endpoint
 from kb_ai.server.chat import chat_endpoint
-from kb_ai.server.events import ChangeFeed, events_endpoint
+from kb_ai.server.events import MAX_STREAMS, ChangeFeed, events_endpoint
 from kb_ai.server.feedback import feedback_endpoint
 from kb_ai.server.sources import (CompileJob, compile_endpoint, server_fetch_policy, sources_info_endpoint,
                                   upload_endpoint, urls_endpoint)
 from kb_ai.compile.fetch import FetchPolicy
 from kb_ai.server.guard import LOOPBACK_HOSTS, RequestGuard
-from kb_ai.server.limits import UserLimits
+from kb_ai.server.limits import UserLimits, UserLimitsMiddleware
 from kb_ai.server.listen import bound_port, listen
 from kb_ai.store.users import UserDirectory
 from kb_ai.server.pages import index_endpoint, page_endpoint, template_env, wiki_page_endpoint
@@ -155,11 +155,18 @@ def create_app(settings: Settings, *, service: AskService | None = None, web_dir
     # A server's model calls in flight, all users together: sized for serving (server/limits.py).
     service = service or build_service(settings.with_overrides(
         concurrency=settings.serve_concurrency, stream_concurrency=min(settings.serve_streams, settings.serve_concurrency)))
+    if settings.user_streams >= MAX_STREAMS:
+        raise ConfigError(f"user_streams is {settings.user_streams}: it must be below the server's {MAX_STREAMS} "
+                          "open streams (or 0: no per-user limit), else one reader can take them all")
+    # One set of per-user counters for the whole app: the middleware's (chats, streams) and the
+    # MCP tools' (each ask holds its slot while it runs, server/limits.py).
+    limits = UserLimits.of(settings)
     mcp_endpoint = None
     if mcp:
         from kb_ai.server.mcp_mount import LazyMCPEndpoint
 
-        mcp_endpoint = LazyMCPEndpoint(settings, service, stateless=mcp_stateless)  # the MCP SDK is imported at the first /mcp request
+        # the MCP SDK is imported at the first /mcp request
+        mcp_endpoint = LazyMCPEndpoint(settings, service, stateless=mcp_stateless, limits=limits)
     web = Path(web_dir) if web_dir else default_web_dir()
     state = ServerState(settings=settings, service=service, web_dir=web, templates=template_env(web))
     if announce_url:
@@ -224,7 +231,7 @@ def create_app(settings: Settings, *, service: AskService | None = None, web_dir
     users = UserDirectory(settings.kb, settings.api_token)
     users.check()
     # Inside the guard (added first: the last added runs first), so the reader is known.
-    app.add_middleware(UserLimits, user_concurrency=settings.user_concurrency, user_rate=settings.user_rate)
+    app.add_middleware(UserLimitsMiddleware, limits=limits)
     app.add_middleware(RequestGuard, users=users,
                        allowed_hosts=None if allowed_hosts is None else list(allowed_hosts))
     return app

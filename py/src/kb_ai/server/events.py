@@ -9,9 +9,10 @@ not read sends that reader nothing at all, not even an empty event, so a stream 
 reader that a hidden page exists, changed, or what it is called. A reader who can read nothing
 that changed learns nothing from the timing either.
 
-At most ``MAX_STREAMS`` streams are open at once (503 beyond); each keeps at most
-``QUEUE_LIMIT`` batches waiting (a client too slow to read loses batches and gets ``{"pages": [],
-"resync": true}``: reload everything).
+At most ``MAX_STREAMS`` streams are open at once (503 beyond), and at most ``user_streams`` of
+one user's, chats included (429, ``server/limits.py``), so one reader cannot take them all.
+Each keeps at most ``QUEUE_LIMIT`` batches waiting (a client too slow to read loses batches and
+gets ``{"pages": [], "resync": true}``: reload everything).
 """
 
 from __future__ import annotations

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import logging
 import time
-from contextlib import asynccontextmanager
-from typing import Annotated, Callable
+from contextlib import asynccontextmanager, contextmanager
+from typing import Annotated, Callable, Iterator
 
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
@@ -26,12 +26,13 @@ from starlette.responses import JSONResponse
 
 from kb_ai import __version__
 from kb_ai.config import Settings
-from kb_ai.errors import KaasError
+from kb_ai.errors import KaasError, LimitedError
 from kb_ai.navigate.ask import MAX_PAGES_PER_QUESTION, AskService, build_service
 from kb_ai.navigate.records import AskEvent, AskRequest, AskResult
 from kb_ai.navigate.records import ask as ask_question
 from kb_ai.navigate.save import save_answer
 from kb_ai.server.guard import READER_KEY
+from kb_ai.server.limits import UserLimits
 from kb_ai.store.access import OWNER, Reader
 from kb_ai.store.catalog import CatalogEntry, entry_from_article
 from kb_ai.store.pages import load_page
@@ -165,11 +166,15 @@ StdioReader = Reader | Callable[[], Reader]
 
 
 def build_mcp_server(settings: Settings, service: AskService | None = None, *,
-                     stdio_reader: StdioReader = OWNER) -> MCPServer:
+                     stdio_reader: StdioReader = OWNER, limits: UserLimits | None = None) -> MCPServer:
     """An MCP server answering from the knowledge base in ``settings``. Over stdio, tools act as
     ``stdio_reader`` (the owner unless ``kaas mcp --user NAME``, which passes a function that
-    resolves that user from the current kaas.toml on every call); over HTTP, as the token's user."""
+    resolves that user from the current kaas.toml on every call); over HTTP, as the token's user.
+    Each answer is counted in ``limits`` (the app's, over HTTP; else this server's own) as its
+    reader's answer in flight and question while it runs (server/limits.py), and is cancelled
+    when the HTTP request that asked for it ends first (``_cancelled_with_request``)."""
     service = service or build_service(settings)
+    limits = limits or UserLimits.of(settings)
     server = MCPServer(name="kaas", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING")
 
     async def answer(ctx: Context, question: str, paths: list[str] | None, rewrite: bool,
@@ -178,6 +183,7 @@ def build_mcp_server(settings: Settings, service: AskService | None = None, *,
             raise ToolError("the question is empty: pass the question to answer as `question`")
         request = AskRequest(question=question, rewrite=rewrite, suggest=suggest, paths=paths or None,
                              reader=_reader(ctx, stdio_reader), model_only=model_only)
+        result: AskResult | None = None
         tokens, chars, last_report = 0, 0, 0.0
 
         async def report(event: AskEvent) -> None:
@@ -191,7 +197,13 @@ def build_mcp_server(settings: Settings, service: AskService | None = None, *,
                     last_report = now
                     await _progress(ctx, 2 + tokens, f"answering ({chars} characters so far)")
 
-        result = await ask_question(service, request, on_event=report)
+        try:
+            with limits.held(request.reader, answer=True, rated=True), _cancelled_with_request(ctx):
+                result = await ask_question(service, request, on_event=report)
+        except LimitedError as exc:  # before any model call
+            raise _tool_error(exc) from None
+        if result is None:  # cancelled: its request is gone, and nobody can receive the answer
+            raise ToolError("the request that asked for this answer was closed before it was ready [cancelled]")
         if result.error:
             raise ToolError(f"{result.error['message']} [{result.error['code']}]")
         return result, request.reader
@@ -328,6 +340,52 @@ def _reader(ctx: Context, stdio_reader: StdioReader) -> Reader:
     return reader
 
 
+REQUEST_WORK_KEY = "kaas.mcp_work"  # the scope key of the work a request to /mcp started
+
+
+class RequestWork:
+    """The tool calls one HTTP request to ``/mcp`` started, each in a cancel scope that the end
+    of the request cancels. An MCP session runs a tool in a task of its own, which outlives
+    the POST that asked for it; no event store is kept (``MCPHttpEndpoint``), so once the POST
+    is gone nobody can receive the result, and the answer would run on (at the model, holding
+    its reader's slot) for nobody."""
+
+    def __init__(self) -> None:
+        self.ended = False
+        self._scopes: set[anyio.CancelScope] = set()
+
+    @contextmanager
+    def scope(self) -> Iterator[anyio.CancelScope]:
+        cancel = anyio.CancelScope()
+        if self.ended:  # the request was gone before its tool call began
+            cancel.cancel()
+        self._scopes.add(cancel)
+        try:
+            with cancel:
+                yield cancel
+        finally:
+            self._scopes.discard(cancel)
+
+    def end(self) -> None:
+        self.ended = True
+        for cancel in list(self._scopes):
+            cancel.cancel()
+
+
+@contextmanager
+def _cancelled_with_request(ctx: Context) -> Iterator[None]:
+    """The block, cancelled (it ends early, without raising) when the HTTP request of this tool
+    call ends (``RequestWork``). Over stdio and in-process there is no such request: the block
+    just runs (the caller's connection is the process's own)."""
+    request = getattr(ctx.request_context, "request", None)
+    work = getattr(request, "scope", {}).get(REQUEST_WORK_KEY) if request is not None else None
+    if work is None:
+        yield
+        return
+    with work.scope():
+        yield
+
+
 async def _progress(ctx: Context, progress: float, message: str) -> None:
     """Progress where the transport allows it; a client that asked for none is not an error."""
     try:
@@ -345,9 +403,11 @@ class MCPHttpEndpoint:
     /mcp as for /api, so the SDK's own DNS-rebinding check is off here rather than done twice
     with two different lists."""
 
-    def __init__(self, settings: Settings, service: AskService, *, stateless: bool = False):
+    def __init__(self, settings: Settings, service: AskService, *, stateless: bool = False,
+                 limits: UserLimits | None = None):
         self.settings = settings
         self.service = service
+        self.limits = limits
         # Stateless: every POST stands alone (no session kept in this process), for a server of
         # several worker processes, where a session's next request may reach another process.
         self.stateless = stateless
@@ -355,7 +415,9 @@ class MCPHttpEndpoint:
 
     @asynccontextmanager
     async def running(self):
-        server = build_mcp_server(self.settings, self.service)
+        server = build_mcp_server(self.settings, self.service, limits=self.limits)
+        # No event store: a client cannot resume a dropped stream, so a result whose POST is gone
+        # is lost, and RequestWork cancels the work that would make it (with a store, it must not).
         app = server.streamable_http_app(
             streamable_http_path="/mcp", stateless_http=self.stateless,
             transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
@@ -372,7 +434,11 @@ class MCPHttpEndpoint:
             response = JSONResponse({"error": {"code": "unavailable", "message": "the MCP endpoint is not running"}}, 503)
             await response(scope, receive, send)
             return
-        await self._app(scope, receive, send)
+        work = scope[REQUEST_WORK_KEY] = RequestWork()
+        try:
+            await self._app(scope, receive, send)
+        finally:
+            work.end()  # a tool call of this request still running has nobody to answer
 
 
 def run_stdio(settings: Settings, reader: StdioReader = OWNER) -> None:

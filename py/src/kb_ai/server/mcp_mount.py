@@ -19,6 +19,7 @@ from starlette.responses import JSONResponse
 
 from kb_ai.config import Settings
 from kb_ai.navigate.ask import AskService
+from kb_ai.server.limits import UserLimits
 
 log = logging.getLogger(__name__)
 
@@ -26,10 +27,12 @@ log = logging.getLogger(__name__)
 class LazyMCPEndpoint:
     """The ASGI app routed at ``/mcp``: ``server.mcp.MCPHttpEndpoint``, made at the first request."""
 
-    def __init__(self, settings: Settings, service: AskService, *, stateless: bool = False):
+    def __init__(self, settings: Settings, service: AskService, *, stateless: bool = False,
+                 limits: UserLimits | None = None):
         self.settings = settings
         self.service = service
         self.stateless = stateless  # no MCP sessions (several worker processes: server/app.py)
+        self.limits = limits  # the app's per-user counters, which the tools' answers are counted in
         self._endpoint = None
         self._group: anyio.abc.TaskGroup | None = None
         self._stop: anyio.Event | None = None
@@ -58,7 +61,8 @@ class LazyMCPEndpoint:
             if self._endpoint is not None or group is None:
                 return
             module = await anyio.to_thread.run_sync(importlib.import_module, "kb_ai.server.mcp")
-            endpoint = module.MCPHttpEndpoint(self.settings, self.service, stateless=self.stateless)
+            endpoint = module.MCPHttpEndpoint(self.settings, self.service, stateless=self.stateless,
+                                              limits=self.limits)
 
             async def hold(*, task_status=anyio.TASK_STATUS_IGNORED) -> None:
                 async with endpoint.running():
