@@ -101,8 +101,7 @@ class ListenError(KaasError):
     """``kaas serve`` cannot listen on the address asked for (port in use, no permission)."""
 
     code = "cannot_listen"
-    exit_code = 3
-    http_status = 500
+    exit_code = 3  # never an HTTP answer: the server is not up
 
 
 class LimitedError(KaasError):
