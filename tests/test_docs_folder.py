@@ -36,7 +36,8 @@ EXAMPLE_PY = ('"""Release a kraken from its cage."""\n\nimport kraken\n\n\ndef m
               'if __name__ == "__main__":\n    main()\n')
 INDEX_RST = ("Kraken\n======\n\nKraken releases sea monsters from their cages on a schedule you define.\n\n"
              ".. toctree::\n   :maxdepth: 2\n\n   guide\n\nInstallation\n------------\n\n"
-             "Install it with pip and import it; the release schedule is read from the harbour file.\n")
+             "Install it with pip and import it; the release schedule is read from the harbour file.\n\n"
+             ".. literalinclude:: examples/release.py\n")
 GUIDE_MD = ("---\nmyst:\n  heading_anchors: 2\n---\n# User guide\n\n```{note}\nThe harbour file must exist.\n```\n\n"
             "Every kraken has eight tentacles and a cage number. A release opens the cage at dawn.\n")
 
@@ -98,6 +99,7 @@ def test_a_docs_folder_compiles_its_documents_and_reports_the_rest_by_reason(tmp
     assert report["sources"]["left_out"] == 12 and report["sources"]["skipped"] == 0
     text = _wiki_text(tmp_path)
     assert "<svg" not in text and "SPDX" not in text and "SPHINXBUILD" not in text and "font-family" not in text
+    assert "beast = kraken.Kraken(tentacles=8)" in text  # an example left out as a source is still included
     again = _kaas("--kb", str(tmp_path), "compile").stdout  # the no-op run reports the same, by reason
     assert "12 left out (not documents)" in again
     assert "4 left out: build or configuration file (raw/Makefile, raw/conf.py, raw/make.bat, ... and 1 more)" in again

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from kb_ai.compile.context import CompileRun, SourceWork, stage_timer
 from kb_ai.compile.formats.context import MAX_INCLUDE_BYTES, ReadContext
-from kb_ai.compile.formats.registry import is_left_out
+from kb_ai.compile.formats.registry import INCLUDABLE_REASONS, is_left_out
 from kb_ai.compile.kaasignore import IGNORE_FILE, SourceRules, group_left_out
 from kb_ai.compile.readers import (
     UnreadableError,
@@ -126,7 +126,7 @@ def _walked_file(file: Path, rel: str, rules: SourceRules, raw_real: Path) -> Ra
     """One file of the walk, with its skip reason if it is not to be read."""
     path = f"raw/{rel}"
     decision = rules.decide(rel)
-    if decision.reason:
+    if decision.reason and decision.reason not in INCLUDABLE_REASONS:
         return RawFile(path, file, 0, 0, decision.reason)
     try:
         if file.is_symlink():
@@ -139,7 +139,8 @@ def _walked_file(file: Path, rel: str, rules: SourceRules, raw_real: Path) -> Ra
         return RawFile(path, file, 0, 0, "symlink loop: not followed" if loop else f"cannot read: {exc.strerror or exc}")
     if not _is_regular(st.st_mode):
         return RawFile(path, file, 0, 0, "not a regular file")
-    return RawFile(path, file, st.st_size, st.st_mtime_ns, asked=decision.asked)
+    # Code left out as a source is still checked like a source: a document may include it.
+    return RawFile(path, file, st.st_size, st.st_mtime_ns, decision.reason, asked=decision.asked)
 
 
 def _folder_link_reason(path: Path, raw_real: Path) -> str:
@@ -168,12 +169,13 @@ def checksum_bytes(data: bytes) -> str:
 
 class Corpus:
     """The files of one walk of raw/, for ``ReadContext``: a reader may include only a file the
-    walk listed as readable (so never anything a symlink reaches outside raw/), at most
+    walk listed as readable, or as code left out as a source (``literalinclude`` of an example;
+    so never anything a symlink reaches outside raw/, nor a hidden file), at most
     ``MAX_INCLUDE_BYTES``; reST labels are read from the walk's ``.rst`` files once, on first use."""
 
     def __init__(self, raws: list[RawFile]) -> None:
-        self.files = {r.path: r for r in raws if not r.skip_reason}
-        self.sources = frozenset(self.files)
+        self.files = {r.path: r for r in raws if not r.skip_reason or r.skip_reason in INCLUDABLE_REASONS}
+        self.sources = frozenset(r.path for r in raws if not r.skip_reason)  # what a link may lead to
         self._labels: dict[str, tuple[str, str]] | None = None
 
     def context(self, path: str) -> ReadContext:

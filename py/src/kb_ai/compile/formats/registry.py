@@ -92,8 +92,10 @@ _GROUPS: list[tuple[str, list[str]]] = [
                    "*.egg-info/", ".ipynb_checkpoints/"]),
     ("hidden", [".*"]),
 ]
-# Source code, stylesheets and build files a user asks for (``!pattern``) are read as code.
+# Source code, stylesheets and build files a user asks for (``!pattern``) are read as code; a
+# document may include them (``literalinclude``) although they are not sources themselves.
 _AS_CODE = {CODE, "stylesheet", BUILD}
+INCLUDABLE_REASONS = frozenset(_AS_CODE)
 LEFT_OUT_REASONS = frozenset({r for r, _ in _GROUPS if r != "hidden"} | {
     HIDDEN_FILE, HIDDEN_FOLDER, SVG_CONTENT, MARKUP_CONTENT, CODE_CONTENT, IGNORED})
 
