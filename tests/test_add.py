@@ -77,11 +77,13 @@ def test_refusals_are_one_line_and_write_nothing(kb, tmp_path):
     image.write_bytes(b"\x89PNG....")
     folder = tmp_path / "docs"
     folder.mkdir()
-    result = _kaas(kb, "add", str(image), str(folder), str(tmp_path / "missing.md"), "--to", "../outside")
+    result = _kaas(kb, "add", str(image), str(folder), str(tmp_path / "missing.md"))
     assert result.exit_code == 1
     errors = [line for line in result.stderr.splitlines() if line.startswith("kaas: error:")]
     assert len(errors) == 3, result.stderr
-    assert "cannot read this format (.png)" in errors[0] and "a folder" in errors[1] and "no such file" in errors[2]
+    assert "not a document (image)" in errors[0] and "nothing in it is a document" in errors[1]
+    assert "no such file" in errors[2]
+    assert "next: kaas compile" not in result.stderr  # nothing was added
     assert sorted(os.listdir(kb / "raw")) == []
     (tmp_path / "x.md").write_text("x")
     escaped = _kaas(kb, "add", "--to", "../outside", str(tmp_path / "x.md"))

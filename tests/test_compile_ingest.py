@@ -96,7 +96,8 @@ def test_docx_headings_and_lists(tmp_path):
 
 
 @pytest.mark.parametrize("name,data,reason", [
-    ("logo.png", PNG_1PX, "binary file (.png)"),
+    ("logo.png", PNG_1PX, "image"),  # not a document: left out by type (tests/test_docs_folder.py)
+    ("sheet.xlsx", b"PK\x03\x04 a spreadsheet", "binary file (.xlsx)"),  # a format kaas cannot read
     ("blob.dat", b"\x00\x01\x02binary", "binary file (contains NUL bytes)"),
     ("broken.pdf", b"%PDF-1.4\n1 0 obj << /Type /Catalog\ngarbage", "not a readable PDF"),
     ("broken.docx", b"PK\x03\x04 not really a docx", "not a readable DOCX"),
@@ -137,7 +138,7 @@ def test_zip_members_become_sections_and_hostile_members_are_refused(tmp_path):
     assert "## docs/a.md" in source.text and "### Alpha" in source.text  # member headings demoted
     assert "## b.txt" in source.text and "Gamma paragraph" in source.text
     notes = " | ".join(source.notes)
-    assert "img.png: skipped (binary file (.png))" in notes
+    assert "img.png: left out (image)" in notes  # the default rules of raw/ apply to members too
     assert "inner.zip: skipped (nested archive)" in notes
     assert "'../evil.md': '..' in path refused" in notes
     assert "'/abs.md': absolute path refused" in notes

@@ -20,7 +20,8 @@ def test_mixed_folder_compiles_offline(tmp_path):
     # Skipped with reasons, duplicates recorded, the revision compiled into the same article.
     skipped = {s["path"]: s["reason"] for s in report.skipped}
     assert skipped[files["corrupt"]].startswith("not a readable PDF")
-    assert skipped[files["binary"]] == "binary file (.png)"
+    assert files["binary"] not in skipped  # an image is not a document: left out, counted by reason
+    assert {"reason": "image", "count": 1, "examples": [files["binary"]]} in report.left_out
     dups = {d["path"]: d for d in report.duplicates}
     assert dups[files["duplicate"]]["of"] == files["duplicate_of"] and dups[files["duplicate"]]["kind"] == "exact"
     assert dups[files["revision_new"]]["kind"] == "revision"

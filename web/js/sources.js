@@ -172,7 +172,8 @@ export class SourcesView {
     const s = report.sources || {};
     const n = (count, word) => `${count} ${word}${count === 1 ? "" : "s"}`;
     const lines = [
-      `${n(s.total || 0, "source")} in raw/: ${s.new || 0} new, ${s.changed || 0} changed, ${s.deleted || 0} deleted, ${s.skipped || 0} skipped`,
+      `${n(s.total || 0, "source")} in raw/: ${s.new || 0} new, ${s.changed || 0} changed, ${s.deleted || 0} deleted, ${s.skipped || 0} skipped`
+        + (s.left_out ? `, ${s.left_out} left out (not documents)` : ""),
       `${n(report.created, "article")} created, ${report.updated} updated` + (report.mode === "llm" ? `, ${n(report.usage.llm_calls, "model call")}` : " (offline)"),
     ];
     this.progress.append(h("div.compile-report", {},

@@ -76,7 +76,7 @@ def next_steps(target: Path) -> str:
     kb = "" if Path(target).resolve() == Path.cwd().resolve() else f" --kb {_shell_word(str(target))}"
     return (
         "next:\n"
-        f"  1. put documents (md, txt, html, pdf, docx, zip/tar) in {Path(target) / 'raw'}/, or: kaas{kb} add FILE|URL ...\n"
+        f"  1. put documents (md, rst, txt, html, pdf, docx, zip/tar) in {Path(target) / 'raw'}/, or: kaas{kb} add FILE|URL ...\n"
         f"  2. kaas{kb} compile\n"
         f"  3. kaas{kb} ask \"your question\"   (or kaas{kb} serve for the chat in a browser)"
     )
@@ -98,40 +98,78 @@ def _shell_word(text: str) -> str:
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object per source.")
 @click.pass_context
 def add(ctx: click.Context, sources: tuple[str, ...], folder: str, replace: bool, as_json: bool) -> None:
-    """Copy files, or fetch web pages (http/https URLs), into raw/; then run `kaas compile`.
+    """Copy files or folders, or fetch web pages (http/https URLs), into raw/; then run `kaas compile`.
 
-    A web page is stored as Markdown in raw/web/ with its title, source_url and fetched_at;
-    adding the same URL again updates that file (a revision). Exit 1 if any source was refused."""
-    from kb_ai.compile.add import add_file
-    from kb_ai.compile.fetch import add_url
+    A folder is copied recursively into raw/[FOLDER/]NAME/, by the rules compile reads raw/ by:
+    what is not a document (images, code, build files, hidden files, what raw/.kaasignore
+    ignores) is left out and reported by reason. A web page is stored as Markdown in raw/web/
+    with its title, source_url and fetched_at; adding the same URL again updates that file (a
+    revision). Exit 1 if any source was refused."""
     from kb_ai.store.kb import KnowledgeBase
 
     kb = KnowledgeBase(_settings(ctx).kb)
     if not kb.raw_dir.is_dir():
         _fail(KaasError(f"no raw/ folder in {kb.root} (run `kaas init` there, or pass --kb DIR)"))
-    failed = 0
+    tally = {"failed": 0, "stored": 0}
     for source in sources:
-        try:
-            if source.lower().startswith(("http://", "https://")) or "://" in source:
-                added = add_url(kb.raw_dir, source)
-            else:
-                added = add_file(kb.raw_dir, Path(source), folder=folder, replace=replace)
-        except KaasError as exc:
-            failed += 1
-            if as_json:
-                say_json(json.dumps({"source": source, "error": exc.message}, ensure_ascii=False))
-            else:
-                say(f"kaas: error: {exc.message}", err=True)
-            continue
+        _add_one(kb.raw_dir, source, folder, replace, as_json, tally)
+    if tally["stored"] and not as_json:
+        say("next: kaas compile", err=True)
+    sys.exit(1 if tally["failed"] else 0)
+
+
+def _add_one(raw_dir: Path, source: str, folder: str, replace: bool, as_json: bool, tally: dict[str, int]) -> None:
+    """One argument of ``kaas add``: a URL, a folder or a file; what was stored is counted in
+    ``tally`` (``stored``: added or updated), what was refused too (``failed``)."""
+    from kb_ai.compile.add import add_file, add_folder
+    from kb_ai.compile.fetch import add_url
+
+    def refused(message: str, **extra: str) -> None:
+        tally["failed"] += 1
+        if as_json:
+            say_json(json.dumps({"source": source, **extra, "error": message}, ensure_ascii=False))
+        else:
+            say(f"kaas: error: {message}", err=True)
+
+    try:
+        if source.lower().startswith(("http://", "https://")) or "://" in source:
+            results = [add_url(raw_dir, source)]
+        elif Path(source).is_dir():
+            done = add_folder(raw_dir, Path(source), folder=folder, replace=replace)
+            results = done.added
+            for file, message in done.refused:
+                refused(message, file=file)
+            _say_left_out(source, done.left_out, as_json)
+            if not done.added and not done.refused:
+                refused(f"{source}: nothing in it is a document kaas compile reads")
+        else:
+            results = [add_file(raw_dir, Path(source), folder=folder, replace=replace)]
+    except KaasError as exc:
+        refused(exc.message)
+        return
+    for added in results:
+        tally["stored"] += added.status in ("added", "updated")
         if as_json:
             say_json(json.dumps({"source": source, **added.to_json()}, ensure_ascii=False))
         else:
             extra = f" ({added.title})" if added.title else ""
             note = f"; {added.note}" if added.note else ""
             say(f"{added.status} {added.path}{extra}{note}")
-    if failed < len(sources) and not as_json:
-        say("next: kaas compile", err=True)
-    sys.exit(1 if failed else 0)
+
+
+def _say_left_out(source: str, groups: list[dict], as_json: bool) -> None:
+    """What a folder held that is not a document: one line per reason."""
+    if not groups:
+        return
+    if as_json:
+        say_json(json.dumps({"source": source, "left_out": groups}, ensure_ascii=False))
+        return
+    from kb_ai.compile.kaasignore import left_out_lines
+    from kb_ai.compile.report import LEFT_OUT_HINT
+
+    for line in left_out_lines(groups):
+        say(f"{source}: {line}", err=True)
+    say(f"{source}: {LEFT_OUT_HINT}", err=True)
 
 
 @cli.command()

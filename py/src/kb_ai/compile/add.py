@@ -9,8 +9,12 @@ and a fetched web page, ``compile/fetch.py``):
   that is empty, hidden (``.x``), or only dots is refused. FOLDER (``kaas add --to``) is a
   relative path of such names. Nothing is ever written outside ``raw/`` or through a symbolic
   link below it (``files.write_below``).
-- **Formats.** Only what ``kaas compile`` reads (Markdown, text, HTML, PDF, DOCX, zip/tar); any
-  other file is refused with the list, not copied to be skipped later.
+- **Formats.** Only what ``kaas compile`` reads, judged by the rules compile judges raw/ by
+  (``formats/registry.py``: type and content; ``raw/.kaasignore``: a user's rules, matched
+  against the path the file gets in raw/): a file that is not a document (an image, code, a
+  build file, an SVG named ``.txt``) or in a format kaas cannot read is refused with the reason,
+  not copied to be skipped later. A folder (``add_folder``) is copied file by file by the same
+  rules; what it holds that is not a document is left out and reported by reason.
 - **Collisions.** The same bytes under the same name: nothing to do ("unchanged"). Different
   bytes under a name that is taken: stored as ``NAME-2.ext`` (``-3``, ...), never overwriting a
   source, unless ``replace`` is asked for, which makes the new file a revision of the old one
@@ -19,19 +23,21 @@ and a fetched web page, ``compile/fetch.py``):
 
 from __future__ import annotations
 
+import os
 import re
 import threading
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from kb_ai.compile.readers import ARCHIVE_EXT, HTML_EXT, MARKDOWN_EXT, TEXT_EXT
+from kb_ai.compile.formats.registry import ARCHIVE_EXT, READABLE, reader_for
+from kb_ai.compile.kaasignore import IGNORE_FILE, SourceRules, group_left_out
+from kb_ai.compile.readers import sniff_document
 from kb_ai.errors import KaasError
 from kb_ai.files import (FileTooLargeError, LinkInPathError, NotRegularFileError, link_below, read_named_file,
                          read_regular_bytes, write_below)
 
 MAX_NAME_BYTES = 160
 MAX_ADD_BYTES = 50_000_000  # the largest source compile reads (ingest.MAX_SOURCE_BYTES)
-SUPPORTED_SUFFIXES = tuple(sorted(MARKDOWN_EXT | TEXT_EXT | HTML_EXT | {".pdf", ".docx"})) + ARCHIVE_EXT
 _storing = threading.Lock()
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069]")
 
@@ -41,6 +47,14 @@ class AddError(KaasError):
 
     code = "bad_source"
     exit_code = 2
+
+
+class NotADocument(AddError):
+    """A file the rules leave out (``reason``: a ``registry.LEFT_OUT_REASONS`` reason)."""
+
+    def __init__(self, message: str, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 @dataclass
@@ -93,27 +107,37 @@ def _split_suffix(name: str) -> tuple[str, str]:
     return (name[: -len(suffix)], suffix) if suffix and suffix != name else (name, "")
 
 
-def check_supported(name: str) -> None:
-    suffix = _split_suffix(name)[1].lower()
-    if suffix not in SUPPORTED_SUFFIXES:
-        shown = suffix or "no extension"
-        raise AddError(f"{name}: kaas compile cannot read this format ({shown}); it reads "
-                       "Markdown, text, HTML, PDF, DOCX and zip/tar archives")
+def check_document(raw_dir: Path, rel: str, data: bytes | None = None, rules: SourceRules | None = None) -> None:
+    """``AddError`` unless the file that would be ``raw/REL`` is a document compile reads: by
+    the rules of raw/ (type, ``raw/.kaasignore``), then by its content when ``data`` is given."""
+    name = PurePosixPath(rel).name
+    rules = rules if rules is not None else SourceRules.load(raw_dir)
+    decision = rules.decide(rel)
+    reason = decision.reason
+    if reason is None and not decision.asked and data is not None:
+        reason = sniff_document(name, data)
+    if reason:
+        raise NotADocument(f"{name}: not a document ({reason}), not added; kaas compile reads {READABLE}. "
+                           f"To compile it anyway, add a line !{rel} to raw/{IGNORE_FILE}", reason)
+    if reader_for(name) is None:
+        suffix = _split_suffix(name)[1].lower() or "no extension"
+        raise AddError(f"{name}: kaas compile cannot read this format ({suffix}); it reads {READABLE}")
 
 
-def store_source(raw_dir: Path, name: str, data: bytes, *, folder: str = "", replace: bool = False) -> Added:
+def store_source(raw_dir: Path, name: str, data: bytes, *, folder: str = "", replace: bool = False,
+                 rules: SourceRules | None = None) -> Added:
     """Write ``data`` as ``raw/FOLDER/NAME`` by the rules above (atomic, no link followed).
     One at a time per process: two uploads of one name never both take it."""
     with _storing:
-        return _store(raw_dir, name, data, folder=folder, replace=replace)
+        return _store(raw_dir, name, data, folder=folder, replace=replace, rules=rules)
 
 
-def _store(raw_dir: Path, name: str, data: bytes, *, folder: str, replace: bool) -> Added:
+def _store(raw_dir: Path, name: str, data: bytes, *, folder: str, replace: bool, rules: SourceRules | None) -> Added:
     name = clean_name(name)
-    check_supported(name)
     folder = clean_folder(folder)
     if len(data) > MAX_ADD_BYTES:
         raise AddError(f"{name}: larger than {MAX_ADD_BYTES // 1_000_000} MB")
+    check_document(raw_dir, f"{folder}/{name}" if folder else name, data, rules)
     stem, suffix = _split_suffix(name)
     for number in range(1, 1000):
         candidate = name if number == 1 else f"{stem}-{number}{suffix}"
@@ -151,16 +175,74 @@ def _existing(raw_dir: Path, rel: str) -> bytes | None:
         raise AddError(f"raw/{rel} exists and cannot be compared; not replaced") from None
 
 
-def add_file(raw_dir: Path, path: Path, *, folder: str = "", replace: bool = False) -> Added:
-    """``kaas add PATH``: copy a regular file into raw/."""
+def add_file(raw_dir: Path, path: Path, *, folder: str = "", replace: bool = False,
+             rules: SourceRules | None = None) -> Added:
+    """``kaas add PATH``: copy a regular file into raw/ (a folder: ``add_folder``)."""
     path = Path(path)
     if path.is_dir():
-        raise AddError(f"{path}: a folder; add its files (kaas add {path}/*) or copy it into raw/")
-    check_supported(clean_name(path.name))
+        raise AddError(f"{path}: a folder; kaas add copies folders with add_folder")
+    rules = rules if rules is not None else SourceRules.load(raw_dir)
+    folder = clean_folder(folder)
+    check_document(raw_dir, f"{folder}/{path.name}" if folder else path.name, rules=rules)  # before reading it
     data = read_named_file(path, MAX_ADD_BYTES, AddError)
     if _inside(path, raw_dir):
         raise AddError(f"{path} is already in raw/")
-    return store_source(raw_dir, path.name, data, folder=folder, replace=replace)
+    return store_source(raw_dir, path.name, data, folder=folder, replace=replace, rules=rules)
+
+
+@dataclass
+class FolderAdded:
+    """What ``add_folder`` did: the files stored, the files refused with why (errors: too large,
+    unreadable, a link), and what was left out as not documents, by reason (``group_left_out``)."""
+
+    added: list[Added]
+    refused: list[tuple[str, str]]
+    left_out: list[dict]
+
+
+def add_folder(raw_dir: Path, path: Path, *, folder: str = "", replace: bool = False) -> FolderAdded:
+    """``kaas add DIR``: copy the documents of a folder, recursively, into ``raw/[FOLDER/]DIR/``
+    (the folder keeps its name, as ``cp -r`` does), by the rules compile reads raw/ by, matched
+    against the path each file gets in raw/: a folder those rules leave out is not entered,
+    symbolic links are not followed, and each file is stored as ``add_file`` stores one."""
+    root = Path(path)
+    if _inside(root, raw_dir) or _inside(raw_dir, root):
+        raise AddError(f"{root}: in raw/ or holding it; add a folder from outside the knowledge base's raw/")
+    rules = SourceRules.load(raw_dir)
+    base = "/".join(p for p in (clean_folder(folder), clean_name(root.resolve().name)) if p)
+    result = FolderAdded([], [], [])
+    left: list[tuple[str, str]] = []
+    for current, dirs, files in os.walk(root):
+        here = Path(current)
+        sub = here.relative_to(root).as_posix()
+        dest = base if sub == "." else f"{base}/{sub}"
+        kept = []
+        for name in sorted(dirs):
+            reason = rules.decide(f"{dest}/{name}", is_dir=True).reason
+            if reason:
+                left.append((f"{here / name}/", reason))
+            elif (here / name).is_symlink():
+                result.refused.append((str(here / name), "a symbolic link to a folder: not followed"))
+            else:
+                kept.append(name)
+        dirs[:] = kept
+        for name in sorted(files):
+            _add_member(raw_dir, here / name, dest, replace, rules, result, left)
+    result.left_out = group_left_out(left)
+    return result
+
+
+def _add_member(raw_dir: Path, file: Path, dest: str, replace: bool, rules: SourceRules,
+                result: FolderAdded, left: list[tuple[str, str]]) -> None:
+    if file.is_symlink():
+        result.refused.append((str(file), "a symbolic link: not followed"))
+        return
+    try:
+        result.added.append(add_file(raw_dir, file, folder=dest, replace=replace, rules=rules))
+    except NotADocument as exc:
+        left.append((str(file), exc.reason))
+    except AddError as exc:
+        result.refused.append((str(file), exc.message))
 
 
 def _inside(path: Path, folder: Path) -> bool:

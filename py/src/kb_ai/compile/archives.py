@@ -1,10 +1,11 @@
 """ZIP and TAR sources: each text member becomes a section named by its path in the archive.
 
 Archives are read in memory, never extracted to disk. Members with absolute paths or ``..`` are
-refused, binaries and nested archives skipped, each with a reason; sizes are capped per member,
-per source and by compression ratio (``compile/bounded.py``, the caps every ZIP-based format and
-PDF stream shares: ZIP members are read by its ``BoundedZip``), so a zip bomb costs at most the
-caps, not the machine.
+refused, binaries and nested archives skipped, and what is not a document (the default rules of
+``formats/registry.py``: images, code, build files, ...) left out, each with a reason; sizes are
+capped per member, per source and by compression ratio (``compile/bounded.py``, the caps every
+ZIP-based format and PDF stream shares: ZIP members are read by its ``BoundedZip``), so a zip bomb
+costs at most the caps, not the machine.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from pathlib import PurePosixPath
 
 from kb_ai.compile.bounded import (MAX_MEMBER_BYTES, MAX_MEMBERS, BoundedZip, Budget, InflatingFile, InflationLimit,
                                    source_budget)
-from kb_ai.compile.readers import ARCHIVE_EXT, Parsed, UnreadableError, parse_document
+from kb_ai.compile.formats.registry import default_reason
+from kb_ai.compile.readers import ARCHIVE_EXT, NotADocumentError, Parsed, UnreadableError, parse_document
 from kb_ai.store.markdown_text import demote_headings
 
 MAX_NOTES = 50
@@ -40,6 +42,9 @@ def _read_archive(path: str, data: bytes, budget: Budget) -> Parsed:
     for member_path, member_data in members:
         try:
             parsed = parse_document(member_path, member_data, depth=1)
+        except NotADocumentError as exc:
+            notes.append(f"{member_path}: left out ({exc})")
+            continue
         except UnreadableError as exc:
             notes.append(f"{member_path}: skipped ({exc})")
             continue
@@ -78,7 +83,8 @@ def _skipped_by_name(clean: str) -> str | None:
         return f"{clean}: skipped (hidden)"
     if clean.lower().endswith(ARCHIVE_EXT):
         return f"{clean}: skipped (nested archive)"
-    return None
+    reason = default_reason(clean)  # what is not a document in raw/ is not one in an archive either
+    return f"{clean}: left out ({reason})" if reason else None
 
 
 def _zip_members(data: bytes) -> tuple[list[tuple[str, bytes]], list[str]]:

@@ -17,6 +17,8 @@ from pathlib import Path
 
 from kb_ai.compile.context import CompileRun, SourceWork, stage_timer
 from kb_ai.compile.formats.context import MAX_INCLUDE_BYTES, ReadContext
+from kb_ai.compile.formats.registry import INCLUDABLE_REASONS, is_left_out
+from kb_ai.compile.kaasignore import IGNORE_FILE, SourceRules, group_left_out
 from kb_ai.compile.readers import (
     UnreadableError,
     _has_words,
@@ -77,59 +79,68 @@ class RawFile:
     size: int
     mtime_ns: int
     skip_reason: str | None = None
+    asked: bool = False  # a user's ``!pattern`` in raw/.kaasignore asked for it: read whatever it is
 
 
 # ---------------------------------------------------------------------------------------------
 # the walk
 
 
-def walk_raw(kb_root: Path) -> list[RawFile]:
-    """Every file under ``raw/`` in sorted POSIX-path order. Hidden folders, symlinked folders
+def walk_raw(kb_root: Path, rules: SourceRules | None = None) -> list[RawFile]:
+    """Every file under ``raw/`` in sorted POSIX-path order. What the rules leave out (hidden
+    files and folders, files that are not documents by their type, what ``raw/.kaasignore``
+    ignores: ``compile/kaasignore.py``; a folder left out is not entered), symlinked folders
     (never followed: a link must not make kaas read outside raw/, and one inside raw/ would
     compile its files twice), symlinks leaving ``raw/`` or looping, and special files are listed
-    with a skip reason instead of being read, so the report and the manifest name them."""
+    with a skip reason instead of being read, so the report and the manifest name them. The
+    ignore file itself is not listed. A bad ignore file raises ``IgnoreFileError``."""
     raw_dir = kb_root / "raw"
     if not raw_dir.is_dir():
         return []
+    rules = rules if rules is not None else SourceRules.load(raw_dir)
     raw_real = raw_dir.resolve()
     found: list[RawFile] = []
     for folder, dirs, files in os.walk(raw_dir):
         rel_folder = Path(folder).relative_to(raw_dir).as_posix()
-        prefix = "raw/" if rel_folder == "." else f"raw/{rel_folder}/"
+        prefix = "" if rel_folder == "." else f"{rel_folder}/"
         kept: list[str] = []
         for name in sorted(dirs):
             path = Path(folder) / name
-            if name.startswith("."):
-                found.append(RawFile(prefix + name + "/", path, 0, 0, "hidden folder"))
-            elif path.is_symlink():
-                found.append(RawFile(prefix + name + "/", path, 0, 0, _folder_link_reason(path, raw_real)))
+            reason = rules.decide(prefix + name, is_dir=True).reason
+            if reason is None and path.is_symlink():
+                reason = _folder_link_reason(path, raw_real)
+            if reason:
+                found.append(RawFile(f"raw/{prefix}{name}/", path, 0, 0, reason))
             else:
                 kept.append(name)
         dirs[:] = kept
         for name in files:
-            file = Path(folder) / name
-            rel = prefix + name
-            if name.startswith("."):
-                found.append(RawFile(rel, file, 0, 0, "hidden file"))
+            if not prefix and name == IGNORE_FILE:
                 continue
-            try:
-                if file.is_symlink():
-                    target = file.resolve(strict=True)
-                    if raw_real not in target.parents:
-                        found.append(RawFile(rel, file, 0, 0, "symlink pointing outside raw/"))
-                        continue
-                st = file.stat()
-            except (OSError, RuntimeError) as exc:  # RuntimeError: a symlink loop (Python < 3.13)
-                loop = isinstance(exc, RuntimeError) or getattr(exc, "errno", None) == errno.ELOOP
-                reason = "symlink loop: not followed" if loop else f"cannot read: {exc.strerror or exc}"
-                found.append(RawFile(rel, file, 0, 0, reason))
-                continue
-            if not _is_regular(st.st_mode):
-                found.append(RawFile(rel, file, 0, 0, "not a regular file"))
-                continue
-            found.append(RawFile(rel, file, st.st_size, st.st_mtime_ns))
+            found.append(_walked_file(Path(folder) / name, prefix + name, rules, raw_real))
     found.sort(key=lambda r: r.path)
     return found
+
+
+def _walked_file(file: Path, rel: str, rules: SourceRules, raw_real: Path) -> RawFile:
+    """One file of the walk, with its skip reason if it is not to be read."""
+    path = f"raw/{rel}"
+    decision = rules.decide(rel)
+    if decision.reason and decision.reason not in INCLUDABLE_REASONS:
+        return RawFile(path, file, 0, 0, decision.reason)
+    try:
+        if file.is_symlink():
+            target = file.resolve(strict=True)
+            if raw_real not in target.parents:
+                return RawFile(path, file, 0, 0, "symlink pointing outside raw/")
+        st = file.stat()
+    except (OSError, RuntimeError) as exc:  # RuntimeError: a symlink loop (Python < 3.13)
+        loop = isinstance(exc, RuntimeError) or getattr(exc, "errno", None) == errno.ELOOP
+        return RawFile(path, file, 0, 0, "symlink loop: not followed" if loop else f"cannot read: {exc.strerror or exc}")
+    if not _is_regular(st.st_mode):
+        return RawFile(path, file, 0, 0, "not a regular file")
+    # Code left out as a source is still checked like a source: a document may include it.
+    return RawFile(path, file, st.st_size, st.st_mtime_ns, decision.reason, asked=decision.asked)
 
 
 def _folder_link_reason(path: Path, raw_real: Path) -> str:
@@ -158,12 +169,13 @@ def checksum_bytes(data: bytes) -> str:
 
 class Corpus:
     """The files of one walk of raw/, for ``ReadContext``: a reader may include only a file the
-    walk listed as readable (so never anything a symlink reaches outside raw/), at most
+    walk listed as readable, or as code left out as a source (``literalinclude`` of an example;
+    so never anything a symlink reaches outside raw/, nor a hidden file), at most
     ``MAX_INCLUDE_BYTES``; reST labels are read from the walk's ``.rst`` files once, on first use."""
 
     def __init__(self, raws: list[RawFile]) -> None:
-        self.files = {r.path: r for r in raws if not r.skip_reason}
-        self.sources = frozenset(self.files)
+        self.files = {r.path: r for r in raws if not r.skip_reason or r.skip_reason in INCLUDABLE_REASONS}
+        self.sources = frozenset(r.path for r in raws if not r.skip_reason)  # what a link may lead to
         self._labels: dict[str, tuple[str, str]] | None = None
 
     def context(self, path: str) -> ReadContext:
@@ -221,8 +233,9 @@ def read_source(raw: RawFile, corpus: Corpus | None = None) -> Source | SkippedS
         return SkippedSource(raw.path, f"cannot read: {exc.strerror or exc}", size=raw.size, mtime_ns=raw.mtime_ns)
     checksum = checksum_bytes(data)
     try:
-        parsed = parse_document(raw.path, data, context=corpus.context(raw.path) if corpus else None)
-    except UnreadableError as exc:
+        parsed = parse_document(raw.path, data, context=corpus.context(raw.path) if corpus else None,
+                                asked=raw.asked)
+    except UnreadableError as exc:  # NotADocumentError too: its reason is a left-out reason
         return SkippedSource(raw.path, str(exc), checksum, raw.size, raw.mtime_ns)
     except Exception as exc:  # noqa: BLE001 - a reader bug on one file must not stop the compile
         return SkippedSource(raw.path, f"could not be read ({type(exc).__name__}: {_one_line(exc)})",
@@ -297,16 +310,38 @@ def ingest(run: CompileRun) -> Ingested:
             if item is not None:
                 work[raw.path] = item
         present = {r.path: r for r in raws}
-        deleted = sorted(p for p in state.sources if p not in present)
+        gone = sorted(p for p in state.sources if p not in present)
+        retired = _left_out(run, counts)
+        deleted = sorted(gone + retired)
         relink(run, work, deleted)
         run.progress.done()
         stage.counts = counts
     run.report.sources = {
         "total": len(raws), "new": counts["new"], "changed": counts["changed"],
-        "unchanged": counts["unchanged"], "deleted": len(deleted), "skipped": counts["skipped"],
-        "duplicates": 0, "revisions": 0,
+        "unchanged": counts["unchanged"], "deleted": len(gone), "skipped": counts["skipped"],
+        "left_out": counts["left_out"], "duplicates": 0, "revisions": 0,
     }
     return Ingested(present, work, deleted)
+
+
+def _left_out(run: CompileRun, counts: dict[str, int]) -> list[str]:
+    """The skipped files that are not documents (``registry.is_left_out``) move from the
+    report's per-file ``skipped`` to ``left_out``, one entry per reason. Returns those of them
+    that fed articles (compiled before the rules left them out): they leave their articles as a
+    deleted source does (``sources:`` edited, an article with no source left flagged orphaned,
+    never deleted), and get them back if a rule brings them back (``relink``)."""
+    report, state = run.report, run.state
+    left = [(s["path"], s["reason"]) for s in report.skipped if is_left_out(s["reason"])]
+    report.skipped = [s for s in report.skipped if not is_left_out(s["reason"])]
+    report.left_out = group_left_out(left)
+    counts["left_out"] = len(left)
+    counts["skipped"] -= len(left)
+    retired = sorted(p for p, _ in left if state.sources.get(p) is not None and state.sources[p].articles)
+    for path in retired:
+        reason = dict(left)[path]
+        report.notes.append(f"{path} is left out now ({reason}): it leaves the sources of its articles, as a deleted "
+                            "source does (an article with no source left is flagged orphaned, not deleted)")
+    return retired
 
 
 def _ingest_one(run: CompileRun, raw: RawFile, record: SourceRecord | None,
@@ -321,7 +356,7 @@ def _ingest_one(run: CompileRun, raw: RawFile, record: SourceRecord | None,
             run.report.skipped.append({"path": raw.path, "reason": record.reason or ""})
         return None
     result = read_source(raw, corpus)
-    counts["read"] += 1
+    counts["read"] += not raw.skip_reason  # a file the walk gave a reason is never opened
     if isinstance(result, SkippedSource):
         counts["skipped"] += 1
         _record_skipped(run, raw, result, record)

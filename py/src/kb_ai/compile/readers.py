@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
 from kb_ai.compile.formats.context import ReadContext
+from kb_ai.compile.formats.registry import ARCHIVE_EXT, BINARY_EXT, content_reason, fence_language, reader_for
 from kb_ai.errors import ArticleFormatError
 from kb_ai.store.articles import split_frontmatter
 from kb_ai.store.markdown_text import plain_text, title_heading
@@ -26,24 +27,6 @@ MAX_PDF_PAGES = 1_000
 # this estimate (``formats.rst.inline_cost``; ~0.5 s of parsing) a reST file is read as text.
 MAX_RST_INLINE_COST = 15_000_000
 
-
-MARKDOWN_EXT = {".md", ".markdown", ".mdown", ".mkd"}
-RST_EXT = {".rst", ".rest"}
-# Text files that may be reST (Sphinx projects once named their sources ``index.txt``): read as
-# reST when they use reST's own constructs and docutils reads them without an error.
-RST_TEXT_EXT = {".txt", ".text"}
-TEXT_EXT = {".txt", ".text", ".org", ".csv", ".tsv", ".json", ".yaml", ".yml", ".toml", ".log", ".adoc"}
-HTML_EXT = {".html", ".htm", ".xhtml"}
-ARCHIVE_EXT = (".zip", ".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar.xz", ".txz")
-# Known binary formats: skipped without reading them (a sniff catches the rest).
-BINARY_EXT = {
-    ".png", ".jpg", ".jpeg", ".gif", ".bmp", ".tif", ".tiff", ".webp", ".ico", ".heic", ".svgz",
-    ".mp3", ".wav", ".flac", ".ogg", ".m4a", ".mp4", ".mov", ".avi", ".mkv", ".webm",
-    ".exe", ".dll", ".so", ".dylib", ".bin", ".o", ".a", ".class", ".jar", ".pyc", ".wasm",
-    ".gz", ".bz2", ".xz", ".7z", ".rar", ".zst", ".dmg", ".iso", ".img",
-    ".doc", ".xls", ".xlsx", ".ppt", ".pptx", ".odt", ".ods", ".odp", ".epub", ".sqlite", ".db",
-    ".ttf", ".otf", ".woff", ".woff2", ".psd", ".ai", ".sketch", ".fig",
-}
 
 _ISO_DATE = re.compile(r"(?<!\d)(\d{4})-(\d{2})-(\d{2})(?!\d)")
 # "Date: 2026-03-01", "**Last updated:** 2026-03-01". One possessive run of non-word characters
@@ -56,6 +39,11 @@ class UnreadableError(Exception):
     """A file that cannot be turned into text; the message is the skip reason."""
 
 
+class NotADocumentError(UnreadableError):
+    """A file that is not a document by its content (``registry.content_reason``): left out,
+    reported by reason; the message is the reason."""
+
+
 @dataclass
 class Parsed:
     kind: str
@@ -66,13 +54,16 @@ class Parsed:
     tags: list[str] = field(default_factory=list)
 
 
-def parse_document(path: str, data: bytes, *, depth: int = 0, context: ReadContext | None = None) -> Parsed:
-    """Dispatch on the file name; ``depth`` > 0 for archive members (no nested archives).
-    ``context``: the other sources of raw/, for includes and cross-references (none: nothing
-    outside this file is read). Whatever the reader, the text and title carry no NUL, other
-    control character or terminal escape sequence (``untrusted_text.terminal_safe``; an article
-    with a NUL is not valid: the document would be left out)."""
-    parsed = _parse(path, data, depth=depth, context=context)
+def parse_document(path: str, data: bytes, *, depth: int = 0, context: ReadContext | None = None,
+                   asked: bool = False) -> Parsed:
+    """Dispatch on the file name (``formats.registry.reader_for``); ``depth`` > 0 for archive
+    members (no nested archives). ``context``: the other sources of raw/, for includes and
+    cross-references (none: nothing outside this file is read). ``asked``: a user's rule asked
+    for this file, so its content is not judged (``NotADocumentError`` otherwise, for text that
+    is not prose). Whatever the reader, the text and title carry no NUL, other control
+    character or terminal escape sequence (``untrusted_text.terminal_safe``; an article with a
+    NUL is not valid: the document would be left out)."""
+    parsed = _parse(path, data, depth=depth, context=context, asked=asked)
     if _CONTROL_CHARS.search(parsed.text):  # whole terminal escape sequences go, not only their ESC
         parsed.text = terminal_safe(parsed.text)
     if parsed.title and _CONTROL_CHARS.search(parsed.title):
@@ -80,40 +71,69 @@ def parse_document(path: str, data: bytes, *, depth: int = 0, context: ReadConte
     return parsed
 
 
-def _parse(path: str, data: bytes, *, depth: int, context: ReadContext | None) -> Parsed:
+def _parse(path: str, data: bytes, *, depth: int, context: ReadContext | None, asked: bool) -> Parsed:
     name = PurePosixPath(path).name.lower()
     suffix = PurePosixPath(name).suffix
-    if name.endswith(ARCHIVE_EXT):
+    reader = reader_for(name)
+    if reader == "archive":
         if depth > 0:
             raise UnreadableError("nested archive")
         from kb_ai.compile.archives import read_archive
 
         return read_archive(path, data)
-    if suffix == ".docx":
+    if reader == "docx":
         from kb_ai.compile.formats.docx import read_docx  # noqa: PLC0415 (python-docx only for a DOCX)
 
         return read_docx(data)
     if suffix in BINARY_EXT:
         raise UnreadableError(f"binary file ({suffix})")
-    if suffix == ".pdf" or data[:5] == b"%PDF-":
+    if reader == "pdf" or data[:5] == b"%PDF-":
         from kb_ai.compile.formats.pdf import read_pdf  # noqa: PLC0415 (pypdf only for a PDF)
 
         return read_pdf(data)
     text, notes = decode_text(data)
-    if suffix in HTML_EXT or (suffix not in MARKDOWN_EXT | TEXT_EXT | RST_EXT and _looks_like_html(text)):
+    if reader == "text" and _looks_like_html(text):
+        reader = "html"
+    reason = None if asked else content_reason(reader or "text", text)
+    if reason:
+        raise NotADocumentError(reason)
+    if reader == "code":
+        parsed = _read_code(name, text)
+    elif reader == "html":
         parsed = _read_html(text)
-    elif suffix in MARKDOWN_EXT:
+    elif reader == "markdown":
         parsed = _read_markdown(path, text, context)
-    elif suffix in RST_EXT:
+    elif reader == "rst":
         parsed = _read_rst(path, text, context)
-    elif suffix == ".org":
+    elif reader == "org":
         parsed = _read_org(text)
-    elif suffix in RST_TEXT_EXT and _rst_cues(text):
+    elif reader == "rst-or-text" and _rst_cues(text):
         parsed = _read_rst(path, text, context, only_if_clean=True)
     else:
         parsed = _read_plain(text)
     parsed.notes[:0] = notes
     return parsed
+
+
+def sniff_document(name: str, data: bytes) -> str | None:
+    """Why the file ``name`` holding ``data`` is not a document by its content (the check
+    compile makes, on the first 64 KB), or None; a file that does not decode is not judged here
+    (compile reports it)."""
+    reader = reader_for(name)
+    if reader in (None, "archive", "docx", "pdf", "code", "html") or data[:5] == b"%PDF-":
+        return None
+    try:
+        text = decode_text(data[:65_536])[0]
+    except UnreadableError:
+        return None
+    return content_reason(reader, text)
+
+
+def _read_code(name: str, text: str) -> Parsed:
+    """Source code, a stylesheet or a build file a user asked for: the text as one code block."""
+    longest = max((len(run) for run in re.findall(r"`{3,}", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return Parsed("code", f"{fence}{fence_language(name)}\n{text.rstrip()}\n{fence}", None, None)
 
 
 def decode_text(data: bytes) -> tuple[str, list[str]]:

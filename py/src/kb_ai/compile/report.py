@@ -5,11 +5,16 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from kb_ai.compile.kaasignore import left_out_lines
 from kb_ai.llm.usage import UsageMeter
 
 
-EMPTY_RAW_HINT = ("raw/ is empty: nothing to compile. Put documents there (md, txt, html, pdf, docx, zip/tar) "
+EMPTY_RAW_HINT = ("raw/ is empty: nothing to compile. Put documents there (md, rst, txt, html, pdf, docx, zip/tar) "
                   "or run `kaas add FILE|URL ...`, then `kaas compile` again.")
+
+
+LEFT_OUT_HINT = ("(not documents: images, code, build files, hidden files; to compile one, add a line "
+                 "!PATTERN to raw/.kaasignore)")
 
 
 @dataclass
@@ -44,6 +49,9 @@ class CompileReport:
     stages: list[StageReport] = field(default_factory=list)
     sources: dict[str, int] = field(default_factory=dict)
     skipped: list[dict[str, str]] = field(default_factory=list)
+    # Files that are not documents (by type, content or raw/.kaasignore), one entry per reason:
+    # {reason, count, examples}; not one line per file (a docs folder has hundreds of images).
+    left_out: list[dict[str, Any]] = field(default_factory=list)
     partial: list[dict[str, str]] = field(default_factory=list)  # compiled, but part of the file left out
     duplicates: list[dict[str, Any]] = field(default_factory=list)
     created: list[str] = field(default_factory=list)
@@ -140,7 +148,8 @@ class CompileReport:
         lines = [head, (
             f"sources: {s.get('total', 0)} in raw/ — {s.get('new', 0)} new, {s.get('changed', 0)} changed, "
             f"{s.get('unchanged', 0)} unchanged, {s.get('deleted', 0)} deleted; {s.get('skipped', 0)} skipped, "
-            f"{s.get('duplicates', 0)} duplicates, {s.get('revisions', 0)} revisions"
+            + (f"{s['left_out']} left out (not documents), " if s.get("left_out") else "")
+            + f"{s.get('duplicates', 0)} duplicates, {s.get('revisions', 0)} revisions"
         )]
         if not self.dry_run:
             lines.append(
@@ -192,6 +201,11 @@ class CompileReport:
             lines.append(f"  ... and {len(self.plan) - 200} more")
         return lines
 
+    def _left_out_lines(self) -> list[str]:
+        if not self.left_out:
+            return []
+        return left_out_lines(self.left_out) + [LEFT_OUT_HINT]
+
     def _sections(self) -> list[tuple[str, list[str]]]:
         return [
             ("created", [f"{p}" for p in self.created]),
@@ -200,7 +214,7 @@ class CompileReport:
             ("orphaned (no source left; flagged, not deleted)", self.orphaned),
             ("left alone", [f"{h['path']}: {h['reason']}" for h in self.held]),
             ("failed (retried next run)", [f"{f['path']}: {f['reason']}" for f in self.failed]),
-            ("skipped", [f"{x['path']}: {x['reason']}" for x in self.skipped]),
+            ("skipped", [f"{x['path']}: {x['reason']}" for x in self.skipped] + self._left_out_lines()),
             ("compiled in part (what was left out)", [f"{x['path']}: {x['reason']}" for x in self.partial]),
             ("duplicates", [_dup_line(d) for d in self.duplicates]),
             ("model output rejected", [f"{r['source']}: {r['detail']}" for r in self.rejected]),

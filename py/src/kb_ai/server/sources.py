@@ -13,8 +13,9 @@
 All three change the knowledge base, so they are for admins only once tokens are configured
 (``Reader.admin``: a ``KAAS_API_TOKEN`` holder or a kaas.toml user with ``admin = true``; on a
 loopback server without tokens, the owner). An upload is at most ``MAX_UPLOAD_BYTES``, read in
-chunks and refused as soon as it is larger; its name is cleaned to one component of raw/ and its
-format must be one compile reads. A URL is fetched under the server's ``FetchPolicy``: public
+chunks and refused as soon as it is larger; its name is cleaned to one component of raw/ and it
+must be a document compile reads (``compile/add.py: check_document``: the one registry of formats
+and ``raw/.kaasignore``). A URL is fetched under the server's ``FetchPolicy``: public
 addresses only (every redirect hop and the address actually connected to are checked), unless
 the server was started with ``KAAS_ADD_PRIVATE_URLS=1``.
 
@@ -43,6 +44,7 @@ from starlette.responses import JSONResponse, Response
 
 from kb_ai.compile.add import store_source
 from kb_ai.compile.fetch import FetchPolicy, add_url
+from kb_ai.compile.kaasignore import left_out_lines
 from kb_ai.compile.progress import Progress
 from kb_ai.errors import BadRequestError, KaasError
 from kb_ai.server.chat import AnswerStreamResponse, read_json
@@ -144,7 +146,8 @@ def _frame(name: str, data: dict[str, Any]) -> ServerSentEvent:
 def _summary(report) -> dict[str, Any]:
     return {"mode": report.mode, "sources": report.sources, "created": len(report.created),
             "updated": len(report.updated), "failed": [f"{f['path']}: {f['reason']}" for f in report.failed][:20],
-            "skipped": [f"{s['path']}: {s['reason']}" for s in report.skipped][:20],
+            "skipped": ([f"{s['path']}: {s['reason']}" for s in report.skipped] + left_out_lines(report.left_out))[:20],
+            "left_out": report.left_out,
             "notes": (report.notes + ([] if not report.nothing_to_compile else ["raw/ is empty: nothing to compile"]))[:20],
             "usage": report.usage, "seconds": report.seconds, "exit_code": report.exit_code}
 
