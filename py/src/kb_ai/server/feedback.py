@@ -27,5 +27,5 @@ async def feedback_endpoint(request: Request) -> Response:
         except OSError as exc:
             raise StorageError(f"could not record the feedback: {exc.strerror or exc}") from None
     except KaasError as exc:
-        return error_response(exc)
+        return error_response(exc, reader_of(request))
     return JSONResponse({"recorded": True, "vote": record["vote"]}, status_code=201)
