@@ -54,7 +54,7 @@ from kb_ai.server.sources import (CompileJob, compile_endpoint, server_fetch_pol
                                   upload_endpoint, urls_endpoint)
 from kb_ai.compile.fetch import FetchPolicy
 from kb_ai.server.guard import LOOPBACK_HOSTS, RequestGuard
-from kb_ai.server.limits import UserLimits
+from kb_ai.server.limits import UserLimits, UserRouteRate
 from kb_ai.store.users import UserDirectory
 from kb_ai.server.pages import index_endpoint, page_endpoint, template_env, wiki_page_endpoint
 from kb_ai.server.watch import WikiWatcher
@@ -223,6 +223,8 @@ def create_app(settings: Settings, *, service: AskService | None = None, web_dir
     users.check()
     # Inside the guard (added first: the last added runs first), so the reader is known.
     app.add_middleware(UserLimits, user_concurrency=settings.user_concurrency, user_rate=settings.user_rate)
+    app.add_middleware(UserRouteRate, routes={("POST", "/api/feedback")}, per_minute=settings.user_vote_rate,
+                       what="votes")
     app.add_middleware(RequestGuard, users=users,
                        allowed_hosts=None if allowed_hosts is None else list(allowed_hosts))
     return app
