@@ -168,14 +168,14 @@ def _stamp(path: Path) -> tuple[int, int, int] | None:
 
 
 _NO_TIME = dt.datetime.min.replace(tzinfo=dt.timezone.utc)  # a vote without a time: dropped at the next rewrite
-_NOW_MAX = dt.datetime.max.replace(tzinfo=dt.timezone.utc)
+_LATEST = dt.datetime.max.replace(tzinfo=dt.timezone.utc)
 
 
 def _tally_of(records: list[dict[str, Any]], stamp: tuple[int, int, int] | None) -> _Tally:
     tally = _Tally(stamp)
     for record in records:
         tally.counts[_user(record)] = tally.counts.get(_user(record), 0) + 1
-        tally.oldest = min(tally.oldest or _NOW_MAX, vote_time(record) or _NO_TIME)
+        tally.oldest = min(tally.oldest or _LATEST, vote_time(record) or _NO_TIME)
     return tally
 
 
@@ -232,4 +232,4 @@ def record_feedback(state_dir: Path, record: dict[str, Any], retention: Retentio
         append_state_text(target, line.decode("utf-8"))
         tally.counts[user] = tally.counts.get(user, 0) + 1
         tally.stamp = _stamp(target)
-        tally.oldest = min(tally.oldest or _NOW_MAX, vote_time(record) or _NO_TIME)
+        tally.oldest = min(tally.oldest or _LATEST, vote_time(record) or _NO_TIME)
