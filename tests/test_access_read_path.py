@@ -46,7 +46,9 @@ def twins(tmp_path_factory):
 
 
 def client_for(root: Path, token: str) -> TestClient:
-    return TestClient(create_app(Settings(kb=root), mcp=False), headers={"Authorization": f"Bearer {token}"})
+    # No vote rate: the walk sends a vote per hostile spelling, and each must reach the path checks.
+    return TestClient(create_app(Settings(kb=root, user_vote_rate=0), mcp=False),
+                      headers={"Authorization": f"Bearer {token}"})
 
 
 def _http_shape(response) -> tuple:

@@ -15,6 +15,7 @@ from kb_ai.config import Settings
 from kb_ai.errors import ConfigError, KaasError, LLMError, StorageError, error_classes
 from kb_ai.server import create_app
 from kb_ai.server.pages import error_response
+from kb_ai.store.access import OWNER
 
 
 def _every_error_class() -> list[type[KaasError]]:
@@ -37,7 +38,7 @@ def test_every_error_class_declares_a_sane_http_status():
             error = cls("the message")
         except TypeError:
             continue
-        response = error_response(error)
+        response = error_response(error, OWNER)
         assert response.status_code == status, cls
     assert KaasError.http_status == 400  # a new error is a user's error unless it says otherwise
 

@@ -219,12 +219,15 @@ def test_feedback_is_validated_and_appended(kb):
                 "pages": ["ops/deployment.md"], "citations": [], "mode": "offline"}
         assert client.post("/api/feedback", json=good, headers=_auth(READER)).status_code == 201
         assert client.post("/api/feedback", json={**good, "vote": "up"}, headers=_auth(ADMIN)).status_code == 201
-        for bad in ({**good, "vote": "meh"}, {**good, "question": ""}, {**good, "question": "q" * 5000},
+        for bad in ({**good, "vote": "meh"}, {**good, "question": ""},
                     {**good, "pages": ["../../etc/passwd"]}, {**good, "pages": ["a.md"] * 51}, [1, 2], "x"):
             assert client.post("/api/feedback", json=bad, headers=_auth(READER)).status_code == 400, bad
+        for large in ({**good, "question": "q" * 5000}, {**good, "comment": "c" * 2001}, {**good, "answer": "a" * 2001}):
+            refused = client.post("/api/feedback", json=large, headers=_auth(READER))
+            assert refused.status_code == 413 and refused.json()["error"]["code"] == "vote_too_large", large
         huge = client.post("/api/feedback", content=b'{"vote": "up", "question": "' + b"a" * 70_000 + b'"}',
                            headers={"Content-Type": "application/json", **_auth(READER)})
-        assert huge.status_code == 400
+        assert huge.status_code == 413 and huge.json()["error"]["code"] == "vote_too_large"
         assert client.post("/api/feedback", json=good).status_code == 401
     lines = (kb / ".kaas" / "feedback.jsonl").read_text().splitlines()
     records = [json.loads(line) for line in lines]

@@ -136,7 +136,7 @@ export class Chat {
 
   async vote(turn, index, kind) {
     await api.feedback({
-      vote: kind, question: turn.question, answer: turn.answer.slice(0, 20000), mode: turn.mode,
+      vote: kind, question: turn.question, answer: turn.answer.slice(0, 2000), mode: turn.mode,
       pages: turn.pagesRead, citations: turn.citations.map((c) => c.path),
     });
     turn.vote = kind;

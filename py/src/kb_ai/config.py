@@ -49,6 +49,11 @@ class Settings:
     user_concurrency: int = 8
     user_rate: int = 60
     user_streams: int = 16
+    # Votes on answers (POST /api/feedback): per user, votes a minute (0: no limit); kept in
+    # .kaas/feedback.jsonl: each user's newest N, none older than D days (quality/feedback_store.py).
+    user_vote_rate: int = 20
+    feedback_user_votes: int = 500
+    feedback_days: int = 365
     cache: bool = True
     direct_http: bool = True  # talk to OpenAI-compatible servers over httpx, not through litellm
     # Navigation budgets, in estimated tokens. select_budget None = derived from the model's context.
@@ -81,8 +86,8 @@ class Settings:
 
 _INT_FIELDS = {"max_retries", "breaker_failures", "concurrency", "select_budget", "read_budget", "max_pages",
                "serve_concurrency", "serve_streams", "stream_concurrency", "user_concurrency", "user_rate",
-               "user_streams", "max_rounds", "max_calls"}
-_ZERO_ALLOWED = {"max_retries", "breaker_failures", "user_concurrency", "user_rate", "user_streams"}
+               "user_streams", "user_vote_rate", "feedback_user_votes", "feedback_days", "max_rounds", "max_calls"}
+_ZERO_ALLOWED = {"max_retries", "breaker_failures", "user_concurrency", "user_rate", "user_streams", "user_vote_rate"}
 _FLOAT_FIELDS = {"timeout", "call_deadline", "breaker_cooldown"}
 _BOOL_FIELDS = {"cache", "debug", "direct_http", "answer_fallback"}
 _PATH_FIELDS = {"kb", "prompts_dir"}

@@ -4,36 +4,41 @@ The chat UI sends a vote with the question, the pages read for the answer and th
 (``POST /api/feedback``); ``kaas feedback`` reports the questions voted down, most recent first,
 with the pages that were read and cited, so the owner can see what to add or fix.
 
-A record is validated before it is written (types, lengths, page paths in wiki/ form), written
-as one JSON line in one append (``files.append_state_text``: a failed write is cut back, no torn
-line), and the file is bounded: past ``MAX_FEEDBACK_BYTES`` it is moved to
-``feedback.1.jsonl`` (replacing the older one) and a new file is started.
+A record is validated before it is written (types, lengths, page paths in wiki/ form; a vote
+larger than ``MAX_VOTE_BYTES`` stored, or a text over its length, is ``VoteTooLargeError``, HTTP
+413 ``vote_too_large``), then kept by ``feedback_store.record_feedback``: one line per vote, the
+file bounded, and what is dropped to bound it chosen per user, so that no one user can push
+anyone else's votes out.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
-import os
-import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kb_ai.errors import BadRequestError, UnsafePathError
-from kb_ai.files import append_state_text, read_state_bytes
+from kb_ai.errors import BadRequestError, KaasError, UnsafePathError
+from kb_ai.quality.feedback_store import FEEDBACK_FILE, Retention, read_lines, record_feedback
 from kb_ai.store.paths import normalize_wiki_path
 
-FEEDBACK_FILE = "feedback.jsonl"
-OLDER_FILE = "feedback.1.jsonl"
-MAX_FEEDBACK_BYTES = 5_000_000
-MAX_QUESTION_CHARS = 4_000
-MAX_ANSWER_CHARS = 20_000
+__all__ = ["FEEDBACK_FILE", "Retention", "VoteTooLargeError", "feedback_record", "feedback_report", "record_feedback"]
+
+MAX_QUESTION_CHARS = 4_000  # as for asking (navigate/ask.py)
+MAX_ANSWER_CHARS = 2_000  # what the answer said, enough to recognise it; the UI sends its first 2,000 characters
 MAX_COMMENT_CHARS = 2_000
 MAX_PATHS = 50
+MAX_VOTE_BYTES = 16_000  # one stored vote, its JSON line in UTF-8
 VOTES = ("up", "down")
-_lock = threading.Lock()
+
+
+class VoteTooLargeError(KaasError):
+    """A vote, or one of its texts, is larger than a vote may be."""
+
+    code = "vote_too_large"
+    http_status = 413
 
 
 def _text(payload: dict, name: str, limit: int, *, required: bool) -> str:
@@ -43,7 +48,7 @@ def _text(payload: dict, name: str, limit: int, *, required: bool) -> str:
     if not isinstance(value, str) or (required and not value.strip()):
         raise BadRequestError(f"'{name}' must be a non-empty string" if required else f"'{name}' must be a string")
     if len(value) > limit:
-        raise BadRequestError(f"'{name}' is longer than {limit} characters")
+        raise VoteTooLargeError(f"'{name}' is longer than {limit:,} characters")
     return value.strip()
 
 
@@ -74,7 +79,7 @@ def feedback_record(payload: Any, user: str, *, now: dt.datetime | None = None) 
         raise BadRequestError("'vote' must be \"up\" or \"down\"")
     mode = payload.get("mode") if payload.get("mode") in ("llm", "offline") else None
     stamp = (now or dt.datetime.now(dt.timezone.utc)).replace(microsecond=0)
-    return {
+    record = {
         "time": stamp.isoformat().replace("+00:00", "Z"),
         "vote": vote,
         "question": _text(payload, "question", MAX_QUESTION_CHARS, required=True),
@@ -85,20 +90,11 @@ def feedback_record(payload: Any, user: str, *, now: dt.datetime | None = None) 
         "mode": mode,
         "user": user,
     }
-
-
-def record_feedback(state_dir: Path, record: dict[str, Any]) -> None:
-    """Append one record (one line, one write); move a full file aside first."""
-    line = json.dumps(record, ensure_ascii=False) + "\n"
-    target = Path(state_dir) / FEEDBACK_FILE
-    with _lock:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            if target.stat().st_size + len(line.encode("utf-8")) > MAX_FEEDBACK_BYTES:
-                os.replace(target, target.with_name(OLDER_FILE))
-        except FileNotFoundError:
-            pass
-        append_state_text(target, line)
+    size = len(json.dumps(record, ensure_ascii=False).encode("utf-8"))
+    if size > MAX_VOTE_BYTES:
+        raise VoteTooLargeError(f"the vote is {size:,} bytes; a vote may be at most {MAX_VOTE_BYTES:,} "
+                                "(a shorter comment, answer or list of pages)")
+    return record
 
 
 @dataclass
@@ -146,32 +142,28 @@ class FeedbackReport:
 
 
 def feedback_report(state_dir: Path) -> FeedbackReport:
-    """Every vote of ``.kaas/feedback.jsonl`` (and the file before it), by question."""
+    """Every vote of ``.kaas/feedback.jsonl`` (and a ``feedback.1.jsonl`` of an earlier version), by question."""
     report = FeedbackReport()
     by_question: OrderedDict[str, QuestionFeedback] = OrderedDict()
-    for name in (OLDER_FILE, FEEDBACK_FILE):
-        data = read_state_bytes(Path(state_dir) / name, 2 * MAX_FEEDBACK_BYTES) or b""
-        for raw in data.decode("utf-8", "replace").splitlines():
-            if not raw.strip():
-                continue
-            try:
-                record = json.loads(raw)
-                vote, question = record["vote"], " ".join(str(record["question"]).split())
-                if vote not in VOTES or not question:
-                    raise ValueError(vote)
-            except (ValueError, KeyError, TypeError):
-                report.damaged_lines += 1
-                continue
-            report.votes += 1
-            entry = by_question.pop(question.casefold(), None) or QuestionFeedback(question)
-            by_question[question.casefold()] = entry  # moved to the end: most recent last
-            setattr(entry, vote, getattr(entry, vote) + 1)
-            setattr(report, vote, getattr(report, vote) + 1)
-            entry.last = str(record.get("time") or "")
-            if vote == "down":
-                entry.pages = [str(p) for p in record.get("pages") or []][:MAX_PATHS]
-                entry.citations = [str(p) for p in record.get("citations") or []][:MAX_PATHS]
-                if record.get("comment"):
-                    entry.comments.append(str(record["comment"]))
+    for raw in read_lines(Path(state_dir)):
+        try:
+            record = json.loads(raw)
+            vote, question = record["vote"], " ".join(str(record["question"]).split())
+            if vote not in VOTES or not question:
+                raise ValueError(vote)
+        except (ValueError, KeyError, TypeError):
+            report.damaged_lines += 1
+            continue
+        report.votes += 1
+        entry = by_question.pop(question.casefold(), None) or QuestionFeedback(question)
+        by_question[question.casefold()] = entry  # moved to the end: most recent last
+        setattr(entry, vote, getattr(entry, vote) + 1)
+        setattr(report, vote, getattr(report, vote) + 1)
+        entry.last = str(record.get("time") or "")
+        if vote == "down":
+            entry.pages = [str(p) for p in record.get("pages") or []][:MAX_PATHS]
+            entry.citations = [str(p) for p in record.get("citations") or []][:MAX_PATHS]
+            if record.get("comment"):
+                entry.comments.append(str(record["comment"]))
     report.questions = [q for q in reversed(by_question.values()) if q.down]
     return report

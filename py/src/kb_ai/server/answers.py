@@ -75,5 +75,5 @@ async def save_answer_endpoint(request: Request) -> Response:
             path = await anyio.to_thread.run_sync(lambda: save_answer(state.kb, question, result, reader=reader))
             await anyio.to_thread.run_sync(state.watcher_seen_now)
     except KaasError as exc:
-        return error_response(exc)
+        return error_response(exc, reader_of(request))
     return JSONResponse({"path": path, "saved": True}, status_code=201, headers={"Cache-Control": "no-store"})

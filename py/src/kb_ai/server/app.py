@@ -55,7 +55,7 @@ from kb_ai.server.sources import (CompileJob, compile_endpoint, server_fetch_pol
                                   upload_endpoint, urls_endpoint)
 from kb_ai.compile.fetch import FetchPolicy
 from kb_ai.server.guard import LOOPBACK_HOSTS, RequestGuard
-from kb_ai.server.limits import UserLimits, UserLimitsMiddleware
+from kb_ai.server.limits import UserLimits, UserLimitsMiddleware, UserRouteRate
 from kb_ai.server.listen import bound_port, listen
 from kb_ai.store.users import UserDirectory
 from kb_ai.server.pages import index_endpoint, page_endpoint, template_env, wiki_page_endpoint
@@ -232,6 +232,8 @@ def create_app(settings: Settings, *, service: AskService | None = None, web_dir
     users.check()
     # Inside the guard (added first: the last added runs first), so the reader is known.
     app.add_middleware(UserLimitsMiddleware, limits=limits)
+    app.add_middleware(UserRouteRate, routes={("POST", "/api/feedback")}, per_minute=settings.user_vote_rate,
+                       what="votes")
     app.add_middleware(RequestGuard, users=users,
                        allowed_hosts=None if allowed_hosts is None else list(allowed_hosts))
     return app

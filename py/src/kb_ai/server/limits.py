@@ -165,3 +165,53 @@ async def _send_limited(send: Send, exc: LimitedError) -> None:
                (b"retry-after", str(exc.retry_after).encode()), (b"cache-control", b"no-store"), *SECURITY_HEADERS]
     await send({"type": "http.response.start", "status": 429, "headers": headers})
     await send({"type": "http.response.body", "body": body})
+
+
+class UserBuckets:
+    """A token bucket per user: at most ``per_minute`` a minute, the bucket holding a minute's
+    worth (a burst is fine, a flood is not). ``per_minute`` 0: no limit. Thread-safe."""
+
+    def __init__(self, per_minute: int, clock: Callable[[], float] = time.monotonic):
+        self.per_minute = per_minute
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._buckets: dict[str, tuple[float, float]] = {}  # user -> (tokens, at)
+
+    def take(self, user: str) -> int | None:
+        """None, and one taken from ``user``'s bucket; or the whole seconds until one is there."""
+        if not self.per_minute:
+            return None
+        capacity, per_second = float(self.per_minute), self.per_minute / 60.0
+        with self._lock:
+            now = self._clock()
+            tokens, at = self._buckets.get(user, (capacity, now))
+            tokens = min(capacity, tokens + (now - at) * per_second)
+            if tokens < 1.0:
+                self._buckets[user] = (tokens, now)
+                return max(1, math.ceil((1.0 - tokens) / per_second))
+            self._buckets[user] = (tokens - 1.0, now)
+        return None
+
+
+class UserRouteRate:
+    """Per-user rate of some routes (``routes``: (method, path) pairs), e.g. votes on answers
+    (``user_vote_rate``): past it, 429 ``rate_limited`` with ``Retry-After`` before anything is
+    read. Admins are not limited per user, as for ``UserLimits``."""
+
+    def __init__(self, app: ASGIApp, *, routes: set[tuple[str, str]], per_minute: int, what: str,
+                 clock: Callable[[], float] = time.monotonic):
+        self.app = app
+        self.routes = routes
+        self.what = what
+        self.buckets = UserBuckets(per_minute, clock)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        route = (scope.get("method", ""), scope.get("path", "")) if scope["type"] == "http" else None
+        reader = scope.get(READER_KEY)
+        if route in self.routes and reader is not None and not reader.admin:
+            wait = self.buckets.take(reader.name)
+            if wait is not None:
+                await _send_limited(send, wait, f"more than {self.buckets.per_minute} {self.what} a minute; "
+                                                f"try again in {wait} s")
+                return
+        await self.app(scope, receive, send)

@@ -31,6 +31,7 @@ from kb_ai.navigate.ask import MAX_PAGES_PER_QUESTION, AskService, build_service
 from kb_ai.navigate.records import AskEvent, AskRequest, AskResult
 from kb_ai.navigate.records import ask as ask_question
 from kb_ai.navigate.save import save_answer
+from kb_ai.server.compile_view import told
 from kb_ai.server.guard import READER_KEY
 from kb_ai.server.limits import UserLimits
 from kb_ai.store.access import OWNER, Reader
@@ -158,7 +159,8 @@ def _source_line(citation: dict) -> str:
     return f"- {citation['title']} ({where}){quote}"
 
 
-def _tool_error(exc: KaasError) -> ToolError:
+def _tool_error(exc: KaasError, reader: Reader) -> ToolError:
+    exc = told(reader, exc)  # as this reader may hear it (compile_view)
     return ToolError(f"{exc.message} [{exc.code}]")
 
 
@@ -248,7 +250,7 @@ def build_mcp_server(settings: Settings, service: AskService | None = None, *,
             result.saved_path = await anyio.to_thread.run_sync(
                 lambda: save_answer(service.kb, question, result, reader=reader))
         except KaasError as exc:
-            result.notices.append(exc.message)
+            result.notices.append(told(reader, exc).message)
         return _ask_output(result)
 
     @server.tool(
@@ -268,6 +270,7 @@ def build_mcp_server(settings: Settings, service: AskService | None = None, *,
         try:
             loaded, catalog = await anyio.to_thread.run_sync(read)
         except KaasError as exc:
+            exc = told(reader, exc)
             raise ToolError(f"{exc.message}; call list_pages to see the page paths [{exc.code}]") from None
         article = loaded.article
         entry = catalog.get(article.path)
@@ -290,7 +293,7 @@ def build_mcp_server(settings: Settings, service: AskService | None = None, *,
         try:
             catalog = await anyio.to_thread.run_sync(lambda: service.kb.catalog().visible_to(reader))
         except KaasError as exc:
-            raise _tool_error(exc) from None
+            raise _tool_error(exc, reader) from None
         entries = catalog.entries
         if topic:
             entries = [e for e in entries if e.topic.casefold() == topic.strip().casefold()]

@@ -26,6 +26,7 @@ from kb_ai.store.lock import CompileLock
 from kb_ai.errors import BadRequestError, KaasError, StorageError, UnsafePathError
 from kb_ai.server.render import render_markdown, wiki_href
 from kb_ai.server.chat import read_json
+from kb_ai.server.compile_view import told
 from kb_ai.server.guard import reader_of
 from kb_ai.store.access import OWNER, Reader
 from kb_ai.store.articles import MAX_ARTICLE_BYTES, is_generated, link_on_path, validate_article_text, write_article_text
@@ -56,8 +57,10 @@ class VersionConflictError(KaasError):
 
 
 
-def error_response(exc: KaasError) -> JSONResponse:
-    """A ``KaasError`` as JSON, with the status its class declares (``errors.py``)."""
+def error_response(exc: KaasError, reader: Reader) -> JSONResponse:
+    """A ``KaasError`` as JSON, with the status its class declares (``errors.py``), as ``reader``
+    may hear it (``compile_view.told``: who holds the writer lock only for those who learn of compiles)."""
+    exc = told(reader, exc)
     return JSONResponse({"error": {"code": exc.code, "message": exc.message}}, status_code=exc.http_status,
                         headers={"Cache-Control": "no-store"})
 
@@ -120,7 +123,7 @@ async def index_endpoint(request: Request) -> Response:
         data = await anyio.to_thread.run_sync(catalog_json, state.kb, state.mode, state.settings.model,
                                               reader_of(request))
     except KaasError as exc:
-        return error_response(exc)
+        return error_response(exc, reader_of(request))
     return JSONResponse(data, headers={"Cache-Control": "no-store"})
 
 
@@ -138,7 +141,7 @@ async def page_endpoint(request: Request) -> Response:
 
         data = await anyio.to_thread.run_sync(read)
     except KaasError as exc:
-        return error_response(exc)
+        return error_response(exc, reader_of(request))
     return Response(json.dumps(data, ensure_ascii=False), media_type="application/json",
                     headers={"Cache-Control": "no-store"})
 
@@ -246,6 +249,7 @@ def template_env(web_dir: Path) -> jinja2.Environment:
 
 
 def _html_error(request: Request, exc: KaasError) -> HTMLResponse:
+    exc = told(reader_of(request), exc)
     template = request.app.state.kaas.templates.get_template("error.html")
     return HTMLResponse(template.render(status=exc.http_status, message=exc.message), status_code=exc.http_status,
                         headers={"Cache-Control": "no-store"})

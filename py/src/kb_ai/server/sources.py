@@ -48,6 +48,7 @@ from kb_ai.compile.kaasignore import left_out_lines
 from kb_ai.compile.progress import Progress
 from kb_ai.errors import BadRequestError, KaasError
 from kb_ai.server.chat import AnswerStreamResponse, read_json
+from kb_ai.server.compile_view import compile_facts, learns_of_compiles
 from kb_ai.server.guard import reader_of
 from kb_ai.server.pages import error_response
 from kb_ai.untrusted_text import as_text
@@ -79,9 +80,11 @@ def _require_admin(request: Request) -> None:
 
 
 async def sources_info_endpoint(request: Request) -> Response:
-    """What the UI shows: whether this reader may add sources and compile, and whether a compile runs."""
+    """What the UI shows: whether this reader may add sources and compile, and (to those who may
+    learn of compiles, ``compile_view``) whether a compile runs."""
     state = request.app.state.kaas
-    return JSONResponse({"can_add": reader_of(request).admin, "compiling": state.compile_job.running,
+    reader = reader_of(request)
+    return JSONResponse({"can_add": reader.admin, **compile_facts(reader, state.compile_job.running),
                          "max_upload_bytes": MAX_UPLOAD_BYTES, "max_urls": MAX_URLS,
                          "private_urls": state.fetch_policy.allow_private})
 
@@ -109,10 +112,10 @@ async def upload_endpoint(request: Request) -> Response:
         added = await anyio.to_thread.run_sync(
             lambda: store_source(state.kb.raw_dir, name, data, folder=folder))
     except KaasError as exc:
-        return error_response(exc)
+        return error_response(exc, reader_of(request))
     except OSError as exc:
         log.warning("upload failed: %s", exc)
-        return error_response(KaasError(f"could not store the file: {exc.strerror or exc}"))
+        return error_response(KaasError(f"could not store the file: {exc.strerror or exc}"), reader_of(request))
     return JSONResponse(added.to_json(), status_code=201 if added.status != "unchanged" else 200)
 
 
@@ -125,7 +128,7 @@ async def urls_endpoint(request: Request) -> Response:
         if not isinstance(urls, list) or not urls or len(urls) > MAX_URLS or not all(isinstance(u, str) for u in urls):
             raise BadRequestError(f"send {{\"urls\": [...]}} with 1 to {MAX_URLS} URLs")
     except KaasError as exc:
-        return error_response(exc)
+        return error_response(exc, reader_of(request))
     policy = state.fetch_policy
     results: list[dict[str, Any]] = []
     for url in urls:
@@ -250,15 +253,17 @@ class CompileJob:
 async def compile_endpoint(request: Request) -> Response:
     state = request.app.state.kaas
     try:
-        _require_admin(request)
         if request.method == "GET":  # follow the compile that runs, if any
+            if not learns_of_compiles(reader_of(request)):
+                raise ForbiddenError("following a compile is for admins (a token with admin = true)")
             events = state.compile_job.follow()
             if events is None:
                 events = _idle()
         else:
+            _require_admin(request)
             events = state.compile_job.start(state)
     except KaasError as exc:
-        return error_response(exc)
+        return error_response(exc, reader_of(request))
     return AnswerStreamResponse(events)
 
 
