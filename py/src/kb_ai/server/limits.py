@@ -56,11 +56,10 @@ class UserLimits:
         self.user_concurrency = user_concurrency
         self.user_rate = user_rate
         self.user_streams = user_streams
-        self._clock = clock
         self._lock = threading.Lock()
         self._answers: dict[str, int] = {}
         self._streams: dict[str, int] = {}
-        self._buckets: dict[str, tuple[float, float]] = {}  # user -> (tokens, at)
+        self._questions = UserBuckets(user_rate, clock)
 
     @classmethod
     def of(cls, settings: Settings) -> "UserLimits":
@@ -110,15 +109,9 @@ class UserLimits:
                 self._streams[user] = self._streams.get(user, 0) + 1
 
     def _spend_question(self, user: str) -> None:
-        capacity, per_second = float(self.user_rate), self.user_rate / 60.0
-        now = self._clock()
-        tokens, at = self._buckets.get(user, (capacity, now))
-        tokens = min(capacity, tokens + (now - at) * per_second)
-        if tokens < 1.0:
-            self._buckets[user] = (tokens, now)
-            wait = max(1, math.ceil((1.0 - tokens) / per_second))
+        wait = self._questions.take(user)
+        if wait is not None:
             raise LimitedError(f"more than {self.user_rate} questions a minute; try again in {wait} s", wait)
-        self._buckets[user] = (tokens - 1.0, now)
 
 
 def _nothing() -> None:
@@ -211,7 +204,7 @@ class UserRouteRate:
         if route in self.routes and reader is not None and not reader.admin:
             wait = self.buckets.take(reader.name)
             if wait is not None:
-                await _send_limited(send, wait, f"more than {self.buckets.per_minute} {self.what} a minute; "
-                                                f"try again in {wait} s")
+                await _send_limited(send, LimitedError(f"more than {self.buckets.per_minute} {self.what} a minute; "
+                                                       f"try again in {wait} s", wait))
                 return
         await self.app(scope, receive, send)

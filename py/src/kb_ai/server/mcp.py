@@ -203,7 +203,7 @@ def build_mcp_server(settings: Settings, service: AskService | None = None, *,
             with limits.held(request.reader, answer=True, rated=True), _cancelled_with_request(ctx):
                 result = await ask_question(service, request, on_event=report)
         except LimitedError as exc:  # before any model call
-            raise _tool_error(exc) from None
+            raise _tool_error(exc, request.reader) from None
         if result is None:  # cancelled: its request is gone, and nobody can receive the answer
             raise ToolError("the request that asked for this answer was closed before it was ready [cancelled]")
         if result.error:
