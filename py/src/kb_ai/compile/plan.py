@@ -20,6 +20,7 @@ from kb_ai.compile.records import FAILED, PLANNED, PlanTarget, SourceRecord
 from kb_ai.compile.topic_rule import assign_topics
 from kb_ai.errors import ArticleFormatError, LLMError, UnsafePathError
 from kb_ai.faults import fault_point
+from kb_ai.store.access import derived_access
 from kb_ai.store.articles import load_article
 from kb_ai.store.catalog import build_catalog, entry_from_article
 
@@ -153,6 +154,10 @@ class _Planning:
             return None
         result = self.engine.planner.resolve(proposal, work.source, self.catalog, work.previous)
         for target in result.targets:
+            if target.new and work.source.access is not None:  # it includes restricted files
+                rule = derived_access([tuple(target.access) if target.access is not None else None,
+                                       work.source.access])
+                target.access = list(rule)
             self.catalog.add_target(target, work.path)
         for detail in result.rejected:
             self.run.report.rejected.append({"source": work.path, "detail": detail})

@@ -41,7 +41,7 @@ from sse_starlette import ServerSentEvent
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from kb_ai.compile.add import store_source
+from kb_ai.compile.add import UPLOAD, store_source
 from kb_ai.compile.fetch import FetchPolicy, add_url
 from kb_ai.compile.progress import Progress
 from kb_ai.errors import BadRequestError, KaasError
@@ -105,7 +105,7 @@ async def upload_endpoint(request: Request) -> Response:
             chunks.append(chunk)
         data = b"".join(chunks)
         added = await anyio.to_thread.run_sync(
-            lambda: store_source(state.kb.raw_dir, name, data, folder=folder))
+            lambda: store_source(state.kb.raw_dir, name, data, folder=folder, via=UPLOAD))
     except KaasError as exc:
         return error_response(exc)
     except OSError as exc:
