@@ -161,14 +161,15 @@ class AddedSources:
     entries: list[dict]
     damaged: str | None = None
 
+    def __post_init__(self) -> None:
+        self._by_path = {str(e.get("path")): str(e.get("via")) for e in self.entries}
+        self._by_checksum = {str(e.get("sha256")): str(e.get("via")) for e in self.entries}
+
     def via(self, path: str, checksum: str) -> str | None:
         """How the source at ``path`` with these bytes came from outside; None: it did not."""
         if self.damaged:
             return f"unknown (raw/{ADDED_FILE} is damaged: {self.damaged})"
-        for entry in self.entries:
-            if entry.get("path") == path or entry.get("sha256") == checksum:
-                return str(entry.get("via"))
-        return None
+        return self._by_path.get(path) or self._by_checksum.get(checksum)
 
 
 def read_added(raw_dir: Path) -> AddedSources:

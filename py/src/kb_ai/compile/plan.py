@@ -147,7 +147,9 @@ class _Planning:
     def settle(self, work: SourceWork, proposal) -> list[PlanTarget] | None:
         """Resolve a proposal against the catalog as it is now: its new articles join the
         catalog, what was refused of the model's answer and the planner's notes go into the
-        report. A failed proposal is recorded as the source's failure (None)."""
+        report. A new article of a source that includes restricted files gets their rule too
+        (``Source.access``, with the plan's own). A failed proposal is recorded as the source's
+        failure (None)."""
         if isinstance(proposal, LLMError):
             self.counts["failed"] += 1
             record_failed(self.run, work, f"plan failed: {proposal.message}")
