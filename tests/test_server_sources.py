@@ -91,7 +91,10 @@ def test_an_admin_uploads_files_by_the_naming_rules(kb):
         form = client.post("/api/sources/upload?name=a.md", content=b"x",
                            headers={"Content-Type": "text/plain", **_auth(ADMIN)})
         assert form.status_code == 400  # what a cross-site form could send
-    assert sorted(p.name for p in (kb / "raw").iterdir()) == ["notes-2.md", "notes.md", "x<script>.md"]
+    # (and raw/.kaas-added.json, the record of the sources added from outside: they include nothing)
+    assert sorted(p.name for p in (kb / "raw").iterdir()) == [".kaas-added.json", "notes-2.md", "notes.md", "x<script>.md"]
+    recorded = json.loads((kb / "raw" / ".kaas-added.json").read_text())["sources"]
+    assert sorted(e["path"] for e in recorded) == ["raw/notes-2.md", "raw/notes.md", "raw/x<script>.md"]
     assert not (kb.parent / "etc").exists() and not (kb / "b").exists()
 
 

@@ -19,10 +19,19 @@ and a fetched web page, ``compile/fetch.py``):
   bytes under a name that is taken: stored as ``NAME-2.ext`` (``-3``, ...), never overwriting a
   source, unless ``replace`` is asked for, which makes the new file a revision of the old one
   (the next compile updates its articles). A web page always replaces its own earlier fetch.
+- **Text from outside includes nothing.** A source uploaded through the server or fetched from
+  the web is recorded in ``raw/.kaas-added.json`` (``ADDED_FILE``: its path and the sha256 of its
+  bytes, and how it came). ``kaas compile`` resolves no include line (pymdownx snippets, reST
+  ``include``/``literalinclude``) in a source recorded there, by path or by checksum, so the mark
+  follows the bytes when the file is renamed or moved, whatever its extension; nor does any
+  other source include it. ``kaas add FILE`` on the command line copies the owner's own file and
+  records nothing: it is as if the owner had put it in raw/.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import re
 import threading
@@ -33,11 +42,14 @@ from kb_ai.compile.formats.registry import ARCHIVE_EXT, READABLE, reader_for
 from kb_ai.compile.kaasignore import IGNORE_FILE, SourceRules, group_left_out
 from kb_ai.compile.readers import sniff_document
 from kb_ai.errors import KaasError
-from kb_ai.files import (FileTooLargeError, LinkInPathError, NotRegularFileError, link_below, read_named_file,
-                         read_regular_bytes, write_below)
+from kb_ai.files import (DamagedFileError, FileTooLargeError, LinkInPathError, NotRegularFileError, link_below,
+                         read_named_file, read_regular_bytes, read_state_json, write_below)
 
 MAX_NAME_BYTES = 160
 MAX_ADD_BYTES = 50_000_000  # the largest source compile reads (ingest.MAX_SOURCE_BYTES)
+ADDED_FILE = ".kaas-added.json"  # in raw/: the sources added from outside (never compiled itself)
+MAX_ADDED_FILE_BYTES = 50_000_000
+UPLOAD, WEB = "upload", "web"  # how a source came from outside
 _storing = threading.Lock()
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069]")
 
@@ -125,14 +137,17 @@ def check_document(raw_dir: Path, rel: str, data: bytes | None = None, rules: So
 
 
 def store_source(raw_dir: Path, name: str, data: bytes, *, folder: str = "", replace: bool = False,
-                 rules: SourceRules | None = None) -> Added:
+                 rules: SourceRules | None = None, via: str | None = None) -> Added:
     """Write ``data`` as ``raw/FOLDER/NAME`` by the rules above (atomic, no link followed).
+    ``via`` (``UPLOAD``, ``WEB``): the bytes came from outside; they are recorded in
+    ``ADDED_FILE`` (before the source itself is written, so no compile ever sees it unrecorded).
     One at a time per process: two uploads of one name never both take it."""
     with _storing:
-        return _store(raw_dir, name, data, folder=folder, replace=replace, rules=rules)
+        return _store(raw_dir, name, data, folder=folder, replace=replace, rules=rules, via=via)
 
 
-def _store(raw_dir: Path, name: str, data: bytes, *, folder: str, replace: bool, rules: SourceRules | None) -> Added:
+def _store(raw_dir: Path, name: str, data: bytes, *, folder: str, replace: bool, rules: SourceRules | None,
+           via: str | None) -> Added:
     name = clean_name(name)
     folder = clean_folder(folder)
     if len(data) > MAX_ADD_BYTES:
@@ -148,6 +163,8 @@ def _store(raw_dir: Path, name: str, data: bytes, *, folder: str, replace: bool,
     else:
         raise AddError(f"{name}: too many files of this name in raw/{folder}")
     label = f"raw/{rel}"
+    if via is not None:
+        _mark_added(raw_dir, label, data, via)
     if existing == data:
         return Added(label, "unchanged", len(data))
     try:
@@ -157,6 +174,55 @@ def _store(raw_dir: Path, name: str, data: bytes, *, folder: str, replace: bool,
     status = "added" if existing is None else "updated"
     note = f"{name} was taken by another file" if candidate != name else None
     return Added(label, status, len(data), note=note)
+
+
+@dataclass
+class AddedSources:
+    """What ``ADDED_FILE`` says: its entries ({path, sha256, via}), and ``damaged`` (why the file
+    cannot be read: then every source counts as added from outside, a rule that cannot be read
+    failing closed)."""
+
+    entries: list[dict]
+    damaged: str | None = None
+
+    def __post_init__(self) -> None:
+        self._by_path = {str(e.get("path")): str(e.get("via")) for e in self.entries}
+        self._by_checksum = {str(e.get("sha256")): str(e.get("via")) for e in self.entries}
+
+    def via(self, path: str, checksum: str) -> str | None:
+        """How the source at ``path`` with these bytes came from outside; None: it did not."""
+        if self.damaged:
+            return f"unknown (raw/{ADDED_FILE} is damaged: {self.damaged})"
+        return self._by_path.get(path) or self._by_checksum.get(checksum)
+
+
+def read_added(raw_dir: Path) -> AddedSources:
+    """``ADDED_FILE`` as recorded; empty when there is none."""
+    try:
+        value = read_state_json(Path(raw_dir) / ADDED_FILE, MAX_ADDED_FILE_BYTES)
+    except DamagedFileError as exc:
+        return AddedSources([], str(exc))
+    entries = value.get("sources") if isinstance(value, dict) else [] if value is None else None
+    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+        return AddedSources([], "not a list of sources")
+    return AddedSources(entries)
+
+
+def _mark_added(raw_dir: Path, label: str, data: bytes, via: str) -> None:
+    """Record ``label`` (raw/...) with these bytes as added from outside (its earlier entry
+    replaced). A damaged record is not overwritten (that would forget every other source it
+    names): the source is refused until a person repairs or removes the file."""
+    known = read_added(raw_dir)
+    if known.damaged:
+        raise AddError(f"raw/{ADDED_FILE} (the sources added from outside) is damaged ({known.damaged}); "
+                       "repair or remove it, then add the source again")
+    entries = [e for e in known.entries if e.get("path") != label]
+    entries.append({"path": label, "sha256": hashlib.sha256(data).hexdigest(), "via": via})
+    body = json.dumps({"format": 1, "sources": entries}, ensure_ascii=False, indent=1)
+    try:
+        write_below(raw_dir, ADDED_FILE, (body + "\n").encode("utf-8"))
+    except LinkInPathError as exc:
+        raise AddError(f"raw/{ADDED_FILE}: {exc.strerror} at {exc.filename}") from None
 
 
 def _existing(raw_dir: Path, rel: str) -> bytes | None:

@@ -85,8 +85,7 @@ def article_jobs(run: CompileRun, work: dict[str, SourceWork], deleted: list[str
                 job_for(target).renames[path] = was
             source = item.source
             if links is not None:
-                source = replace(source, text=links.repoint_source(source.path, source.text, target.path,
-                                                                   item.renamed_from))
+                source = _repointed(links, source, target.path, item.renamed_from)
             join = target.reason == SAME_TITLE and not merged and not was and not item.revision_of
             job_for(target).contributions.append(Contribution(source, status, join, item.renamed_from))
         planned = {t.path for t in item.plan}
@@ -101,6 +100,14 @@ def article_jobs(run: CompileRun, work: dict[str, SourceWork], deleted: list[str
             detach(path, article)
     _adopt_copies(run, work, set(deleted), job_for)
     return jobs
+
+
+def _repointed(links: SourceLinks, source, article: str, was: str | None):
+    """``source`` with its links pointed as they go into ``article`` (its ``guarded`` text too)."""
+    moved = replace(source, text=links.repoint_source(source.path, source.text, article, was))
+    if source.guarded is not None:
+        moved.guarded = _repointed(links, source.guarded, article, was)
+    return moved
 
 
 def _adopt_copies(run: CompileRun, work: dict[str, SourceWork], deleted: set[str], job_for) -> None:

@@ -479,6 +479,8 @@ def _strip_boilerplate(state: CompileState, present: dict[str, RawFile], work: d
     )
     total = 0
     for path, item in work.items():
+        if item.source.guarded is not None:
+            item.source.guarded.text = boilerplate.strip(path, item.source.guarded.text)[0]
         text, removed = boilerplate.strip(path, item.source.text)
         if removed:
             item.source.text = text

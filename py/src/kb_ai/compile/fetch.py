@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urljoin, urlsplit, urlunsplit
 
-from kb_ai.compile.add import Added, AddError, _existing, store_source
+from kb_ai.compile.add import WEB, Added, AddError, _existing, store_source
 from kb_ai.compile.content_coding import ACCEPT_ENCODING, BodyTooLarge, ContentCodingError, decoded
 from kb_ai.compile.readers import UnreadableError, parse_document
 from kb_ai.store.frontmatter import render_article, split_frontmatter
@@ -178,7 +178,7 @@ def add_url(raw_dir: Path, url: str, policy: FetchPolicy = FetchPolicy(), *, now
     stamp = (now or dt.datetime.now(dt.timezone.utc)).replace(microsecond=0)
     meta["fetched_at"] = stamp.isoformat().replace("+00:00", "Z")
     document = render_article(meta, text + "\n").encode("utf-8")
-    added = store_source(raw_dir, name, document, folder=WEB_FOLDER, replace=True)
+    added = store_source(raw_dir, name, document, folder=WEB_FOLDER, replace=True, via=WEB)
     added.title, added.url = title, wanted
     return added
 

@@ -14,7 +14,9 @@ import hashlib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
+from kb_ai.compile.add import ADDED_FILE, AddedSources, read_added
 from kb_ai.compile.context import CompileRun, SourceWork, stage_timer
 from kb_ai.compile.formats.context import MAX_INCLUDE_BYTES, ReadContext
 from kb_ai.compile.formats.registry import INCLUDABLE_REASONS, is_left_out
@@ -29,10 +31,12 @@ from kb_ai.compile.readers import (
     title_from_filename,
 )
 from kb_ai.compile.relink import articles_naming_sources, relink
+from kb_ai.compile.source_access import source_rules
 from kb_ai.compile.topic_rule import folder_topic
 from kb_ai.compile.records import FAILED, FINAL_STATUSES, SKIPPED, SourceRecord
 from kb_ai.faults import fault_point
 from kb_ai.files import FileTooLargeError, NotRegularFileError, read_regular_bytes
+from kb_ai.store.access import derived_access, format_access, holds
 
 MAX_SOURCE_BYTES = 25_000_000  # larger files are skipped: almost always data dumps, not documents
 # Extracted text beyond this many UTF-8 bytes is cut (and the cut is noted). Counted in bytes,
@@ -57,6 +61,17 @@ class Source:
     topic_hint: str
     notes: list[str] = field(default_factory=list)
     tags: list[str] = field(default_factory=list)
+    # The rule of the restricted files it includes (``source_access``; None: it includes none):
+    # only an article at least as restricted may hold ``text``; every other one gets ``guarded``,
+    # the same source read with those includes refused (``write.ArticleWriter``).
+    access: tuple[str, ...] | None = None
+    guarded: "Source | None" = None
+
+    def for_page(self, page_access: tuple[str, ...] | None) -> "Source":
+        """The source as a page with this access may hold it (``store.access.holds``)."""
+        if self.guarded is None or holds(page_access, self.access):
+            return self
+        return self.guarded
 
 
 @dataclass
@@ -115,7 +130,7 @@ def walk_raw(kb_root: Path, rules: SourceRules | None = None) -> list[RawFile]:
                 kept.append(name)
         dirs[:] = kept
         for name in files:
-            if not prefix and name == IGNORE_FILE:
+            if not prefix and name in (IGNORE_FILE, ADDED_FILE):  # kaas's own files in raw/
                 continue
             found.append(_walked_file(Path(folder) / name, prefix + name, rules, raw_real))
     found.sort(key=lambda r: r.path)
@@ -171,26 +186,60 @@ class Corpus:
     """The files of one walk of raw/, for ``ReadContext``: a reader may include only a file the
     walk listed as readable, or as code left out as a source (``literalinclude`` of an example;
     so never anything a symlink reaches outside raw/, nor a hidden file), at most
-    ``MAX_INCLUDE_BYTES``; reST labels are read from the walk's ``.rst`` files once, on first use."""
+    ``MAX_INCLUDE_BYTES``, and never one added from outside (``compile/add.py``); reST labels are
+    read from the walk's ``.rst`` files once, on first use. ``rules``: (called on first use) the
+    access rule of each restricted source (``source_access.source_rules``); ``added``: the
+    sources added from outside."""
 
-    def __init__(self, raws: list[RawFile]) -> None:
+    def __init__(self, raws: list[RawFile], rules: Callable[[], dict[str, tuple[str, ...]]] | None = None,
+                 added: AddedSources | None = None) -> None:
         self.files = {r.path: r for r in raws if not r.skip_reason or r.skip_reason in INCLUDABLE_REASONS}
         self.sources = frozenset(r.path for r in raws if not r.skip_reason)  # what a link may lead to
+        self._rules_of = rules
+        self._rules: dict[str, tuple[str, ...]] | None = None
+        self.added = added or AddedSources([])
         self._labels: dict[str, tuple[str, str]] | None = None
 
-    def context(self, path: str) -> ReadContext:
-        return ReadContext(path, self.read, self.sources, self.labels)
+    def access_of(self, path: str) -> tuple[str, ...] | None:
+        """The access rule of the text of ``path`` (None: public)."""
+        if self._rules is None:
+            self._rules = self._rules_of() if self._rules_of is not None else {}
+        return self._rules.get(path)
+
+    def context(self, path: str, checksum: str = "", *, restricted: bool = True) -> ReadContext:
+        """What the source at ``path`` (these bytes) may read of the others; ``restricted``
+        False: no restricted file (the text for pages more people read)."""
+        via = self.added.via(path, checksum)
+        outside = f"added from outside: {via}" if via else ""
+        return ReadContext(path, self.read, self.sources, self.labels, access_of=self.access_of,
+                           restricted=restricted, outside=outside)
 
     def read(self, path: str) -> str:
+        """The text of ``path`` to include, or "!why not"."""
+        data = self._bytes(path)
+        if isinstance(data, str):
+            return data
+        via = self.added.via(path, checksum_bytes(data))
+        if via:
+            return f"!added from outside ({via}): never included"
+        return self._decoded(data)
+
+    def _bytes(self, path: str) -> bytes | str:
         raw = self.files.get(path)
         if raw is None:
             return "!not a readable file of raw/"
         try:
-            data = read_regular_bytes(raw.file, MAX_INCLUDE_BYTES)
-            return decode_text(data)[0]
+            return read_regular_bytes(raw.file, MAX_INCLUDE_BYTES)
         except FileTooLargeError:
             return f"!larger than {MAX_INCLUDE_BYTES:,} bytes"
-        except (UnreadableError, NotRegularFileError, OSError) as exc:
+        except (NotRegularFileError, OSError) as exc:
+            return f"!{_one_line(exc) or type(exc).__name__}"
+
+    @staticmethod
+    def _decoded(data: bytes) -> str:
+        try:
+            return decode_text(data)[0]
+        except UnreadableError as exc:
             return f"!{_one_line(exc) or type(exc).__name__}"
 
     def labels(self) -> dict[str, tuple[str, str]]:
@@ -200,7 +249,8 @@ class Corpus:
             found: dict[str, tuple[str, str]] = {}
             for path in sorted(self.files):
                 if path.endswith((".rst", ".rest")):
-                    text = self.read(path)
+                    data = self._bytes(path)
+                    text = data if isinstance(data, str) else self._decoded(data)
                     if not text.startswith("!"):
                         for label, value in scan_labels(path, text).items():
                             found.setdefault(label, value)
@@ -232,9 +282,17 @@ def read_source(raw: RawFile, corpus: Corpus | None = None) -> Source | SkippedS
     except OSError as exc:
         return SkippedSource(raw.path, f"cannot read: {exc.strerror or exc}", size=raw.size, mtime_ns=raw.mtime_ns)
     checksum = checksum_bytes(data)
+    context = corpus.context(raw.path, checksum) if corpus else None
+    source = _parsed_source(raw, data, checksum, context)
+    if isinstance(source, Source) and context is not None and context.carried:
+        _guard(source, raw, data, corpus, context.carried)
+    return source
+
+
+def _parsed_source(raw: RawFile, data: bytes, checksum: str, context: ReadContext | None,
+                   *, need_words: bool = True) -> Source | SkippedSource:
     try:
-        parsed = parse_document(raw.path, data, context=corpus.context(raw.path) if corpus else None,
-                                asked=raw.asked)
+        parsed = parse_document(raw.path, data, context=context, asked=raw.asked)
     except UnreadableError as exc:  # NotADocumentError too: its reason is a left-out reason
         return SkippedSource(raw.path, str(exc), checksum, raw.size, raw.mtime_ns)
     except Exception as exc:  # noqa: BLE001 - a reader bug on one file must not stop the compile
@@ -245,13 +303,30 @@ def read_source(raw: RawFile, corpus: Corpus | None = None) -> Source | SkippedS
     text, cut = cut_text(text, MAX_TEXT_BYTES)
     if cut:
         notes.append(f"text cut at {MAX_TEXT_BYTES:,} bytes (of {cut:,}): the rest would not fit in an article")
-    if not _has_words(text):
+    if need_words and not _has_words(text):
         return SkippedSource(raw.path, "no text found" + (f" ({'; '.join(notes)})" if notes else ""),
                              checksum, raw.size, raw.mtime_ns)
     title = " ".join((parsed.title or "").split()) or title_from_filename(raw.path, text)
     date = parsed.date or date_from_filename(raw.path)
     return Source(raw.path, parsed.kind, checksum, raw.size, raw.mtime_ns, title[:200], date, text,
                   folder_topic(raw.path), notes, parsed.tags)
+
+
+def _guard(source: Source, raw: RawFile, data: bytes, corpus: Corpus, carried: dict[str, tuple[str, ...]]) -> None:
+    """``source`` included restricted files (``carried``: each one's rule). It carries their
+    rule (``derived_access``: readers who may read every one of them), and ``guarded``: itself
+    read again with them refused, for the pages more people read (title, text and notes
+    without them)."""
+    source.access = derived_access(list(carried.values()))
+    shown = format_access(source.access) or "admins only"
+    source.notes.append(f"includes restricted {', '.join(sorted(carried))}: only articles with access "
+                        f"{shown} (or narrower) hold them; the others get the source without them")
+    context = corpus.context(raw.path, source.checksum, restricted=False)
+    guarded = _parsed_source(raw, data, source.checksum, context, need_words=False)
+    if isinstance(guarded, SkippedSource):  # a reader failing only now: none of its text is shown
+        guarded = Source(raw.path, source.kind, source.checksum, raw.size, raw.mtime_ns,
+                         title_from_filename(raw.path, ""), source.date, "", source.topic_hint, [guarded.reason])
+    source.guarded = guarded
 
 
 def cut_text(text: str, limit: int) -> tuple[str, int]:
@@ -299,7 +374,11 @@ def ingest(run: CompileRun) -> Ingested:
         # names in its `sources:` feeds that article again instead of a duplicate of it.
         named = articles_naming_sources(run) if not state.sources and raws else {}
         work: dict[str, SourceWork] = {}
-        corpus = Corpus(raws)
+        added = read_added(run.kb.raw_dir)
+        if added.damaged:
+            run.report.warnings.append(f"raw/{ADDED_FILE} is damaged ({added.damaged}): every source is read "
+                                       "as added from outside (no includes) until it is repaired or removed")
+        corpus = Corpus(raws, lambda: source_rules(run), added)
         run.progress.start("ingest", len(raws))
         for raw in raws:
             record = state.sources.get(raw.path)

@@ -20,6 +20,7 @@ from kb_ai.compile.records import FAILED, PLANNED, PlanTarget, SourceRecord
 from kb_ai.compile.topic_rule import assign_topics
 from kb_ai.errors import ArticleFormatError, LLMError, UnsafePathError
 from kb_ai.faults import fault_point
+from kb_ai.store.access import derived_access
 from kb_ai.store.articles import load_article
 from kb_ai.store.catalog import build_catalog, entry_from_article
 
@@ -146,13 +147,19 @@ class _Planning:
     def settle(self, work: SourceWork, proposal) -> list[PlanTarget] | None:
         """Resolve a proposal against the catalog as it is now: its new articles join the
         catalog, what was refused of the model's answer and the planner's notes go into the
-        report. A failed proposal is recorded as the source's failure (None)."""
+        report. A new article of a source that includes restricted files gets their rule too
+        (``Source.access``, with the plan's own). A failed proposal is recorded as the source's
+        failure (None)."""
         if isinstance(proposal, LLMError):
             self.counts["failed"] += 1
             record_failed(self.run, work, f"plan failed: {proposal.message}")
             return None
         result = self.engine.planner.resolve(proposal, work.source, self.catalog, work.previous)
         for target in result.targets:
+            if target.new and work.source.access is not None:  # it includes restricted files
+                rule = derived_access([tuple(target.access) if target.access is not None else None,
+                                       work.source.access])
+                target.access = list(rule)
             self.catalog.add_target(target, work.path)
         for detail in result.rejected:
             self.run.report.rejected.append({"source": work.path, "detail": detail})

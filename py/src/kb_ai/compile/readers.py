@@ -10,6 +10,7 @@ decoding, dates and titles, and the small readers (Markdown, text, Org, HTML) th
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import re
 from dataclasses import dataclass, field
@@ -326,7 +327,10 @@ def _read_markdown(path: str, text: str, context: ReadContext | None = None) -> 
     from kb_ai.compile.formats.markdown_dialects import plain_markdown  # noqa: PLC0415
 
     notes: list[str] = []
-    body = plain_markdown(body, context or ReadContext(path), notes)
+    context = context or ReadContext(path)
+    if meta.get("source_url") and not context.outside:  # a web page as `kaas add URL` stores it
+        context = dataclasses.replace(context, outside="a web page (source_url)")
+    body = plain_markdown(body, context, notes)
     title = plain_text(title) if title and title.strip() else None
     return Parsed("markdown", body, title or title_heading(body), date or date_from_text(body), notes, tags[:10])
 

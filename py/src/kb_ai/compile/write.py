@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +57,7 @@ from kb_ai.store.articles import (
     validate_article_text,
     write_article_text,
 )
+from kb_ai.store.access import parse_access
 from kb_ai.store.paths import safe_wiki_file
 
 @dataclass
@@ -70,6 +71,18 @@ class ArticleOutcome:
     warnings: list[str] = field(default_factory=list)
 
 
+
+
+def _as_the_page_may_hold(article: CurrentArticle, job: ArticleJob, chunk: list[Contribution]) -> list[Contribution]:
+    """THE rule for included text: each source as this article may hold it (``Source.for_page``).
+    A source that includes restricted files goes whole only into an article at least as
+    restricted (its own ``access``, or the one a new article is created with); any other gets the
+    source without them."""
+    if article.body is not None:
+        page = parse_access(article.meta)[0]
+    else:
+        page = tuple(job.target.access) if job.target.access is not None else None
+    return [c if c.source.guarded is None else replace(c, source=c.source.for_page(page)) for c in chunk]
 
 
 def compose_meta(existing: dict[str, Any], *, title: str, summary: Any, topic: str, tags: Any,
@@ -223,6 +236,7 @@ class ArticleWriter:
         wrote = False
         model = getattr(self.writer, "mode", "") == "llm"
         for chunk in _chunks(sorted(job.contributions, key=lambda c: (c.source.date or "", c.path))):
+            chunk = _as_the_page_may_hold(article, job, chunk)
             draft = await self.writer.write(article, chunk)
             draft.body = self._settle_links(article, chunk, draft.body)
             for new, old in job.adopt_renamed():  # a same-title section follows its source's new name

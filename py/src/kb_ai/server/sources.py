@@ -42,7 +42,7 @@ from sse_starlette import ServerSentEvent
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from kb_ai.compile.add import store_source
+from kb_ai.compile.add import UPLOAD, store_source
 from kb_ai.compile.fetch import FetchPolicy, add_url
 from kb_ai.compile.kaasignore import left_out_lines
 from kb_ai.compile.progress import Progress
@@ -110,7 +110,7 @@ async def upload_endpoint(request: Request) -> Response:
             chunks.append(chunk)
         data = b"".join(chunks)
         added = await anyio.to_thread.run_sync(
-            lambda: store_source(state.kb.raw_dir, name, data, folder=folder))
+            lambda: store_source(state.kb.raw_dir, name, data, folder=folder, via=UPLOAD))
     except KaasError as exc:
         return error_response(exc, reader_of(request))
     except OSError as exc:

@@ -76,5 +76,17 @@ def derived_access(rules: list[tuple[str, ...] | None]) -> tuple[str, ...] | Non
     return tuple(sorted(set.intersection(*restricted)))
 
 
+def holds(page: tuple[str, ...] | None, rule: tuple[str, ...] | None) -> bool:
+    """Whether a page with access ``page`` may hold text that is under ``rule``: everyone who
+    may read the page may read that text (``rule`` None: public text, any page holds it; a
+    public page holds only public text; else every group of ``page`` must be one of ``rule``'s,
+    and admins only, ``()``, holds anything)."""
+    if rule is None:
+        return True
+    if page is None:
+        return False
+    return set(page) <= set(rule)
+
+
 def format_access(access: tuple[str, ...]) -> str:
     return ", ".join(access)

@@ -115,6 +115,8 @@ class _Inliner(states.Inliner):
         title, target = _role_parts(text)
         context = self.context
         path = _find_doc(context, target) if context is not None else None
+        if path is not None and not context.shows(path):
+            path = None  # a restricted document: neither its title nor a link to it
         found = context.label(f"doc:{path}") if path is not None else None
         shown = title or (found[1] if found else "") or _readable(target)
         if path is None:
