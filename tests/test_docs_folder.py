@@ -218,7 +218,7 @@ def test_the_upload_accepts_what_compile_reads_by_the_same_rules(tmp_path):
         (tmp_path / "raw" / ".kaasignore").write_text("!*.css\n")
         asked = client.post("/api/sources/upload?name=custom.css", content=CSS.encode(), headers=octet)
         assert asked.status_code == 201, asked.text
-    assert sorted(p.name for p in (tmp_path / "raw").iterdir()) == [".kaasignore", "api.rst", "custom.css"]
+    assert sorted(p.name for p in (tmp_path / "raw").iterdir()) == [".kaas-added.json", ".kaasignore", "api.rst", "custom.css"]  # uploads are recorded
 
 
 PROSE_WITH_CODE = ("Deploying\n=========\n\nCopy the built site to the server and restart the service; the\n"
