@@ -37,8 +37,8 @@ from kb_ai.files import DamagedFileError, atomic_write_text, read_state_json
 
 SEAL_NAME = "kaas-seal.json"
 SEAL_FORMAT = 1
-_HEADER = b"kaas-seal-1 "  # a sealed single file: this, the hex digest, a newline, the bytes
-_DIGEST_CHARS = 64
+_TRAILER = b"\nkaas-seal-1 "  # a sealed single file: the bytes, this, the hex digest, a newline
+_TRAILER_BYTES = len(_TRAILER) + 64 + 1
 _KEPT = 256  # digests of mapped files remembered per process (a saved index has two)
 
 
@@ -128,17 +128,19 @@ class FolderSeal:
 
 
 def sealed(data: bytes, about: str) -> bytes:
-    """``data`` with its seal in front (a single state file, written atomically in one piece)."""
-    return _HEADER + digest(data, about).encode() + b"\n" + data
+    """``data`` with its seal after it (a single state file, written atomically in one piece; a
+    reader that stops at the end of its own format, as pickle does, still reads it)."""
+    return data + _TRAILER + digest(data, about).encode() + b"\n"
 
 
-def unsealed(data: bytes, about: str) -> bytes:
-    """The bytes ``sealed(data, about)`` sealed; ``DamagedFileError`` when there is no seal, or it
-    is of other bytes or of something else than ``about``."""
-    start = len(_HEADER) + _DIGEST_CHARS + 1
-    if not data.startswith(_HEADER) or data[start - 1:start] != b"\n":
+def unsealed(data: bytes, about: str) -> memoryview:
+    """The bytes ``sealed(data, about)`` sealed (a view of ``data``, not a copy);
+    ``DamagedFileError`` when there is no seal, or it is of other bytes or of something else
+    than ``about``."""
+    start = len(data) - _TRAILER_BYTES
+    if start < 0 or data[start:start + len(_TRAILER)] != _TRAILER or not data.endswith(b"\n"):
         raise DamagedFileError("it has no seal")
-    body = memoryview(data)[start:]
-    if digest(body, about).encode() != data[len(_HEADER):start - 1]:
+    body = memoryview(data)[:start]
+    if digest(body, about).encode() != data[start + len(_TRAILER):-1]:
         raise DamagedFileError("it is not what its seal names")
-    return bytes(body)
+    return body
