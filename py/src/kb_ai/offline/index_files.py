@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from kb_ai.files import DamagedFileError, map_state_file, read_state_bytes, remove_state_entry, state_json_of
-from kb_ai.seals import FolderSeal, digest, mapped_digest
+from kb_ai.seals import FolderSeal, HashingWriter, digest, mapped_digest, remember_written, write_folder_seal
 from kb_ai.store.lock import pid_alive
 
 MAX_INDEX_FILE_BYTES = 1 << 30  # any one file of a saved index
@@ -132,6 +132,23 @@ def check_saved(paths, words, extra, arrays) -> tuple[dict[str, int], dict[int, 
             raise DamagedFileError("kaas-extra.json does not fit the index")
         postings.setdefault(item[0], []).append((item[1], item[2]))
     return vocab, postings
+
+
+def write_index_files(folder: Path, arrays: dict[str, np.ndarray], texts: dict[str, bytes], fingerprint: str) -> None:
+    """Write an index's ``arrays`` (``ARRAYS``) and ``texts`` into ``folder``, with
+    ``kaas-fingerprint``, then the seal of them all (last: it vouches for every file before it)."""
+    digests = {}
+    for name, array in arrays.items():
+        with open(folder / f"{name}.npy", "wb") as handle:
+            writer = HashingWriter(handle)
+            np.save(writer, array, allow_pickle=False)
+        digests[f"{name}.npy"] = writer.hexdigest()
+        if name in MAPPED:  # mapped when loaded: this process need not hash it again
+            remember_written(folder / f"{name}.npy", writer.hexdigest())
+    for name, data in {**texts, "kaas-fingerprint": fingerprint.encode()}.items():
+        (folder / name).write_bytes(data)
+        digests[name] = digest(data)
+    write_folder_seal(folder, digests, fingerprint)
 
 
 def save_folders(cache_dir: Path) -> tuple[Path, Path]:

@@ -45,10 +45,9 @@ from pathlib import Path
 import numpy as np
 
 from kb_ai.offline.equivalents import query_weights
-from kb_ai.offline.index_files import (ARRAYS, FILES, MAPPED, check_saved, join_texts,
-                                      load_array, read_extra, read_sealed, remove_abandoned_saves, save_folders,
-                                      split_texts)
-from kb_ai.seals import SEAL_NAME, FolderSeal, HashingWriter, digest, remember_written, write_folder_seal
+from kb_ai.offline.index_files import (ARRAYS, FILES, check_saved, join_texts, load_array, read_extra, read_sealed,
+                                      remove_abandoned_saves, save_folders, split_texts, write_index_files)
+from kb_ai.seals import SEAL_NAME, FolderSeal, digest
 from kb_ai.offline.text import tokenize
 from kb_ai.store.access import parse_access
 from kb_ai.store.articles import read_article_text, split_frontmatter
@@ -324,25 +323,13 @@ class LexicalIndex:
             tmp.mkdir()
             arrays = {"indptr": self._indptr, "docs": self._docs, "tfs": self._tfs, "lengths": self._lengths,
                       "live": self._live, "keys": self._keys, "df": self._df}
-            digests = {}
-            for name, array in arrays.items():
-                with open(tmp / f"{name}.npy", "wb") as handle:
-                    writer = HashingWriter(handle)
-                    np.save(writer, array, allow_pickle=False)
-                digests[f"{name}.npy"] = writer.hexdigest()
-                if name in MAPPED:  # mapped when loaded: this process need not hash it again
-                    remember_written(tmp / f"{name}.npy", writer.hexdigest())
             extra = [[term, doc, tf] for term, postings in sorted(self._extra.items()) for doc, tf in postings]
             # NUL-separated (no path or term holds a NUL; "" for a page taken out): read back with
             # one split, where JSON would cost a parse and a check of every string.
             texts = {"kaas-paths.txt": join_texts(p or "" for p in self.paths),
                      "kaas-vocab.txt": join_texts(sorted(self._vocab, key=self._vocab.__getitem__)),
-                     "kaas-extra.json": json.dumps(extra).encode("utf-8"),
-                     "kaas-fingerprint": fingerprint.encode()}
-            for name, data in texts.items():
-                (tmp / name).write_bytes(data)
-                digests[name] = digest(data)
-            write_folder_seal(tmp, digests, fingerprint)  # last: it vouches for every file above
+                     "kaas-extra.json": json.dumps(extra).encode("utf-8")}
+            write_index_files(tmp, arrays, texts, fingerprint)
             if cache_dir.is_symlink() or cache_dir.exists():
                 os.replace(cache_dir, old)  # whatever it is (a FIFO, a link): moved, never followed
             os.replace(tmp, cache_dir)
