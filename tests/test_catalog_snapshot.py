@@ -5,6 +5,7 @@ rebuilt, never trusted (nor unpickled into anything but plain data)."""
 
 from __future__ import annotations
 
+import io
 import os
 import pickle
 import time
@@ -140,7 +141,8 @@ def test_an_in_place_edit_of_the_page_a_cold_question_reads_is_answered_from(res
     assert "quorble valve opens at dawn" in result.output
 
 
-@pytest.mark.parametrize("damage", ["garbage", "global", "shape", "folder", "version", "other-index", "mentions"])
+@pytest.mark.parametrize("damage", ["garbage", "global", "shape", "folder", "version", "other-index", "mentions",
+                                    "unsealed", "seal-of-other-bytes", "cut-short"])
 def test_a_damaged_or_foreign_snapshot_is_rebuilt(rested_kb, damage, caplog, monkeypatch):
     file = rested_kb / ".kaas" / snapshot.SNAPSHOT_NAME
     good = _cold(rested_kb).catalog()
@@ -150,9 +152,9 @@ def test_a_damaged_or_foreign_snapshot_is_rebuilt(rested_kb, damage, caplog, mon
         file.write_bytes(b"\x80\x05not a pickle at all")
     elif damage == "global":  # a pickle that would run a command when unpickled by pickle.load
         file.write_bytes(pickle.dumps(_Evil(str(ran))))
-    elif damage == "shape":
+    elif damage == "shape":  # sealed as kaas seals it: the fields' checks still refuse it
         raw["entries"] = [("only", "three", "fields")]
-        file.write_bytes(pickle.dumps(raw))
+        file.write_bytes(snapshot.snapshot_bytes(raw))
     elif damage == "folder":
         file.unlink()
         file.mkdir()
@@ -164,7 +166,17 @@ def test_a_damaged_or_foreign_snapshot_is_rebuilt(rested_kb, damage, caplog, mon
     elif damage == "mentions":  # keys naming rows the snapshot does not have
         keys, rows, longest = raw["mentions"]
         raw["mentions"] = (keys, b"\xff\xff\xff\x7f" * len(keys), longest)
+        file.write_bytes(snapshot.snapshot_bytes(raw))
+    elif damage == "unsealed":  # the very pickle kaas wrote, its seal cut off
         file.write_bytes(pickle.dumps(raw))
+    elif damage == "seal-of-other-bytes":  # a summary changed, the seal of the bytes before kept
+        data = file.read_bytes()
+        body, seal = _pickle_and_rest(data)
+        path, title, summary, *rest = raw["entries"][0]
+        raw["entries"][0] = (path, title, summary.replace("Summary", "Summery"), *rest)
+        file.write_bytes(pickle.dumps(raw) + seal)
+    elif damage == "cut-short":
+        file.write_bytes(file.read_bytes()[:-10])
     elif damage == "other-index":
         raw["index_id"] = [1, 2, 3]
         raw["entries"] = raw["entries"][:1]
@@ -173,12 +185,54 @@ def test_a_damaged_or_foreign_snapshot_is_rebuilt(rested_kb, damage, caplog, mon
     catalog = _cold(rested_kb).catalog()
     assert catalog.entries == good.entries
     assert not ran.exists()
-    if damage in ("garbage", "global", "shape", "folder", "mentions"):
+    if damage not in ("version", "other-index"):
         assert "catalog snapshot" in caplog.text and "damaged" in caplog.text
     # rewritten: the next cold load uses it
     assert file.is_file()
     _no_parse(monkeypatch)
     assert _cold(rested_kb).catalog().entries == good.entries
+
+
+def _pickle_and_rest(data: bytes) -> tuple[bytes, bytes]:
+    """A snapshot file's pickle and what follows it (its seal; nothing in a kaas before seals)."""
+    stream = io.BytesIO(data)
+    pickle.Unpickler(stream).load()
+    return data[:stream.tell()], data[stream.tell():]
+
+
+@pytest.mark.parametrize("swap", [4, 1], ids=["access rules", "titles"])
+def test_a_snapshot_with_two_entries_swapped_never_shows_a_reader_a_hidden_title(tmp_path, swap, caplog):
+    """Two entries' access rules (or titles) exchanged in a well-formed snapshot, the seal kept:
+    a cold process must not list the hidden page's title for a reader (under its own path or a
+    public one). The snapshot is not what its seal names: rebuilt from master-index.md."""
+    from starlette.testclient import TestClient
+
+    from kb_ai.config import Settings
+    from kb_ai.server.app import create_app
+    from kb_ai.store.access import Reader
+
+    from access_twins import BOB, USERS_TOML
+
+    hidden = ("hr/secret.md", "Zanzibarite payroll bands", "Salary bands.", "# Bands\n\nSecret.", {"access": ["payroll"]})
+    build_kb(tmp_path, *PAGES[:3], hidden, sample=False, toml=USERS_TOML)
+    _age(tmp_path)
+    KnowledgeBase(tmp_path).catalog()
+    file = tmp_path / ".kaas" / snapshot.SNAPSHOT_NAME
+    body, seal = _pickle_and_rest(file.read_bytes())
+    raw = pickle.loads(body)
+    rows = [list(row) for row in raw["entries"]]
+    at, public = [[row[0] for row in rows].index(path) for path in ("hr/secret.md", "topic0/page-0.md")]
+    rows[public][swap], rows[at][swap] = rows[at][swap], rows[public][swap]
+    raw["entries"] = [tuple(row) for row in rows]
+    file.write_bytes(pickle.dumps(raw) + seal)
+
+    view = KnowledgeBase(tmp_path).catalog().visible_to(Reader("bob", frozenset({"eng"})))
+    assert "hr/secret.md" not in view and all("Zanzibarite" not in e.title for e in view.entries)
+    assert "catalog snapshot" in caplog.text and "damaged" in caplog.text
+    file.write_bytes(pickle.dumps(raw) + seal)
+    with TestClient(create_app(Settings(kb=tmp_path), mcp=False), headers={"Authorization": f"Bearer {BOB}"}) as bob:
+        listing = bob.get("/api/index")
+    assert listing.status_code == 200 and "Zanzibarite" not in listing.text and "hr/secret.md" not in listing.text
 
 
 class _Evil:

@@ -616,3 +616,22 @@ async def test_fake_openai_routes_by_request(make_gateway):
         assert await gw.complete_json(MESSAGES, schema=SCHEMA, schema_name="s", purpose="select", max_tokens=100) == {
             "pages": ["a.md"]}
         assert fake.call_count == 2 and fake.unmatched == []
+
+
+async def test_a_cache_entry_under_another_requests_name_is_a_miss(route, make_gateway, tmp_path, caplog):
+    """An entry copied or renamed to another request's key (well-formed JSON, another prompt's
+    reply: one made from pages another reader may see) is never that request's reply."""
+    route.mock(return_value=chat_json("made from the hidden page"))
+    gw = make_gateway(cache_dir=tmp_path / "cache")
+    other = [{"role": "user", "content": "a prompt holding a hidden page"}]
+    assert await gw.complete(other, purpose="t", max_tokens=100) == "made from the hidden page"
+    cache = ResponseCache(tmp_path / "cache")
+    theirs = cache.path_for(cache_key(kind="text", model=MODEL, api_base=API_BASE, messages=other,
+                                      temperature=0.0, max_tokens=100))
+    mine = cache.path_for(cache_key(kind="text", model=MODEL, api_base=API_BASE, messages=MESSAGES,
+                                    temperature=0.0, max_tokens=100))
+    mine.parent.mkdir(parents=True, exist_ok=True)
+    mine.write_bytes(theirs.read_bytes())
+    route.mock(return_value=chat_json("fresh"))
+    assert await make_gateway(cache_dir=tmp_path / "cache").complete(MESSAGES, purpose="t", max_tokens=100) == "fresh"
+    assert "another request" in caplog.text

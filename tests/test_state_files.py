@@ -356,7 +356,7 @@ def test_a_source_replaced_by_a_fifo_after_the_scan_is_skipped_with_its_reason(t
 # -- ask offline: the saved lexical index ---------------------------------------------------------
 
 LEXICAL_FILES = ["kaas-fingerprint", "kaas-paths.txt", "kaas-vocab.txt", "kaas-extra.json",
-                 "indptr.npy", "docs.npy", "tfs.npy", "lengths.npy", "live.npy", "keys.npy", "df.npy"]
+                 "indptr.npy", "docs.npy", "tfs.npy", "lengths.npy", "live.npy", "keys.npy", "df.npy", "kaas-seal.json"]
 
 
 @pytest.mark.parametrize("name, kind", [(name, kind) for name in LEXICAL_FILES

@@ -12,7 +12,7 @@ from kb_ai.navigate.ask import ask, build_service
 from kb_ai.navigate.records import AskRequest
 from kb_ai.store.catalog import Catalog, CatalogEntry
 from kb_ai.store.kb import KnowledgeBase
-from kb_ai.store.topics import SUBTOPIC_MIN, build_topic_index, membership_key, save_model_summaries
+from kb_ai.store.topics import SUBTOPIC_MIN, build_topic_index, membership_key, save_model_summaries, stored_summary
 
 from helpers import llm_settings, write_page
 from llm_fakes import ANSWER, API_BASE, MODEL, SELECT, FakeOpenAI, all_text
@@ -54,18 +54,32 @@ def test_subfolders_of_a_large_topic_are_its_subtopics():
 
 def test_a_model_summary_is_used_only_for_the_membership_it_was_written_for():
     entries = [_entry(f"food/d{i}.md", f"Dish {i} soup", "A warming soup recipe.", "food") for i in range(5)]
-    stored = {"food": {"summary": "Soups of the house.", "members": membership_key([e.path for e in entries])}}
+    stored = {"food": stored_summary("food", [e.path for e in entries], "Soups of the house.")}
     assert build_topic_index(Catalog(entries), stored).by_name["food"].summary == "Soups of the house."
     grown = entries + [_entry("food/new.md", "Bread", "A loaf.", "food")]
     assert build_topic_index(Catalog(grown), stored).by_name["food"].summary != "Soups of the house."
+
+
+def test_a_model_summary_moved_to_another_topic_or_edited_is_not_used():
+    """A saved summary is bound to its topic and members (``stored_summary``'s seal): one moved
+    under another topic's name and members fingerprint (a summary made from pages a reader may
+    not see, shown for a topic they may) or edited is not used; the generated one stands in."""
+    hr = [_entry(f"hr/p{i}.md", f"Payroll {i}", "Zanzibarite salary bands.", "hr") for i in range(3)]
+    ops = [_entry(f"ops/p{i}.md", f"Deploy {i}", "Deploying releases.", "ops") for i in range(3)]
+    secret = stored_summary("hr", [e.path for e in hr], "Zanzibarite bands pay 91,000.")
+    moved = {"ops": {**secret, "members": membership_key([e.path for e in ops])}}
+    assert "Zanzibarite" not in build_topic_index(Catalog(ops), moved).by_name["ops"].summary
+    edited = {"ops": {**stored_summary("ops", [e.path for e in ops], "Deploying."), "summary": "Zanzibarite."}}
+    assert "Zanzibarite" not in build_topic_index(Catalog(ops), edited).by_name["ops"].summary
+    fine = {"ops": stored_summary("ops", [e.path for e in ops], "How releases ship.")}
+    assert build_topic_index(Catalog(ops), fine).by_name["ops"].summary == "How releases ship."
 
 
 def test_kaas_index_writes_topics_md_which_is_not_an_article(tmp_path):
     write_page(tmp_path / "wiki", "food/soup.md", "Tomato soup", "A warming soup of tomatoes.", "# Soup\n\nHot.")
     write_page(tmp_path / "wiki", "food/bread.md", "Rye bread", "A dense rye loaf.", "# Bread\n\nBaked.")
     kb = KnowledgeBase(tmp_path)
-    save_model_summaries(kb.state_dir, {"food": {"summary": "Soups and breads.",
-                                                 "members": membership_key(["food/bread.md", "food/soup.md"])}})
+    save_model_summaries(kb.state_dir, {"food": stored_summary("food", ["food/bread.md", "food/soup.md"], "Soups and breads.")})
     kb.reindex()
     text = (tmp_path / "wiki" / "topics.md").read_text()
     assert "- food (2 articles) — Soups and breads." in text

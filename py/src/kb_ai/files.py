@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import errno
 import json
+import mmap
 import os
 import shutil
 import stat
@@ -371,14 +372,35 @@ def read_state_bytes(path: Path, max_bytes: int) -> bytes | None:
         raise DamagedFileError(_damage(exc)) from None
 
 
+def map_state_file(path: Path, max_bytes: int) -> tuple[mmap.mmap, os.stat_result] | None:
+    """The state file at ``path`` mapped read-only, with the stat of what was mapped; None when
+    there is none. What is mapped is what was opened and checked (a regular file of at most
+    ``max_bytes``; no name is opened twice); anything else raises ``DamagedFileError``."""
+    try:
+        fd, info = _open_regular(path, max_bytes)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise DamagedFileError(_damage(exc)) from None
+    try:
+        return mmap.mmap(fd, 0, access=mmap.ACCESS_READ), info
+    except (OSError, ValueError) as exc:  # an empty file cannot be mapped
+        raise DamagedFileError(f"cannot map it ({exc})") from None
+    finally:
+        os.close(fd)
+
+
 def read_state_json(path: Path, max_bytes: int) -> Any:
     """The JSON value of the state file at ``path``; None when there is none. Raises
     ``DamagedFileError`` as ``read_state_bytes`` does, and for bytes that are not UTF-8 JSON
     (NaN and Infinity included), JSON nested deeper than any state file kaas writes, or a string
     holding a lone surrogate (which no later step could print or write)."""
     data = read_state_bytes(path, max_bytes)
-    if data is None:
-        return None
+    return None if data is None else state_json_of(data)
+
+
+def state_json_of(data: bytes) -> Any:
+    """The JSON value of a state file's bytes, checked as ``read_state_json`` checks it."""
     try:
         value = json.loads(data.decode("utf-8"), parse_constant=refuse_json_constant)
     except (ValueError, RecursionError) as exc:

@@ -17,7 +17,7 @@ from kb_ai.llm.usage import UsageMeter
 from kb_ai.store.catalog import Catalog
 from kb_ai.store.kb import KnowledgeBase
 from kb_ai.store.articles import clean_summary
-from kb_ai.store.topics import Topic, build_topic_index, load_model_summaries, membership_key, save_model_summaries, write_topics
+from kb_ai.store.topics import Topic, build_topic_index, load_model_summaries, save_model_summaries, stored_summary, write_topics
 
 SUMMARY_CHARS = 200
 LINES_BUDGET = 3_000  # tokens of catalog lines per topic
@@ -58,7 +58,7 @@ async def refresh_topic_summaries(kb: KnowledgeBase, gateway, prompts, meter: Us
         if summary is None:
             warnings.append(f"topic {topic.name}: the model returned no usable summary; the generated one stays")
             return
-        fresh[topic.name] = {"summary": summary, "members": membership_key(topic.paths)}
+        fresh[topic.name] = stored_summary(topic.name, topic.paths, summary)
 
     await asyncio.gather(*(summarize(t) for t in todo))
     if todo:

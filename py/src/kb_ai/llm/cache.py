@@ -8,7 +8,10 @@ depends on what the server accepts) and the kind of call (``text``, ``json``, ``
 One small JSON file per entry, ``<dir>/ab/<hash>.json``, written atomically, so concurrent
 writers (two CLI processes, the HTTP server) never leave a half-written file. An entry that is
 not a regular file of cached JSON (a folder, a FIFO, a link to a device or a huge file, garbage)
-is a miss with a one-line warning, never waited on; the next successful call replaces it. litellm's own ``Cache`` is not
+is a miss with a one-line warning, never waited on; the next successful call replaces it. Each
+entry names the key it was written for, and a hit must name the key looked up: an entry copied or
+renamed under another request's name (the reply to a prompt made from pages another reader may
+see) is a damaged entry, a miss, never that request's reply. litellm's own ``Cache`` is not
 used: it crashes on a hit without its proxy extras (see DESIGN.md, "Known traps").
 """
 
@@ -26,7 +29,7 @@ from kb_ai.files import DamagedFileError, read_state_json, write_state_bytes
 
 log = logging.getLogger(__name__)
 
-CACHE_FORMAT = 1  # bump to invalidate every entry when the key or value layout changes
+CACHE_FORMAT = 2  # bump to invalidate every entry when the key or value layout changes (2: entries name their key)
 MAX_ENTRY_BYTES = 64 << 20  # a reply is bounded by max_tokens: far below this
 
 
@@ -75,6 +78,8 @@ class ResponseCache:
                 return None
             if not isinstance(data, dict) or not isinstance(data.get("text"), str):
                 raise DamagedFileError("not a cached reply")
+            if data.get("key") != key:
+                raise DamagedFileError("the entry of another request")
             return CachedReply(
                 text=data["text"],
                 prompt_tokens=int(data.get("prompt_tokens") or 0),
@@ -89,6 +94,7 @@ class ResponseCache:
     def put(self, key: str, *, text: str, prompt_tokens: int, completion_tokens: int, model: str) -> None:
         """Store a reply (atomically; replaces a corrupt entry). Errors are logged, not raised."""
         record = {
+            "key": key,
             "text": text,
             "prompt_tokens": int(prompt_tokens),
             "completion_tokens": int(completion_tokens),

@@ -22,9 +22,12 @@ catalog's fingerprint and a key per page (its catalog line and file stamp); a la
 loads it, and when the catalog changed it re-reads only the pages whose key changed (a hand
 edit: one page out, one in), or rebuilds it when too much changed to be worth it.
 The saved index is kaas's own state: every file is read bounded and as plain arrays (numpy,
-``allow_pickle=False``) or JSON; a folder or file in it that is damaged or is not a regular file
-(a FIFO, a link to a device or a huge file, garbage, arrays that do not fit together) is reported
-in one warning line and the index rebuilt.
+``allow_pickle=False``) or JSON, and checked against the folder's seal (``kb_ai/seals.py``,
+written last: each file's SHA-256, bound to the fingerprint the index was built for); a folder or
+file in it that is damaged, is not a regular file (a FIFO, a link to a device or a huge file,
+garbage, arrays that do not fit together) or is well formed but not the file written with the
+others (``kaas-paths.txt`` reordered, postings of another build) is reported in one warning line
+and the index rebuilt.
 """
 
 from __future__ import annotations
@@ -42,26 +45,20 @@ from pathlib import Path
 import numpy as np
 
 from kb_ai.offline.equivalents import query_weights
-from kb_ai.offline.index_files import (ARRAYS, MAX_INDEX_FILE_BYTES, check_saved, join_texts, load_array,
-                                      remove_abandoned_saves, save_folders, split_texts)
+from kb_ai.offline.index_files import (ARRAYS, FILES, check_saved, join_texts, load_array, read_extra, read_sealed,
+                                      remove_abandoned_saves, save_folders, split_texts, write_index_files)
+from kb_ai.seals import SEAL_NAME, FolderSeal, digest
 from kb_ai.offline.text import tokenize
 from kb_ai.store.access import parse_access
 from kb_ai.store.articles import read_article_text, split_frontmatter
 from kb_ai.store.catalog import Catalog, CatalogEntry
 from kb_ai.store.name_index import NameIndex
 from kb_ai.store.stamps import FileStamps
-from kb_ai.files import (
-    DamagedFileError,
-    atomic_write_text,
-    read_state_bytes,
-    read_state_json,
-    remove_state_entry,
-    state_folder,
-)
+from kb_ai.files import DamagedFileError, read_state_bytes, remove_state_entry, state_folder
 
 log = logging.getLogger(__name__)
 
-INDEX_FORMAT = 4  # 4: kaas's own postings (term frequencies), updated page by page
+INDEX_FORMAT = 5  # 4: kaas's own postings (term frequencies), updated page by page; 5: sealed
 TITLE_WEIGHT = 3
 SUMMARY_WEIGHT = 2
 BODY_CHAR_LIMIT = 50_000  # per article: enough to rank, bounded for huge pages
@@ -326,16 +323,13 @@ class LexicalIndex:
             tmp.mkdir()
             arrays = {"indptr": self._indptr, "docs": self._docs, "tfs": self._tfs, "lengths": self._lengths,
                       "live": self._live, "keys": self._keys, "df": self._df}
-            for name, array in arrays.items():
-                with open(tmp / f"{name}.npy", "wb") as handle:
-                    np.save(handle, array, allow_pickle=False)
             extra = [[term, doc, tf] for term, postings in sorted(self._extra.items()) for doc, tf in postings]
             # NUL-separated (no path or term holds a NUL; "" for a page taken out): read back with
             # one split, where JSON would cost a parse and a check of every string.
-            (tmp / "kaas-paths.txt").write_bytes(join_texts(p or "" for p in self.paths))
-            (tmp / "kaas-vocab.txt").write_bytes(join_texts(sorted(self._vocab, key=self._vocab.__getitem__)))
-            (tmp / "kaas-extra.json").write_text(json.dumps(extra), encoding="utf-8")
-            atomic_write_text(tmp / "kaas-fingerprint", fingerprint)
+            texts = {"kaas-paths.txt": join_texts(p or "" for p in self.paths),
+                     "kaas-vocab.txt": join_texts(sorted(self._vocab, key=self._vocab.__getitem__)),
+                     "kaas-extra.json": json.dumps(extra).encode("utf-8")}
+            write_index_files(tmp, arrays, texts, fingerprint)
             if cache_dir.is_symlink() or cache_dir.exists():
                 os.replace(cache_dir, old)  # whatever it is (a FIFO, a link): moved, never followed
             os.replace(tmp, cache_dir)
@@ -353,17 +347,20 @@ class LexicalIndex:
     @classmethod
     def _load(cls, cache_dir: Path, fingerprint: str, catalog: Catalog) -> "tuple[LexicalIndex | None, bool]":
         """The saved index and whether its fingerprint is ``fingerprint``; (None, False) when
-        there is none (quietly) or it is damaged (with a warning)."""
+        there is none (quietly) or it is damaged (with a warning). Every file is checked against
+        the folder's seal before it is used (``offline/index_files.py``)."""
         try:
             stored = read_state_bytes(cache_dir / "kaas-fingerprint", 1000)
             if stored is None:
                 return None, False
-            if stored != fingerprint.encode() and not os.path.lexists(cache_dir / "kaas-paths.txt"):
-                return None, False  # an index of an earlier format (bm25s's files): rebuilt quietly
-            paths = _interned(split_texts(read_state_bytes(cache_dir / "kaas-paths.txt", MAX_INDEX_FILE_BYTES)), catalog)
-            words = split_texts(read_state_bytes(cache_dir / "kaas-vocab.txt", MAX_INDEX_FILE_BYTES))
-            extra = read_state_json(cache_dir / "kaas-extra.json", MAX_INDEX_FILE_BYTES)
-            arrays = {name: load_array(cache_dir / f"{name}.npy") for name in ARRAYS}
+            if stored != fingerprint.encode() and not os.path.lexists(cache_dir / SEAL_NAME):
+                return None, False  # an index of an earlier format (unsealed): rebuilt quietly
+            seal = FolderSeal(cache_dir, stored.decode("utf-8", "replace"), FILES)
+            seal.check("kaas-fingerprint", digest(stored))
+            paths = _interned(split_texts(read_sealed(cache_dir, "kaas-paths.txt", seal)), catalog)
+            words = split_texts(read_sealed(cache_dir, "kaas-vocab.txt", seal))
+            extra = read_extra(cache_dir, seal)
+            arrays = {name: load_array(cache_dir, name, seal) for name in ARRAYS}
             vocab, extra_postings = check_saved(paths, words, extra, arrays)
         except (DamagedFileError, OSError) as exc:
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc

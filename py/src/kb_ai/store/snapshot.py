@@ -17,7 +17,10 @@ kaas's version: a snapshot of another index or another version is ignored and re
 kaas's own state, read from the knowledge base's own ``.kaas`` folder only, bounded in size,
 unpickled by an unpickler that refuses every class and function (plain lists, tuples, dicts,
 strings and numbers only): a damaged or foreign file is a rebuild, never code run. Written
-atomically.
+atomically, sealed (``kb_ai/seals.py``: the SHA-256 of its bytes and of the master-index.md it
+is of, after the pickle): a snapshot that is well formed but not the bytes kaas wrote (two
+entries' titles or access rules swapped, which would list a hidden page's title under a public
+path) is damaged and rebuilt.
 
 Freshness, without a stat per article: a folder's mtime changes when a file in it is created,
 deleted or renamed (which is also how most editors, ``git`` and kaas itself save a file). On load,
@@ -48,12 +51,13 @@ import numpy as np
 
 from kb_ai import __version__
 from kb_ai.files import DamagedFileError, read_state_bytes, write_state_bytes
+from kb_ai.seals import sealed, unsealed
 from kb_ai.store.mention_keys import MAX_TITLE_WORDS
 
 log = logging.getLogger(__name__)
 
 SNAPSHOT_NAME = "catalog-snapshot.pickle"
-SNAPSHOT_FORMAT = 2  # 2: with the mention keys
+SNAPSHOT_FORMAT = 3  # 2: with the mention keys; 3: sealed
 MAX_SNAPSHOT_BYTES = 1 << 30
 RACY_SECONDS = 2.0
 
@@ -185,6 +189,7 @@ def load_snapshot(state_dir: Path, index_id: IndexId) -> Snapshot | None:
             return None  # another kaas wrote it: rebuilt quietly
         if tuple(raw["index_id"]) != tuple(index_id):
             return None  # the snapshot of another master-index.md
+        unsealed(data, _about(index_id))  # the bytes kaas wrote for this master-index.md, or damage
         snapshot = Snapshot(index_id=index_id, entries=raw["entries"], stamps=raw["stamps"],
                             warnings=raw["warnings"], folders=raw["folders"], identity=raw["identity"],
                             line_chars=raw["line_chars"])
@@ -231,11 +236,20 @@ def entries_of(rows: list, make):
     return out
 
 
+def _about(index_id) -> str:
+    """What a snapshot's seal binds it to: the master-index.md it was made from."""
+    return f"{SNAPSHOT_NAME}:{tuple(index_id)}"
+
+
+def snapshot_bytes(payload: dict) -> bytes:
+    """The file of a snapshot's ``payload``: the pickle, sealed."""
+    return sealed(pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL), _about(payload["index_id"]))
+
+
 def save_snapshot(state_dir: Path, snapshot: Snapshot) -> None:
     """Write it atomically; a KB whose .kaas cannot be written still answers (rebuilt next time)."""
     try:
-        write_state_bytes(state_dir / SNAPSHOT_NAME,
-                          pickle.dumps(snapshot.payload(), protocol=pickle.HIGHEST_PROTOCOL), durable=False)
+        write_state_bytes(state_dir / SNAPSHOT_NAME, snapshot_bytes(snapshot.payload()), durable=False)
     except OSError as exc:  # a read-only KB: loaded the slow way each time, said once per process
         log.info("could not save the catalog snapshot in %s: %s", state_dir, exc)
 

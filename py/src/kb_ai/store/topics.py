@@ -24,6 +24,7 @@ from pathlib import Path
 
 from kb_ai.store.catalog import Catalog, CatalogEntry
 from kb_ai.files import DamagedFileError, read_state_json, write_state_bytes, write_text_if_changed
+from kb_ai.seals import digest
 from kb_ai.store.words import label_words
 
 log = logging.getLogger(__name__)
@@ -94,6 +95,22 @@ def membership_key(paths: tuple[str, ...] | list[str]) -> str:
     return hashlib.sha256("\n".join(sorted(paths)).encode()).hexdigest()[:16]
 
 
+def stored_summary(name: str, paths, summary: str) -> dict:
+    """The saved form of a model's ``summary`` of topic ``name`` whose pages are ``paths``: its
+    members' fingerprint, and a seal binding the text to the topic and those members."""
+    members = membership_key(paths)
+    return {"summary": summary, "members": members, "seal": digest(summary.encode("utf-8", "surrogatepass"), f"{name}\0{members}")}
+
+
+def _stored_text(stored, name: str, paths) -> str | None:
+    """A saved summary of topic ``name`` while its members are ``paths``: only one that was
+    written for this topic and these members (a summary moved under another topic's name or
+    members, e.g. one made from pages a reader may not see, is not used)."""
+    if not (isinstance(stored, dict) and isinstance(stored.get("summary"), str) and stored["summary"]):
+        return None
+    return stored["summary"] if stored == stored_summary(name, paths, stored["summary"]) else None
+
+
 def build_topic_index(catalog: Catalog, model_summaries: dict[str, dict] | None = None) -> TopicIndex:
     """Topics of ``catalog`` (which may be a user's filtered view: counts and summaries then
     describe only what that user can read). ``model_summaries``: topic name ->
@@ -122,9 +139,9 @@ def build_topic_index(catalog: Catalog, model_summaries: dict[str, dict] | None 
 
     def summary_for(name: str, entries: list[CatalogEntry], exclude: set[str] = frozenset()) -> tuple[str, bool]:
         paths = tuple(e.path for e in entries)
-        stored = (model_summaries or {}).get(name)
-        if stored and stored.get("members") == membership_key(paths) and stored.get("summary"):
-            return str(stored["summary"]), True
+        stored = _stored_text((model_summaries or {}).get(name), name, paths)
+        if stored is not None:
+            return stored, True
         return summarize(entries, exclude), False
 
     topics: list[Topic] = []
