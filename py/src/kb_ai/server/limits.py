@@ -34,7 +34,7 @@ import time
 from contextlib import contextmanager
 from typing import Callable, Iterator
 
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from kb_ai.config import Settings
 from kb_ai.errors import LimitedError
@@ -146,10 +146,25 @@ class UserLimitsMiddleware:
         except LimitedError as exc:
             await _send_limited(send, exc)
             return
+        released = False
+
+        def release_once() -> None:
+            nonlocal released
+            if not released:
+                released = True
+                release()
+
+        async def send_releasing(message: Message) -> None:
+            # The work is over once its last byte is handed on: free the slot before the client
+            # can see the end, so a question asked right after is never refused by this one.
+            if message["type"] == "http.response.body" and not message.get("more_body", False):
+                release_once()
+            await send(message)
+
         try:
-            await self.app(scope, receive, send)
+            await self.app(scope, receive, send_releasing)
         finally:
-            release()
+            release_once()
 
 
 async def _send_limited(send: Send, exc: LimitedError) -> None:
