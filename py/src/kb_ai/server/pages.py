@@ -82,7 +82,8 @@ def page_json(kb: KnowledgeBase, page: LoadedPage, reader: Reader = OWNER) -> di
     """``GET /api/pages/<path>``: frontmatter, the full Markdown text, rendered HTML and TOC."""
     article = page.article
     catalog = kb.catalog().visible_to(reader)
-    rendered = render_markdown(article.body, from_path=article.path, exists=_exists_in(kb, catalog, reader))
+    rendered = render_markdown(article.body, from_path=article.path, exists=_exists_in(kb, catalog, reader),
+                               names=catalog.wiki_page)
     return {
         **entry_from_article(article).record(),
         "frontmatter": article.frontmatter_json,
