@@ -14,7 +14,6 @@ from kb_ai.config import Settings
 from kb_ai.quality.lint import lint_kb, run_lint
 from kb_ai.server.app import create_app
 from kb_ai.store.kb import KnowledgeBase
-from kb_ai.store.links import resolve_wikilink
 from kb_ai.store.markdown_text import find_links, plain_text
 
 from access_twins import ALICE, BOB, users_toml
@@ -62,6 +61,8 @@ def test_the_link_finder_reads_every_wikilink_form_and_none_in_code():
 
 
 def test_wikilinks_resolve_by_path_file_name_title_and_alias_case_insensitively(tmp_path):
+    from kb_ai.store.links import resolve_wikilink  # new in this change
+
     catalog = vault(tmp_path).catalog()
     names = catalog.wiki_page
     for written, page in [("ops/incident-response", "ops/incident-response.md"),
@@ -141,3 +142,45 @@ def test_the_ui_renders_wikilinks_and_a_hidden_page_is_a_missing_one(tmp_path):
     assert "payroll-secrets" not in hidden["html"] and hidden["links"] == []
     assert '<a class="broken-link" href="/wiki/Zanzibarite%20pay.md" title="No page Zanzibarite pay.md in this wiki"' \
         in missing_page  # exactly what a wikilink to no page at all renders as
+
+
+def test_page_json_has_links_out_and_in_and_backlinks_never_list_hidden_pages(tmp_path):
+    kb = vault(tmp_path, toml=users_toml(alice_group="hr"))
+    app = create_app(Settings(kb=kb.root), mcp=False)
+    alice = TestClient(app, headers={"Authorization": f"Bearer {ALICE}"})
+    bob = TestClient(app, headers={"Authorization": f"Bearer {BOB}"})
+    seen = alice.get("/api/pages/ops/incident-response.md").json()
+    assert [p["path"] for p in seen["links_out"]] == ["sites/depot-locations.md", "ops/escalation.md"]
+    assert [p["path"] for p in seen["links_in"]] == ["hr/payroll-secrets.md", "ops/escalation.md",
+                                                     "sites/depot-locations.md"]
+    hidden = bob.get("/api/pages/ops/incident-response.md").json()
+    assert [p["path"] for p in hidden["links_in"]] == ["ops/escalation.md", "sites/depot-locations.md"]
+    assert "payroll" not in bob.get("/api/pages/ops/incident-response.md").text.lower()
+
+
+async def test_mcp_read_page_returns_links_out_and_in_as_the_reader_may_know_them(tmp_path):
+    from mcp import Client
+
+    from kb_ai.server.mcp import build_mcp_server
+    from kb_ai.store.users import UserDirectory
+
+    kb = vault(tmp_path, toml=users_toml(alice_group="hr"))
+    bob = UserDirectory(kb.root).reader_named("bob")
+    async with Client(build_mcp_server(Settings(kb=kb.root), stdio_reader=bob)) as client:
+        page = await client.call_tool("read_page", {"path": "ops/incident-response.md"})
+    data = page.structured_content
+    assert data["links_out"] == ["sites/depot-locations.md", "ops/escalation.md"]
+    assert data["links_in"] == ["ops/escalation.md", "sites/depot-locations.md"]
+
+
+def test_navigation_follows_wikilinks_from_the_pages_read(tmp_path):
+    from kb_ai.navigate.bridge import BridgeOptions, bridge_candidates
+    from kb_ai.navigate.records import ReadPage
+    from kb_ai.store.pages import load_page
+    from kb_ai.store.access import OWNER
+
+    kb = vault(tmp_path)
+    article = load_page(kb, "ops/incident-response.md", OWNER).article
+    read = [ReadPage(article.path, article.title, article.body)]
+    assert bridge_candidates(read, kb.catalog(), BridgeOptions(mentions=False)) == [
+        "sites/depot-locations.md", "ops/escalation.md"]
