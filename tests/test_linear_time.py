@@ -55,6 +55,8 @@ UNITS = [
     # Markdown dialects and reST (compile/formats)
     "!!! note\n    x\n", "??? ", '=== "a"\n    ', "::: a.b\n", "> [!NOTE]\n", "<style>", "<h1>", ".. a::\n   ",
     ".. _a:\n", ":a:`b`", ":doc:`a <", "a\n---\n", "Page 1 of 2\n", "avail-\n", ":::a\n", ":::\n", "--8<-- \"a\"\n",
+    # wikilinks (store/markdown_text.py: the link finder; compile/autolink.py)
+    "[[", "[[a|", "![[a", "[[a]]", "[[a#b|", "]]", "[[a\\|",
     # questions (offline/names.py, offline/compare.py)
     ", a or ", "A B ", "\"A ", "Which came first, ", " or ", "The A. ", "Are A and B both ",
 ]
@@ -74,6 +76,8 @@ def _shapes(n: int) -> dict[str, str]:
         "many sentences on one page": "Alpha lorem ipsum dolor sit amet. " * (n // 34),
         "link with a long destination": "[a](" + "x" * n,
         "code span never closed": "``" + "a`" * (n // 2),
+        "many wikilinks": "[[a|b]] " * (n // 8),
+        "wikilink never closed": "[[" + "a" * n,
     })
     return shapes
 

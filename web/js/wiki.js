@@ -29,6 +29,14 @@ function sourcesBlock(page) {
     h("ul", {}, sources.map((s) => h("li", {}, h("code", {}, String(s))))));
 }
 
+// The pages that link to this one (``links_in`` of /api/pages: only pages this reader may read).
+function backlinksBlock(page) {
+  const pages = Array.isArray(page.links_in) ? page.links_in : [];
+  if (!pages.length) return null;
+  return h("section.article-backlinks", { "aria-label": "Linked from" }, h("h2", {}, "Linked from"),
+    h("ul", {}, pages.map((p) => h("li", {}, h("a", { href: "#/wiki/" + p.path }, p.title)))));
+}
+
 function warningsBlock(page) {
   const warnings = [...(page.warnings || [])];
   if (page.broken_links?.length) warnings.push(`Links to missing pages: ${page.broken_links.join(", ")}`);
@@ -252,6 +260,7 @@ export class WikiView {
       h("div.article-layout", {},
         content,
         toc ? h("nav.toc.toc-side", { "aria-label": "On this page" }, h("p.toc-title", {}, "On this page"), toc) : null),
+      backlinksBlock(page),
       sourcesBlock(page),
     ));
     this.main.scrollTop = 0;

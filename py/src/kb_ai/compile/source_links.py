@@ -266,6 +266,10 @@ def apply_link_changes(text: str, changes: list[tuple[Link, str | None]], links:
 
 def _target_span(text: str, link: Link) -> tuple[int, int]:
     """Where the destination of ``link`` is written in ``text`` (after its text)."""
+    if link.kind == "wikilink":  # "[[target|label]]": the target follows the "[["
+        opening = link.start + (3 if link.image else 2)
+        at = text.find(link.target, opening, link.end)
+        return (at, at + len(link.target)) if at >= 0 else (opening, opening)
     segment = text[link.text_end:link.end]
     at = segment.find(link.target) if link.target else -1
     if at < 0:  # written escaped or in <...>: the whole "(...)" or ": ..." is rewritten

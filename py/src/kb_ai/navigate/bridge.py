@@ -8,7 +8,7 @@ Zimbabwe; the question never does). The pages read so far hold the bridge, in tw
   (``TitleMentions``: word n-grams looked up in the catalog's map of title keys, ``mention_names``; a title's trailing
   parenthetical, "Kiss and Tell (1945 film)", may be left out of the mention; the mention must
   start with a capital letter or a digit, so "life" in running text does not name the page "Life");
-* **wiki links** out of the pages read (``store.markdown_text.find_links`` + ``store.links.resolve_link``).
+* **wiki links** out of the pages read (``store.markdown_text.find_links`` + ``store.links.resolve``: Markdown links and wikilinks).
 
 Only pages of ``catalog`` are ever candidates: the catalog handed in is the reader's view, so a
 page the reader may not read is neither a candidate nor named (nor is its title looked for).
@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from kb_ai.navigate.records import ReadPage
 from kb_ai.offline.lexical import LexicalIndex
 from kb_ai.store.catalog import Catalog
-from kb_ai.store.links import resolve_link
+from kb_ai.store.links import resolve
 from kb_ai.store.markdown_text import find_links
 from kb_ai.store.mention_keys import MAX_TITLE_WORDS, MIN_KEY_CHARS, mention_keys  # noqa: F401 (re-exported)
 
@@ -86,7 +86,7 @@ def linked_pages(page: ReadPage, catalog: Catalog) -> list[str]:
     for link in find_links(page.text):
         if link.kind == "definition":
             continue
-        target = resolve_link(page.path, link.target).page
+        target = resolve(page.path, link, None, catalog.wiki_page).page
         if target is not None and target in catalog:
             out[target] = None
     return list(out)

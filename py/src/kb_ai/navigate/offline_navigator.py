@@ -23,7 +23,7 @@ from kb_ai.offline.lexical import page_body
 from kb_ai.offline.units import Unit
 from kb_ai.offline.text import tokenize
 from kb_ai.store.catalog import Catalog
-from kb_ai.store.links import resolve_link
+from kb_ai.store.links import resolve
 from kb_ai.store.markdown_text import find_links
 from kb_ai.store.words import title_key
 
@@ -93,7 +93,7 @@ def related_questions(index, question: str, pages: list[ReadPage], catalog: Cata
     for unit in units:
         page = by_path[unit.path]
         for link in find_links(page.text):
-            target = resolve_link(page.path, link.target, lambda rel: rel in catalog).page
+            target = resolve(page.path, link, lambda rel: rel in catalog, catalog.wiki_page).page
             if target is None or link.image:
                 continue
             distance = 0 if unit.start <= link.start < unit.end else abs(link.start - unit.start)

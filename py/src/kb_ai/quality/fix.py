@@ -25,7 +25,7 @@ from kb_ai.compile.source_links import SourceLinks, apply_link_changes, manifest
 from kb_ai.quality.lint_context import KIND_ANSWER, Finding, LintContext, dead_links
 from kb_ai.store.articles import write_article, write_article_text
 from kb_ai.store.kb import KnowledgeBase
-from kb_ai.store.links import link_to
+from kb_ai.store.links import link_to, wikilink_to
 from kb_ai.store.lock import CompileLock
 from kb_ai.store.markdown_text import Link, find_links
 from kb_ai.store.words import title_key
@@ -66,7 +66,9 @@ def _fix_dead_links(kb: KnowledgeBase, ctx: LintContext, path: str, sources: Sou
         return 0, 0
     changes: list[tuple[Link, str | None]] = []
     for link in links:
-        if link.kind != "reference":
+        if link.kind == "wikilink":
+            changes.append((link, _wikilink_holder(ctx, path, link)))
+        elif link.kind != "reference":
             changes.append((link, sources.repoint(link.target, path, article.sources) or _holder(ctx, path, link)))
     body = apply_link_changes(article.body, changes, find_links(article.body))
     text = file.text
@@ -92,3 +94,20 @@ def _holder(ctx: LintContext, path: str, link: Link) -> str | None:
         if len(found) == 1:
             return link_to(path, found[0]) + (f"#{fragment}" if fragment else "")
     return None
+
+
+def _wikilink_holder(ctx: LintContext, path: str, link: Link) -> str | None:
+    """The new target of a dead wikilink (``[[Old name]]``): the one article ``_holder`` finds
+    for its name, written as kaas writes wikilinks (``store.links.wikilink_to``: the path, the
+    heading kept, the text the reader saw kept as its label)."""
+    name, _, heading = link.target.partition("#")
+    stem = posixpath.basename(name.strip().removesuffix(".md"))
+    labelled = link.text_start > link.start + (3 if link.image else 2)  # "[[name|label]]"
+    as_markdown = Link(link.start, link.end, link.line, link.text if labelled else name, f"{stem}.md", kind="inline")
+    found = _holder(ctx, path, as_markdown)
+    if found is None:
+        return None
+    page = posixpath.normpath(posixpath.join(posixpath.dirname(path), found))
+    written = wikilink_to(page, link.text if labelled else name.strip(), heading.strip())
+    new = written[2:-2]  # what goes between the brackets
+    return new.split("|", 1)[0] if labelled else new

@@ -10,9 +10,9 @@ from typing import Any
 
 from kb_ai.errors import ArticleFormatError, UnsafePathError
 from kb_ai.store.articles import SUMMARY_LIMIT, Article, iter_article_paths, parse_article, read_article_text
-from kb_ai.store.catalog import parse_master_index, read_master_index
+from kb_ai.store.catalog import Catalog, entry_from_article, parse_master_index, read_master_index, sort_key
 from kb_ai.store.kb import KnowledgeBase
-from kb_ai.store.links import LinkTarget, resolve_link
+from kb_ai.store.links import LinkTarget, resolve
 from kb_ai.store.markdown_text import Link, find_links
 from kb_ai.store.paths import safe_wiki_file
 
@@ -88,8 +88,14 @@ class LintContext:
     def links(self) -> dict[str, list[tuple[Link, LinkTarget]]]:
         """Each article's links, resolved as the renderer resolves them (``store.links``)."""
         in_wiki = lambda rel: self.exists(f"wiki/{rel}")  # noqa: E731
-        return {path: [(link, resolve_link(path, link.target, in_wiki)) for link in find_links(article.body)]
+        names = self.pages.wiki_page
+        return {path: [(link, resolve(path, link, in_wiki, names)) for link in find_links(article.body)]
                 for path, article in self.articles.items()}
+
+    @cached_property
+    def pages(self) -> Catalog:
+        """The catalog the articles make (what ``kaas index`` writes): what wikilinks name."""
+        return Catalog(sorted((entry_from_article(a) for a in self.articles.values()), key=sort_key))
 
     @cached_property
     def manifest(self):

@@ -34,6 +34,7 @@ from kb_ai.navigate.save import save_answer
 from kb_ai.server.compile_view import told
 from kb_ai.server.guard import READER_KEY
 from kb_ai.server.limits import UserLimits
+from kb_ai.store.backlinks import links_in, page_links
 from kb_ai.store.access import OWNER, Reader
 from kb_ai.store.catalog import CatalogEntry, entry_from_article
 from kb_ai.store.pages import load_page
@@ -117,6 +118,10 @@ class CatalogLine(BaseModel):
 class PageOutput(CatalogLine):
     frontmatter: dict
     markdown: str
+    # catalog paths of the pages this one links to and of those linking to it, as the reader
+    # may know them (``store.backlinks``): pages the reader may not read are never listed
+    links_out: list[str] = []
+    links_in: list[str] = []
 
 
 class PageList(BaseModel):
@@ -265,10 +270,14 @@ def build_mcp_server(settings: Settings, service: AskService | None = None, *,
 
         def read():  # file reads: in a worker thread, never on the event loop
             # The one page reader of every interface: a hidden page is exactly a missing one.
-            return load_page(service.kb, path, reader), service.kb.catalog().visible_to(reader)
+            loaded = load_page(service.kb, path, reader)
+            full = service.kb.catalog()
+            catalog = full.visible_to(reader)
+            out = page_links(loaded.article.path, loaded.article.body, catalog)
+            return loaded, catalog, out, links_in(service.kb.wiki_dir, full, loaded.article.path, reader)
 
         try:
-            loaded, catalog = await anyio.to_thread.run_sync(read)
+            loaded, catalog, out, into = await anyio.to_thread.run_sync(read)
         except KaasError as exc:
             exc = told(reader, exc)
             raise ToolError(f"{exc.message}; call list_pages to see the page paths [{exc.code}]") from None
@@ -277,7 +286,8 @@ def build_mcp_server(settings: Settings, service: AskService | None = None, *,
         record = entry_from_article(article).record()
         if entry is not None:
             record["title"] = entry.title
-        page = PageOutput(**record, frontmatter=article.frontmatter_json, markdown=article.body)
+        page = PageOutput(**record, frontmatter=article.frontmatter_json, markdown=article.body,
+                          links_out=out, links_in=[p for p in into if p in catalog])
         return CallToolResult(content=[TextContent(type="text", text=f"# {page.title} ({page.path})\n\n{article.body}")],
                               structured_content=page.model_dump(mode="json"))
 

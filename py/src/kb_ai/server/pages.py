@@ -29,6 +29,7 @@ from kb_ai.server.chat import read_json
 from kb_ai.server.compile_view import told
 from kb_ai.server.guard import reader_of
 from kb_ai.store.access import OWNER, Reader
+from kb_ai.store.backlinks import links_in
 from kb_ai.store.articles import MAX_ARTICLE_BYTES, is_generated, link_on_path, validate_article_text, write_article_text
 from kb_ai.store.catalog import Catalog, entry_from_article
 from kb_ai.files import FileTooLargeError, NotRegularFileError, read_regular_bytes
@@ -82,7 +83,8 @@ def page_json(kb: KnowledgeBase, page: LoadedPage, reader: Reader = OWNER) -> di
     """``GET /api/pages/<path>``: frontmatter, the full Markdown text, rendered HTML and TOC."""
     article = page.article
     catalog = kb.catalog().visible_to(reader)
-    rendered = render_markdown(article.body, from_path=article.path, exists=_exists_in(kb, catalog, reader))
+    rendered = render_markdown(article.body, from_path=article.path, exists=_exists_in(kb, catalog, reader),
+                               names=catalog.wiki_page)
     return {
         **entry_from_article(article).record(),
         "frontmatter": article.frontmatter_json,
@@ -92,6 +94,10 @@ def page_json(kb: KnowledgeBase, page: LoadedPage, reader: Reader = OWNER) -> di
         "toc": [entry.as_dict() for entry in rendered.toc],
         "links": rendered.links,
         "broken_links": rendered.broken_links,
+        # the pages this one links to and those linking here, as this reader may know them
+        "links_out": [catalog.get(p).record("path", "title") for p in rendered.links if p in catalog],
+        "links_in": [catalog.get(p).record("path", "title")
+                     for p in links_in(kb.wiki_dir, kb.catalog(), article.path, reader) if p in catalog],
         "warnings": article.warnings,
         "in_catalog": article.path in catalog,
         "version": text_version(page.text),

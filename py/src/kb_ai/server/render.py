@@ -50,7 +50,7 @@ from markdown.treeprocessors import Treeprocessor
 from kb_ai.errors import UnsafePathError
 from kb_ai.isolated import IsolatedBusy, IsolatedFailure, IsolatedTimeout, run_isolated
 from kb_ai.store.anchors import ANCHOR_PREFIX, heading_slug
-from kb_ai.store.links import LinkTarget, link_candidates, resolve_link
+from kb_ai.store.links import LinkTarget, Names, link_candidates, resolve_link, resolve_wikilink
 from kb_ai.store.markdown_text import find_links
 from kb_ai.store.paths import normalize_wiki_path
 
@@ -288,13 +288,44 @@ _cache: OrderedDict[tuple, RenderedArticle] = OrderedDict()
 _cache_lock = threading.Lock()
 
 
-def render_markdown(body: str, *, from_path: str = "", exists: PageExists | None = None) -> RenderedArticle:
+def wikilinks_as_markdown(body: str, names: Names | None) -> str:
+    """``body`` with each wikilink (``[[name|label]]``, an embed ``![[name]]`` too) written as
+    the Markdown link to where it resolves (``store.links.resolve_wikilink`` over ``names``:
+    the pages the reader may see), ``[label](</wiki/<path>#<heading id>>)``; the renderer then
+    checks, marks and sanitizes it as any link, so a wikilink to a missing or hidden page is a
+    broken link exactly as a Markdown link to it is. Only the wikilinks change."""
+    if "[[" not in body:
+        return body
+    out: list[str] = []
+    position = 0
+    for link in find_links(body):
+        if link.kind != "wikilink" or link.start < position:
+            continue
+        target = resolve_wikilink(link.target, names)
+        if target.kind == "anchor":
+            dest = "#" + target.fragment
+        elif target.page is not None:
+            dest = WIKI_PREFIX + quote(target.page, safe="/") + (f"#{target.fragment}" if target.fragment else "")
+        else:
+            dest = "#"  # not a page name at all ("../x"): no target
+        text = body[link.text_start:link.text_end].strip() or link.target
+        out.append(body[position:link.start])
+        out.append(f"[{text}](<{dest}>)")
+        position = link.end
+    out.append(body[position:])
+    return "".join(out)
+
+
+def render_markdown(body: str, *, from_path: str = "", exists: PageExists | None = None,
+                    names: Names | None = None) -> RenderedArticle:
     """Render an article body (no frontmatter) to sanitized HTML with its table of contents.
 
     ``from_path`` is the article's catalog path (relative links resolve from its folder);
     ``exists`` says whether a catalog path is a page (default: every path is). Rendering runs in
     a worker process within ``RENDER_SECONDS``; past that, or for text whose brackets alone
-    would take too long, the page is shown as plain text with a note."""
+    would take too long, the page is shown as plain text with a note. ``names`` resolves
+    wikilinks (``Catalog.wiki_page`` of the reader's view; ``wikilinks_as_markdown``)."""
+    body = wikilinks_as_markdown(body, names)
     if _bracket_scan_cost(body) > MAX_BRACKET_SCAN:
         return _as_plain_text(body, RenderedArticle(html=""),
                               "its brackets nest or stay open too much to render as Markdown in time")

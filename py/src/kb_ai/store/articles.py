@@ -63,6 +63,9 @@ def clean_summary(value: object, limit: int = SUMMARY_LIMIT) -> str | None:
     return clip(text, limit)
 
 
+MAX_ALIASES = 20
+
+
 def is_generated(rel: str) -> bool:
     """Whether catalog path ``rel`` (normalized) is a file kaas generates rather than an article:
     ``master-index.md``, ``topics.md``, ``log.md``, a top-level ``index.md`` and topic index
@@ -86,6 +89,18 @@ class Article:
     @property
     def tags(self) -> list[str]:
         return _string_list(self.meta.get("tags"))
+
+    @property
+    def aliases(self) -> tuple[str, ...]:
+        """Other names of the page (Obsidian's ``aliases:``, or ``alias:``): a wikilink, a mention
+        and a keyword search find the page by them as by its title. Blank ones and copies of the
+        title dropped, whitespace folded, at most ``MAX_ALIASES``."""
+        names: dict[str, None] = {}
+        for raw in _string_list(self.meta.get("aliases")) + _string_list(self.meta.get("alias")):
+            name = " ".join(raw.split())[:200]
+            if name and name.casefold() != self.title.casefold() and name.casefold() not in {n.casefold() for n in names}:
+                names[name] = None
+        return tuple(names)[:MAX_ALIASES]
 
     @property
     def sources(self) -> list[str]:

@@ -27,6 +27,7 @@ from kb_ai.heap import release_free_memory
 from kb_ai.store.access import Reader, format_access
 from kb_ai.store.articles import Article, load_article, iter_article_paths
 from kb_ai.store.derived import Derived
+from kb_ai.store.links import wikilink_key
 from kb_ai.store.mention_keys import mention_keys
 from kb_ai.store.name_index import NameIndex
 from kb_ai.store.stamps import FileStamps
@@ -50,7 +51,7 @@ _TOPIC = re.compile(r"##\s++(?P<topic>.+)")  # stripped by the caller: no "\s*$"
 # rule, and only kaas writes comments: the title and summary before it are text from articles
 # (and from sources, through a model), written with every ``<!-`` escaped (``<!\-``), so no text
 # can open a comment, let alone a rule, on a line (a public page's line has no rule of its own).
-_RULE = re.compile(r"<!--\s*(?P<body>(?:access|depends):[^>]*?)-->\s*$")
+_RULE = re.compile(r"<!--\s*(?P<body>(?:access|depends|aliases):[^>]*?)-->\s*$")
 # A saved answer whose chain of pages it was made from is deeper than this is for admins only.
 MAX_DEPENDENCY_DEPTH = 32
 
@@ -71,6 +72,9 @@ class CatalogEntry:
     # A saved answer's pages it was made from (``Article.depends``): its readers must be able to
     # read every one of them, as they are now (``Catalog.readable_by``).
     depends: tuple[str, ...] = ()
+    # Other names of the page (its ``aliases:``): names in the lookups (``wiki_page``,
+    # ``mention_names``), not shown in the catalog line (only in its rule comment).
+    aliases: tuple[str, ...] = ()
 
     def record(self, *fields: str) -> dict[str, str]:
         """The entry as JSON, the one shape every interface shows a page in: ``path``, ``title``,
@@ -92,11 +96,13 @@ class CatalogEntry:
             rule.append(f"access: {format_access(self.access)}")
         if self.depends:
             rule.append("depends: " + " ".join(quote(p, safe="/") for p in self.depends))
+        if self.aliases:  # percent-encoded as the paths are: no alias can end the comment
+            rule.append("aliases: " + " ".join(quote(a, safe="") for a in self.aliases))
         return f"{self.line()} <!-- {'; '.join(rule)} -->" if rule else self.line()
 
 
-def _parse_rule(body: str) -> tuple[tuple[str, ...] | None, tuple[str, ...]]:
-    access, depends = None, ()
+def _parse_rule(body: str) -> tuple[tuple[str, ...] | None, tuple[str, ...], tuple[str, ...]]:
+    access, depends, aliases = None, (), ()
     for part in body.split(";"):
         key, _, value = part.partition(":")
         key = key.strip()
@@ -104,7 +110,9 @@ def _parse_rule(body: str) -> tuple[tuple[str, ...] | None, tuple[str, ...]]:
             access = tuple(g.strip() for g in value.split(",") if g.strip())
         elif key == "depends":
             depends = tuple(unquote(p) for p in value.split())
-    return access, depends
+        elif key == "aliases":
+            aliases = tuple(unquote(a) for a in value.split())
+    return access, depends, aliases
 
 
 def _escape(title: str) -> str:
@@ -248,6 +256,22 @@ class Catalog:
         return NameIndex(self.entries, mention_keys)
 
     @functools.cached_property
+    def _wiki_names(self) -> tuple[NameIndex, ...]:
+        return tuple(NameIndex(self.entries, names_of, first=True)
+                     for names_of in (_path_keys, _stem_keys, _title_keys, _alias_keys))
+
+    def wiki_page(self, key: str) -> str | None:
+        """The page a wikilink names (``store.links.wikilink_key`` of the name): the first, in
+        catalog order, whose path (without ``.md``), else file name, else title, else one of
+        its aliases is that key (``store.links.resolve_wikilink``). Only this catalog's pages:
+        a reader's view finds only what the reader may read."""
+        for index in self._wiki_names:
+            found = index.get(key)
+            if found is not None:
+                return found
+        return None
+
+    @functools.cached_property
     def by_stem(self) -> Mapping[str, list[str]]:
         """File name without .md -> paths (for repairing a slug without its topic)."""
         return NameIndex(self.entries, _stem_names)
@@ -277,6 +301,22 @@ def _title_names(entry: CatalogEntry) -> tuple[str]:
     return (title_identity(entry.title),)
 
 
+def _path_keys(entry: CatalogEntry) -> tuple[str, ...]:
+    return (wikilink_key(entry.path),)
+
+
+def _stem_keys(entry: CatalogEntry) -> tuple[str, ...]:
+    return (wikilink_key(entry.path.rsplit("/", 1)[-1]),)
+
+
+def _title_keys(entry: CatalogEntry) -> tuple[str, ...]:
+    return (wikilink_key(entry.title),)
+
+
+def _alias_keys(entry: CatalogEntry) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(wikilink_key(a) for a in entry.aliases))
+
+
 def _stem_names(entry: CatalogEntry) -> tuple[str]:
     return (entry.path.rsplit("/", 1)[-1].removesuffix(".md"),)
 
@@ -288,10 +328,10 @@ def _view_key(reader: Reader) -> str:
 
 def entry_from_article(article: Article) -> CatalogEntry:
     return CatalogEntry(path=article.path, title=article.title, summary=article.summary, topic=article.topic,
-                        access=article.access, depends=article.depends)
+                        access=article.access, depends=article.depends, aliases=article.aliases)
 
 
-def _sort_key(entry: CatalogEntry) -> tuple[str, str, str]:
+def sort_key(entry: CatalogEntry) -> tuple[str, str, str]:
     return (entry.topic.casefold(), entry.title.casefold(), entry.path)
 
 
@@ -310,7 +350,7 @@ def build_catalog(wiki_dir: Path) -> Catalog:
             continue
         warnings.extend(article.warnings)
         entries.append(entry_from_article(article))
-    entries.sort(key=_sort_key)
+    entries.sort(key=sort_key)
     return Catalog(entries, warnings)
 
 
@@ -318,7 +358,7 @@ def render_master_index(catalog: Catalog) -> str:
     """Deterministic text of master-index.md: topics sorted, entries sorted by title then path."""
     lines = [INDEX_HEADING, "", INDEX_NOTE, ""]
     current = None
-    for entry in sorted(catalog.entries, key=_sort_key):
+    for entry in sorted(catalog.entries, key=sort_key):
         if entry.topic != current:
             if current is not None:
                 lines.append("")
@@ -339,12 +379,12 @@ def parse_master_index(text: str) -> Catalog:
         if topic_match:
             topic = topic_match.group("topic").strip()
             continue
-        access, depends = None, ()
+        access, depends, aliases = None, (), ()
         start = line.rfind("<!--")  # the guard: 100,000 searches cost 0.3 s
         rule = _RULE.match(line, start) if start >= 0 else None
         if rule:
             line = line[:start].rstrip()
-            access, depends = _parse_rule(rule.group("body"))
+            access, depends, aliases = _parse_rule(rule.group("body"))
         match = _LINE.match(line)
         if not match:
             if line.lstrip().startswith(("- [", "* [")):
@@ -368,6 +408,7 @@ def parse_master_index(text: str) -> Catalog:
                 topic=topic,
                 access=access,
                 depends=depends,
+                aliases=aliases,
             )
         )
     return Catalog(entries, warnings)
@@ -520,7 +561,7 @@ class CatalogStore:
             kept_stamps.append(st)
         if known is not None and not save:
             return Catalog(kept, warnings, FileStamps(kept, kept_stamps), identity=known.identity)
-        rows = [(e.path, e.title, e.summary, e.topic, e.access, e.depends) for e in entries]
+        rows = [(e.path, e.title, e.summary, e.topic, e.access, e.depends, e.aliases) for e in entries]
         catalog = Catalog(kept, warnings, FileStamps(kept, kept_stamps), identity=snapshot.identity_of(index_id, rows, stamps))
         if self.state_dir is not None and save:
             # the mention keys of every row, when every row is in the catalog (the only case a

@@ -9,6 +9,16 @@ of these that exists is the target, and when neither exists, the first. ``/wiki/
 ``wiki/<path>`` only. A first folder named ``wiki`` is dropped (``wiki/<path>`` is how people and
 models name a page, see ``store.paths``).
 
+A wikilink (``[[name]]``, ``[[name|label]]``, ``[[name#Heading]]``, ``![[name]]``: found by
+``store.markdown_text.find_links`` as kind ``wikilink``) names a page the way Obsidian does, not
+by a relative path: ``resolve_wikilink`` looks the name up, case-insensitively, as a catalog
+path (``ops/incident-response``, ``.md`` optional), a file name (``incident-response``), a title
+or an ``aliases:`` entry, in that order (``Catalog.wiki_page``, over the catalog its reader may
+see: a page they may not read is not found, so a wikilink to it is a link to a missing page). A
+name nothing has reads as ``<name>.md`` beside the wiki root, which no catalog lists: a broken
+link, reported and rendered as any other. ``resolve`` is the one entry point for a found link
+of either kind.
+
 Not every ``[text](x)`` is a link to a file: scientific notation in source text such as
 ``[Ca(2+)](i)`` or ``[H+](aq)`` parses as Markdown link syntax, but a bare word with neither a
 folder nor a file extension names no page or file, so it is ``notation`` and nobody checks it.
@@ -23,14 +33,18 @@ from typing import Callable
 from urllib.parse import unquote
 
 from kb_ai.errors import UnsafePathError
+from kb_ai.store.anchors import heading_slug
 from kb_ai.store.paths import normalize_wiki_path
 
-__all__ = ["LinkTarget", "link_candidates", "link_to", "resolve_in_kb", "resolve_link"]
+__all__ = ["LinkTarget", "Names", "link_candidates", "link_to", "resolve", "resolve_in_kb", "resolve_link",
+           "resolve_wikilink", "wikilink_key", "wikilink_to"]
 
 WIKI = "wiki"
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*+:")
 
 Exists = Callable[[str], bool]  # asked of a path relative to wiki/
+Names = Callable[[str], "str | None"]  # a wikilink's name (``wikilink_key``) -> catalog path
+WIKILINK = "wikilink"
 
 
 @dataclass(frozen=True)
@@ -135,3 +149,49 @@ def link_to(from_path: str, page: str) -> str:
     """The relative link from the page at ``from_path`` to catalog path ``page`` (what an editor
     resolves, and ``resolve_link`` resolves back to ``page``)."""
     return posixpath.relpath(page, posixpath.dirname(from_path) or ".")
+
+
+def wikilink_key(name: str) -> str:
+    """How a wikilink name is looked up: case-folded, whitespace folded, ``.md`` and slashes at
+    the ends dropped (``[[Ops/Incident-Response.md]]`` is ``ops/incident-response``)."""
+    key = " ".join(unquote(name).split()).casefold().strip("/")
+    return key[:-3] if key.endswith(".md") else key
+
+
+def resolve_wikilink(target: str, names: Names | None) -> LinkTarget:
+    """Where the wikilink ``[[target]]`` points (see the module docstring): a page of the wiki
+    (``fragment``: the heading's id, ``heading_slug``), an anchor in the same page
+    (``[[#Heading]]``), or, when ``names`` has no page of that name, the missing page
+    ``<name>.md`` (``outside`` when the name is not a safe path)."""
+    name, _, heading = target.partition("#")
+    fragment = heading_slug(heading.split("^", 1)[0].strip()) if heading.strip() else ""
+    if not name.strip():
+        return LinkTarget("anchor", fragment=fragment)
+    key = wikilink_key(name)
+    found = names(key) if names is not None and key else None
+    if found is None:
+        try:
+            found = normalize_wiki_path(" ".join(name.split()).strip("/").removesuffix(".md") + ".md")
+        except UnsafePathError:
+            return LinkTarget("outside", fragment=fragment)
+    return LinkTarget("wiki", f"{WIKI}/{found}", found, fragment)
+
+
+def resolve(from_path: str, link, exists: Exists | None = None, names: Names | None = None) -> LinkTarget:
+    """Where a link found by ``find_links`` points: ``resolve_wikilink`` for a wikilink,
+    ``resolve_link`` for every other kind."""
+    if getattr(link, "kind", "") == WIKILINK:
+        return resolve_wikilink(link.target, names)
+    return resolve_link(from_path, link.target, exists)
+
+
+def wikilink_to(page: str, text: str = "", fragment: str = "") -> str:
+    """The wikilink kaas writes to catalog path ``page``: the path without ``.md`` (what Obsidian
+    resolves from the vault root, and ``resolve_wikilink`` first), ``|text`` when the text is
+    not the path. Characters a wikilink cannot hold (brackets, ``|``, line breaks) are spaces."""
+    name = page.removesuffix(".md") + (f"#{fragment}" if fragment else "")
+    label = " ".join(text.translate(_WIKILINK_UNSAFE).split())
+    return f"[[{name}|{label}]]" if label and label != name else f"[[{name}]]"
+
+
+_WIKILINK_UNSAFE = str.maketrans({"[": " ", "]": " ", "|": " ", "\n": " ", "\r": " "})

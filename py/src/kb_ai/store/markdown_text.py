@@ -52,6 +52,10 @@ _BRACKET_TOKEN = re.compile(r"\\.|!\[|[\[\]]", re.DOTALL)
 _TICK_TOKEN = re.compile(r"\\++|`++")
 _NOT_NEWLINE = re.compile(r"[^\n]++")
 _ESCAPED = re.compile(r"\\([!-/:-@\[-`{-~])")
+# An Obsidian wikilink: "[[target]]", "[[target|label]]", "![[target]]" (an embed). The target
+# holds no bracket, "|" or line break, the label no bracket or line break; both runs are
+# possessive and stop at a bracket, so a failed match reads to the next "[" or "]" only.
+_WIKILINK = re.compile(r"(?<!\\)(?P<embed>!?)\[\[(?P<target>[^\[\]|\n]++)(?:\|(?P<label>[^\[\]\n]*+))?\]\]")
 
 
 @dataclass(frozen=True)
@@ -206,8 +210,11 @@ class Link:
     ``text_start``/``text_end`` what a reader sees (between the brackets).
 
     ``kind``: ``inline`` (``[text](target)``, or an image ``![alt](src)``), ``definition``
-    (a ``[label]: target`` line; ``start``/``end`` are the whole line) or ``reference`` (a use,
-    ``[text][label]``, ``[label][]`` or ``[label]``, of a definition in the same text)."""
+    (a ``[label]: target`` line; ``start``/``end`` are the whole line), ``reference`` (a use,
+    ``[text][label]``, ``[label][]`` or ``[label]``, of a definition in the same text) or
+    ``wikilink`` (``[[target]]``, ``[[target|label]]``; ``![[target]]`` is an embed, ``image``
+    set: ``target`` is the name as written, ``#heading`` included, resolved by
+    ``store.links.resolve_wikilink``)."""
 
     start: int
     end: int
@@ -315,6 +322,8 @@ def _inline_links(original: str, base: int, definitions: dict[str, str], found: 
     and a link cannot contain another link. Link texts and labels are read from ``original``
     (``[`fs.readFile()`][]`` is labelled `` `fs.readFile()` ``, as its definition is)."""
     text = _blank_code_spans(original)
+    if "[[" in text:
+        text = _wikilinks(text, original, base, found)
     openers: list[tuple[int, bool]] = []  # (offset of "[" or "![", is an image)
     barrier = 0  # openers below this index are inside a link already made: not links ("[" only)
     skip_until = -1
@@ -354,6 +363,39 @@ def _inline_links(original: str, base: int, definitions: dict[str, str], found: 
         skip_until = end
         if not image:
             barrier = len(openers)  # every "[" still open is now inside a link
+
+
+def _wikilinks(text: str, original: str, base: int, found: list[Link]) -> str:
+    """Append the wikilinks of one paragraph (``text``: its code spans blanked) to ``found``;
+    return ``text`` with them blanked, so their brackets are not read again as Markdown links."""
+    spans: list[tuple[int, int]] = []
+    for match in _WIKILINK.finditer(text):
+        target = original[match.start("target"):match.end("target")]
+        if target.endswith("\\"):  # "[[a\\|b]]": the escaped "|" of a table cell
+            target = target[:-1]
+        if not target.strip():
+            continue
+        if match.group("label") is not None:
+            text_start, text_end = match.start("label"), match.end("label")
+        else:  # shown as its name: "[[page#Heading]]" reads "page" ("[[#Heading]]" as written)
+            text_start, text_end = match.start("target"), match.end("target")
+            name_end = original.find("#", text_start, text_end)
+            if name_end > text_start and original[text_start:name_end].strip():
+                text_end = name_end
+        found.append(Link(base + match.start(), base + match.end(), 0, original[text_start:text_end],
+                          target.strip(), bool(match.group("embed")), "wikilink", "",
+                          base + text_start, base + text_end))
+        spans.append((match.start(), match.end()))
+    if not spans:
+        return text
+    out: list[str] = []
+    position = 0
+    for start, end in spans:
+        out.append(text[position:start])
+        out.append(" " * (end - start))
+        position = end
+    out.append(text[position:])
+    return "".join(out)
 
 
 def find_links(body: str) -> list[Link]:

@@ -57,7 +57,7 @@ from kb_ai.store.mention_keys import MAX_TITLE_WORDS
 log = logging.getLogger(__name__)
 
 SNAPSHOT_NAME = "catalog-snapshot.pickle"
-SNAPSHOT_FORMAT = 3  # 2: with the mention keys; 3: sealed
+SNAPSHOT_FORMAT = 4  # 2: with the mention keys; 3: sealed; 4: with aliases
 MAX_SNAPSHOT_BYTES = 1 << 30
 RACY_SECONDS = 2.0
 
@@ -225,14 +225,14 @@ def entries_of(rows: list, make):
     out = []
     append = out.append
     for row in rows:
-        if type(row) is not tuple or len(row) != 6:
-            raise ValueError("an entry is not six fields")
-        path, title, summary, topic, access, depends = row
+        if type(row) is not tuple or len(row) != 7:
+            raise ValueError("an entry is not seven fields")
+        path, title, summary, topic, access, depends, aliases = row
         if not (type(path) is str and type(title) is str and type(summary) is str and type(topic) is str
                 and (access is None or _strings(access)) and (not depends or _strings(depends))
-                and type(depends) is tuple):
+                and type(depends) is tuple and _strings(aliases)):
             raise ValueError("an entry's fields are not text")
-        append(make(path, title, summary, topic, access, depends))
+        append(make(path, title, summary, topic, access, depends, aliases))
     return out
 
 

@@ -24,6 +24,8 @@ def check_index_drift(ctx: LintContext) -> list[Finding]:
                      if " ".join(getattr(entry, name).split()) != " ".join(getattr(want, name).split())]
             if entry.access != want.access:  # who may read the page: the catalog must say it right
                 diffs.append(f"access {_access_text(entry.access)} in the catalog, {_access_text(want.access)} in the article")
+            if entry.aliases != want.aliases:  # names wikilinks and mentions find the page by
+                diffs.append(f"aliases {list(entry.aliases)} in the catalog, {list(want.aliases)} in the article")
             if entry.depends != want.depends:  # a saved answer's pages, which decide who may read it
                 diffs.append(f"made from {list(entry.depends)} in the catalog, {list(want.depends)} in the article")
             if diffs:
@@ -56,6 +58,11 @@ def check_links(ctx: LintContext) -> list[Finding]:
         for link, target in dead_links(ctx, path):
             if link.kind == "reference":
                 continue  # reported once, at its definition (``--fix`` removes the uses with it)
+            if link.kind == "wikilink":
+                what = f"no page has the name {link.target.partition('#')[0]!r} (path, file name, title or alias)"
+                findings.append(Finding("broken-link", ERROR, path, f"wikilink [[{link.target}]]: {what}",
+                                        fixable=True, line=_body_line(ctx, path, link)))
+                continue
             what = "no such article" if target.kind == "wiki" and (target.wiki_path or "").endswith(".md") else "no such file"
             shown = target.kb_path if target.kind == "kb" else f"wiki/{target.wiki_path}"
             kind = "image" if link.image else "link"
