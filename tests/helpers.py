@@ -177,3 +177,12 @@ class McpStdio:
 def page_refs(citations: list[dict]) -> list[dict]:
     """Citations as page references (``path``, ``title``), without where in the page they point."""
     return [{"path": c["path"], "title": c["title"]} for c in citations]
+
+
+def assert_weak_match(out: dict) -> None:
+    """An offline ``ask --json`` result that is answered, with its match shown as weak (issue 26:
+    a question some page shares an informative word with is answered with the closest passages,
+    labelled, never "not covered"): ``match`` is "weak" and the notice says so."""
+    from kb_ai.navigate.offline_navigator import WEAK_MATCH
+    assert out["abstained"] is False and out["match"] == "weak", out["answer"]
+    assert WEAK_MATCH in out["notices"], out["notices"]

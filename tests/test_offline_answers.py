@@ -19,7 +19,7 @@ from kb_ai.config import load_settings
 from kb_ai.server.app import create_app
 from kb_ai.server.mcp import build_mcp_server
 
-from helpers import build_kb, page_refs
+from helpers import assert_weak_match, build_kb, page_refs
 from server_fakes import parse_sse
 
 POOL = ("storage/connection-pool.md", "Connection pool", "How the server keeps database connections.",
@@ -109,8 +109,11 @@ def test_a_k_a_does_not_split_a_sentence(tmp_path):
 
 def test_nonsense_is_not_answered_and_says_so_distinctly(tmp_path):
     kb = _kb(tmp_path)
-    out = _ask_json(kb, "How tall is the Eiffel Tower in bananas?")
-    assert out["abstained"] is True
+    # Since issue 26: some page shares its informative words, so it is answered as a weak match
+    # (labelled), not refused; "not covered" is for a question no page shares a word with.
+    assert_weak_match(_ask_json(kb, "How tall is the Eiffel Tower in bananas?"))
+    out = _ask_json(kb, "How tall is the Eiffel Tower?")  # no page holds any of its words
+    assert out["abstained"] is True and out["match"] == "none"
     assert out["pages"] == [] and out["citations"] == []
     assert out["answer"].startswith("The wiki does not cover this.")
     assert "banana" not in out["answer"].split("Related pages")[0].lower()  # nothing quoted as an answer
@@ -180,7 +183,8 @@ def test_eval_reports_facts_held_and_abstention_with_gold_pages_deleted(tmp_path
          "facts": ["port to listen on"]},
     ]) + "\n")
     nonsense = tmp_path / "nonsense.jsonl"
-    nonsense.write_text(json.dumps({"question": "How tall is the Eiffel Tower in bananas?", "answerable": False}) + "\n")
+    # No page holds any of its words (one that shares a word is a weak answer since issue 26).
+    nonsense.write_text(json.dumps({"question": "How tall is the Eiffel Tower?", "answerable": False}) + "\n")
     runner = CliRunner()
     env = {"KAAS_MODEL": ""}
 
@@ -196,7 +200,9 @@ def test_eval_reports_facts_held_and_abstention_with_gold_pages_deleted(tmp_path
     assert run(str(nonsense))["abstention_rate"] == 1.0
     before = sorted(p.relative_to(kb.root) for p in (kb.root / "wiki").rglob("*.md"))
     deleted = run(str(questions), "--delete-gold")
-    assert deleted["unanswerable"] == 3 and deleted["abstention_rate"] == 1.0
+    # Since issue 26 only a question no remaining page shares an informative word with is refused
+    # ("GLIMMER_PORT" is on no other page); the other two are answered as weak matches.
+    assert deleted["unanswerable"] == 3 and deleted["abstention_rate"] == 1 / 3
     assert sorted(p.relative_to(kb.root) for p in (kb.root / "wiki").rglob("*.md")) == before  # a copy was used
 
 
@@ -299,8 +305,9 @@ VARTAN = ("people/vartan-malakian.md", "Vartan Malakian", "An Armenian painter."
 def test_a_subject_no_page_names_is_not_covered_though_its_words_are_elsewhere(tmp_path):
     kb = _kb(tmp_path, CROWELL, VARTAN)
     # "Zach" is on Zach Crowell's page, "Bogosian" nowhere: the wiki does not know Zach Bogosian.
-    out = _ask_json(kb, "Which is a record producer, Zach Bogosian or Zach Malakian?")
-    assert out["abstained"] is True and out["citations"] == []
+    # Since issue 26: some page shares its informative words, so it is answered as a weak match
+    # (labelled), not refused; "not covered" is for a question no page shares a word with.
+    assert_weak_match(_ask_json(kb, "Which is a record producer, Zach Bogosian or Zach Malakian?"))
     # Both subjects named by some page: answered.
     known = _ask_json(kb, "Which is a record producer, Zach Crowell or Daron Malakian?")
     assert known["abstained"] is False and known["citations"]
@@ -346,8 +353,9 @@ def test_a_two_hop_question_is_covered_by_the_page_its_best_match_names(tmp_path
 
 def test_many_rare_words_do_not_cover_a_question_none_of_whose_names_the_wiki_mentions(tmp_path):
     kb = _kb(tmp_path)
-    out = _ask_json(kb, "What is the maximum size of a connection pool page in the Zorblax Quantum server records?")
-    assert out["abstained"] is True
+    # Since issue 26: some page shares its informative words, so it is answered as a weak match
+    # (labelled), not refused; "not covered" is for a question no page shares a word with.
+    assert_weak_match(_ask_json(kb, "What is the maximum size of a connection pool page in the Zorblax Quantum server records?"))
 
 
 def test_code_inside_a_blockquote_is_a_code_unit_not_prose(tmp_path):
@@ -457,8 +465,9 @@ def test_an_option_no_page_mentions_is_a_subject_the_wiki_lacks(tmp_path):
     assert [n.text for n in question_names("Does push.useBitmaps or sign_hash or --no-recurse, e.g. getSizeOf?")] == [
         "push.useBitmaps", "sign_hash", "--no-recurse", "getSizeOf"]
     kb = _kb(tmp_path, FROB)
-    made_up = _ask_json(kb, "What does frob shortlog --sentiment print?")
-    assert made_up["abstained"] is True, made_up["answer"]
+    # Since issue 26: some page shares its informative words, so it is answered as a weak match
+    # (labelled), not refused; "not covered" is for a question no page shares a word with.
+    assert_weak_match(_ask_json(kb, "What does frob shortlog --sentiment print?"))
     real = _ask_json(kb, "What does frob shortlog --group print?")
     assert real["abstained"] is False and "--group" in real["answer"]
 
@@ -485,8 +494,9 @@ def test_a_question_every_name_of_which_no_page_mentions_is_not_covered(tmp_path
     console = ("ops/console.md", "Web console", "The admin web interface.",
                "# Web console\n\nThe web interface of the server listens on port 8080 by default.\n")
     kb = _kb(tmp_path, console)
-    lacking = _ask_json(kb, "What is the default port of the Zorblatt web interface?")
-    assert lacking["abstained"] is True, lacking["answer"]
+    # Since issue 26: some page shares its informative words, so it is answered as a weak match
+    # (labelled), not refused; "not covered" is for a question no page shares a word with.
+    assert_weak_match(_ask_json(kb, "What is the default port of the Zorblatt web interface?"))
     asked = _ask_json(kb, "What is the default port of the web interface?")
     assert asked["abstained"] is False and "8080" in asked["answer"]
 
@@ -555,7 +565,9 @@ def test_a_comparison_by_price_is_answered_by_the_prices_the_page_states(tmp_pat
     out = _ask_json(kb, "Which plan is cheaper, Solo or Team?")
     assert out["abstained"] is False, out["answer"]
     assert "$12" in out["answer"] and "$29" in out["answer"], out["answer"]
-    assert _ask_json(kb, "How expensive is a banana on the Eiffel Tower?")["abstained"] is True
+    # Since issue 26: some page shares its informative words, so it is answered as a weak match
+    # (labelled), not refused; "not covered" is for a question no page shares a word with.
+    assert_weak_match(_ask_json(kb, "How expensive is a banana on the Eiffel Tower?"))
 
 
 def test_equivalent_words_do_not_make_nonsense_look_covered(tmp_path):
@@ -565,8 +577,8 @@ def test_equivalent_words_do_not_make_nonsense_look_covered(tmp_path):
     for question in ("How do I switch off the moon's gravity on Tuesdays?",
                      "Who invented the taste of silence?",
                      "When did the banana launch its first rocket to Mars?"):
-        out = _ask_json(kb, question)
-        assert out["abstained"] is True, (question, out["answer"])
+        # Since issue 26: answered as a weak match (labelled), not refused: some page shares a word.
+        assert_weak_match(_ask_json(kb, question))
 
 
 def test_turn_on_and_turn_off_find_enable_and_disable_not_each_other(tmp_path):

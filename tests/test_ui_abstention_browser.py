@@ -1,7 +1,11 @@
 """An abstention in the browser (issue 15, item 2): when the answer stream carries an
 ``abstained`` event, the chat shows a calm "Not covered by this wiki" block, with the closest
 pages as "Related, not an answer" links that look unlike citations and carry no numbers; in light
-and dark mode, at 390 px, and again after a reload (the kept chat). Real Chromium, real server."""
+and dark mode, at 390 px, and again after a reload (the kept chat). Real Chromium, real server.
+
+Since issue 26 the offline answerer abstains only when no page holds any informative word of the
+question (then no page is related either); a question some page shares words with is answered
+with a small "Weak keyword match" label, kept after a reload."""
 
 from __future__ import annotations
 
@@ -11,7 +15,8 @@ from browser_support import PHONE, KaasServer, ask, browser_page, shot, wait_unt
 
 pytestmark = pytest.mark.slow  # drives a real browser
 
-NOT_COVERED = "Which volcano erupted on Mars in the catalog of 1850?"  # no page says; two pages come close
+NOT_COVERED = "Which volcano erupted on Mars in 1850?"  # no page holds any of its words
+WEAK = "Which volcano erupted on Mars in the catalog of 1850?"  # no page says; the catalog pages share a word
 COVERED = "How does the navigator read the catalog?"
 
 STYLE = """(selector) => {
@@ -31,10 +36,7 @@ def _check_not_covered(turn) -> None:
     assert block.is_visible()
     assert block.locator(".not-covered-title").inner_text() == "Not covered by this wiki"
     assert "does not cover this" in block.locator(".not-covered-message").inner_text()
-    assert block.locator(".related-label").inner_text().lower() == "related, not an answer"
-    links = block.locator("a.related-link")
-    assert links.count() >= 1
-    assert links.first.get_attribute("href") == "/wiki/retrieval/catalog.md" and links.first.inner_text().endswith("The catalog")
+    assert block.locator("a.related-link").count() == 0  # nothing matches: nothing is related
     # an abstention is no answer: no citation, no citation number, no Sources list, no Save
     assert turn.locator("a.citation, .cite-num").count() == 0
     assert turn.locator(".sources").is_hidden() and turn.locator(".save-answer").count() == 0
@@ -61,18 +63,13 @@ def test_an_abstention_is_shown_as_not_covered_with_related_pages_not_citations(
         assert abs(_luminance(title["color"]) - _luminance(block["background"])) > 0.5, (title, block)
         assert (_luminance(block["background"]) < 0.3) == (scheme == "dark"), block
 
-        # a covered question in the same chat: its citations look unlike the related links
+        # a question some page shares words with: answered, with the weak label; a covered one: no label
+        weak = ask(page, WEAK)
+        assert weak.locator(".not-covered").count() == 0 and weak.locator("a.citation .cite-num").count() >= 1
+        assert weak.locator(".match-label").is_visible() and weak.locator(".match-label").inner_text() == "Weak keyword match"
         answer = ask(page, COVERED)
         assert answer.locator("a.citation .cite-num").count() >= 1 and answer.locator(".not-covered").count() == 0
-        related = page.evaluate(STYLE, ".turn .related-link")
-        citation = page.evaluate(STYLE, ".turn a.citation")
-        assert (related["color"], related["decoration"]) != (citation["color"], citation["decoration"]), (related, citation)
-
-        # a related page opens beside the chat, like any page link
-        turn.locator("a.related-link").first.click()
-        page.wait_for_selector("#panel-body .prose")
-        assert page.inner_text("#panel-title") == "The catalog"
-        page.keyboard.press("Escape")
+        assert answer.locator(".match-label").is_hidden()
 
         # at 390 px the block fits the screen: nothing overflows sideways
         page.set_viewport_size(PHONE)
@@ -83,6 +80,7 @@ def test_an_abstention_is_shown_as_not_covered_with_related_pages_not_citations(
         # the kept chat shows it the same way after a reload
         page.reload()
         page.wait_for_selector("body.ready")
-        wait_until(page, "document.querySelectorAll('.turn').length === 2")
+        wait_until(page, "document.querySelectorAll('.turn').length === 3")
         _check_not_covered(page.locator(".turn").first)
+        assert page.locator(".turn").nth(1).locator(".match-label").is_visible()
         assert not errors, errors

@@ -216,6 +216,7 @@ class AnswerView {
     this.citations = [];
     this.offline = null; // {reason, message} when the model failed and the answer is the offline extract
     this.abstained = null; // {message, related} when the wiki does not cover the question: no answer, no citation
+    this.match = null; // "strong" | "weak" | "none": how well the keyword evidence matches (offline selection)
     this.mode = "llm";
     this.started = performance.now();
     this.answer = "";
@@ -234,6 +235,7 @@ class AnswerView {
     this.status = h("p.status", { role: "status" }, h("span.spinner", { "aria-hidden": "true" }), "Choosing pages…");
     this.rewriteLine = h("p.rewrite-line", { hidden: true });
     this.pagesBox = h("details.pages-read", { hidden: true });
+    this.matchLabel = h("p.match-label", { hidden: true }); // a weak keyword match says so, small
     this.notices = h("div.notices"); // before the answer: how pages were chosen and read
     this.laterNotices = h("div.notices"); // after it: citations, suggestions
     this.body = h("div.answer-body.prose", { "aria-busy": "true" });
@@ -242,7 +244,7 @@ class AnswerView {
     this.footer = h("footer.answer-meta");
     this.node = h("article.turn", {},
       h("div.question", {}, h("p", {}, question)),
-      h("div.answer", {}, this.rewriteLine, this.pagesBox, this.status, this.notices, this.body,
+      h("div.answer", {}, this.rewriteLine, this.pagesBox, this.status, this.matchLabel, this.notices, this.body,
         this.sources, this.laterNotices, this.suggestions, this.footer),
     );
   }
@@ -258,7 +260,7 @@ class AnswerView {
         this.method = data.method || null;
         this.pagesRead = (data.pages || []).map((p) => p.path);
         if ((data.round || 1) > 1) this.rounds.push(data);
-        else this.rounds = [];
+        else { this.rounds = []; this.showMatch(data.match || null); }
         this.showPages(data.pages || [], data.method);
         break;
       case "notice": (this.answer ? this.laterNotices : this.notices).append(h("p.notice", {}, data.message)); break;
@@ -291,6 +293,13 @@ class AnswerView {
       case "done": break;
       default: break;
     }
+  }
+
+  /** A weak keyword match is labelled: the passages are the closest, not a sure answer. */
+  showMatch(match) {
+    this.match = match;
+    this.matchLabel.hidden = match !== "weak";
+    this.matchLabel.textContent = match === "weak" ? "Weak keyword match" : "";
   }
 
   showPages(pages, method) {
@@ -454,6 +463,7 @@ class AnswerView {
       question: this.question, answer: this.answer, citations: this.citations, pages: this.pagesData,
       method: this.method, mode: this.mode, earlierPages: this.earlierPages, failed: this.failed,
       error: this.errorMessage, usage: this.usage, vote: this.vote, abstained: this.abstained,
+      match: this.match,
     };
   }
 
@@ -471,6 +481,7 @@ class AnswerView {
         related: Array.isArray(record.abstained.related) ? record.abstained.related : [] };
     }
     if (this.pagesData.length) this.showPages(this.pagesData, this.method);
+    if (typeof record.match === "string") this.showMatch(record.match);
     if (record.error) this.event("error", { message: record.error });
     this.failed = Boolean(record.failed);
     this.showSources(this.citations);

@@ -30,9 +30,11 @@ from kb_ai.store.words import title_key
 RELATIVE_CUTOFF = 0.35  # a page scoring under 35% of the best match is noise, not a second source
 OFFLINE_LABEL = "*Offline mode (no model configured): the passages of the wiki that best match the question.*"
 NOT_COVERED = (
-    "The wiki does not cover this. *(Offline mode: no page holds enough of the question's "
+    "The wiki does not cover this. *(Offline mode: no page holds any of the question's "
     "informative words.)*"
 )
+# A keyword match under ``offline.coverage.COVERED_SHARE``: answered, and said to be weak.
+WEAK_MATCH = "Weak keyword match: the closest passages, not a sure answer."
 RELATED_PAGES = 3  # closest pages shown with an abstention (related, not an answer)
 
 
@@ -150,16 +152,22 @@ def question_coverage(index, catalog: Catalog, question: str, wiki_dir: Path | N
                     names_in=names_in if wiki_dir is not None else None)
 
 
-def abstention_selection(index, catalog: Catalog, question: str, wiki_dir: Path | None = None) -> Selection | None:
-    """No page, when the wiki does not cover ``question`` (``question_coverage``): the pages that
-    came closest are named as related, with the question's words no page holds. None when the
-    question is covered (selection goes on)."""
-    verdict = question_coverage(index, catalog, question, wiki_dir)
-    if verdict.covered:
+def abstention_selection(index, catalog: Catalog, question: str, wiki_dir: Path | None = None,
+                         verdict: Coverage | None = None) -> Selection | None:
+    """No page, when nothing in the wiki matches ``question`` (``Coverage.abstain``; ``verdict``:
+    its ``question_coverage`` when known): the pages that came closest are named as related, with
+    the question's words no page holds. None when something matches (selection goes on)."""
+    verdict = verdict or question_coverage(index, catalog, question, wiki_dir)
+    if not verdict.abstain:
         return None
     related = [h.path for h in index.search(question, RELATED_PAGES)]
-    notices = [f"No page of the wiki mentions: {', '.join(verdict.missing)}."] if verdict.missing else []
-    return Selection(paths=[], method="lexical", notices=notices, abstained=True, related=related)
+    return Selection(paths=[], method="lexical", notices=_missing_notice(verdict), abstained=True, related=related,
+                     match="none")
+
+
+def _missing_notice(verdict: Coverage) -> list[str]:
+    """The question's words no page holds, named (with an abstention and with a weak or strong match)."""
+    return [f"No page of the wiki mentions: {', '.join(verdict.missing)}."] if verdict.missing else []
 
 
 class OfflineNavigator:
@@ -183,14 +191,17 @@ class OfflineNavigator:
         return await anyio.to_thread.run_sync(self._select, question, catalog, max_pages)
 
     def _select(self, question: str, catalog: Catalog, max_pages: int) -> Selection:
-        """No page when the wiki does not cover the question (``abstention_selection``); else the
-        keyword hits and the pages the question names by title, leaving a page for each later
+        """No page when nothing in the wiki matches the question (``abstention_selection``); else
+        the keyword hits, with how strongly they match (a weak match says so in a notice), and and the pages the question names by title, leaving a page for each later
         round (``navigate.bridge.first_round``)."""
         index = self.lexical.get(catalog)
-        abstention = abstention_selection(index, catalog, question, self.lexical.wiki_dir)
+        verdict = question_coverage(index, catalog, question, self.lexical.wiki_dir)
+        abstention = abstention_selection(index, catalog, question, verdict=verdict)
         if abstention:
             return abstention
         selection = lexical_selection(index, question, max_pages, "lexical")
+        selection.match = verdict.match
+        selection.notices = ([WEAK_MATCH] if verdict.match == "weak" else []) + _missing_notice(verdict)
         reserve = min(self.rounds - 1, max_pages - 1)
         selection.paths, named = bridge.first_round(selection.paths, question, index, catalog, max_pages, reserve)
         if named:

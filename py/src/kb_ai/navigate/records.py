@@ -44,6 +44,9 @@ class Selection:
     # nothing is read, and ``related`` (the closest pages) are shown as related, not as an answer.
     abstained: bool = False
     related: list[str] = field(default_factory=list)
+    # How strongly the keyword evidence matches the question (``offline.coverage.Coverage.match``):
+    # "strong" | "weak"; "" when not judged (a model's selection, given pages).
+    match: str = ""
 
 
 @dataclass(frozen=True)
@@ -122,6 +125,7 @@ class AskResult:
     abstained: bool = False  # the answer is "the wiki does not cover this" (an ``abstained`` event)
     related: list[dict[str, Any]] = field(default_factory=list)  # closest pages then: not an answer
     offline: dict[str, str] | None = None  # {"reason", "message"}: the model failed, the answer is the offline extract
+    match: str | None = None  # "strong" | "weak": how well the keyword evidence matches (offline selection)
 
     def add(self, event: AskEvent) -> None:
         """Fold one event into the result (what ``navigate.ask.ask`` does with each)."""
@@ -132,6 +136,7 @@ class AskResult:
             self.pages = list(data["pages"])  # every page read so far: the last event has them all
             if self.method is None or data.get("round", 1) == 1:
                 self.method = data.get("method", self.method)
+                self.match = data.get("match", self.match)
             self.rounds.append({"round": data.get("round", len(self.rounds) + 1), "why": data.get("why", ""),
                                 "added": list(data.get("added", [p["path"] for p in data["pages"]])),
                                 "method": data.get("method"), "usage": dict(data.get("usage") or {})})
@@ -176,6 +181,8 @@ class AskResult:
             out["saved_path"] = self.saved_path
         if self.offline is not None:
             out["offline"] = self.offline
+        if self.match is not None:
+            out["match"] = self.match
         if self.error:
             out["error"] = self.error
         return out

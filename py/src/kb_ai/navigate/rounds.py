@@ -48,8 +48,11 @@ def pages_event(pages: list[ReadPage], selection: Selection, number: int, added:
                 usage: dict[str, int]) -> AskEvent:
     """The ``pages`` event of round ``number``: every page read so far, and what this round added, why."""
     why = selection.why or FIRST_ROUND_WHY.get(selection.method, selection.method)
-    return AskEvent("pages", {"pages": [p.ref() for p in pages], "method": selection.method, "round": number,
-                              "why": why, "added": [p.path for p in added], "usage": usage})
+    data = {"pages": [p.ref() for p in pages], "method": selection.method, "round": number,
+            "why": why, "added": [p.path for p in added], "usage": usage}
+    if selection.match:  # how strongly the keyword evidence matches ("strong" | "weak")
+        data["match"] = selection.match
+    return AskEvent("pages", data)
 
 
 async def further_rounds(service, request, query: str, catalog, pages: list[ReadPage], latest: list[ReadPage],

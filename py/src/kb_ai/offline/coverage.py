@@ -1,4 +1,19 @@
-"""Does the wiki cover a question at all? The offline answerer's abstention decision, in one place.
+"""Does anything in the wiki match a question, and how strongly? The offline answerer's abstention
+decision and the strength it shows, in one place.
+
+The rule (``Coverage.abstain``, ``Coverage.match``):
+
+* **abstain** only when no page (that this reader may read) holds any informative term of the
+  question, itself or an equivalent (below): every word is generic, or on no page. Measured across 16 wikis (issue 26,
+  docs/benchmarks.md "Abstention on measured evidence"): no share of the question's weight, no
+  count of terms held, separates questions asked in a reader's own words from nonsense made of
+  the wiki's words — real paraphrases hold as little of it as nonsense does — so any higher cut
+  refuses questions the wiki answers, and a false "not covered" costs more than a weak answer;
+* a **strong** match when the best page or joined pair holds at least ``COVERED_SHARE`` of the
+  question's term weight (or, on a big wiki, ``COVERED_RARE_TERMS`` rare terms' worth: below);
+* a **weak** match otherwise: answered with the closest passages, labelled as weak.
+
+How the share is measured:
 
 Each term of the question is weighted by how informative it is (BM25's IDF over the wiki's pages,
 from the lexical index, as if the wiki had ``SMOOTH_PAGES`` more pages without the term: in a wiki
@@ -7,7 +22,7 @@ no page holds is what the question asks about and the wiki lacks ("the shoe size
 maximum size of the on-disk cache"): it weighs ``MISSING_WORD`` times a term that a single page
 holds. A *generic* word (``store.words.GENERIC_WORDS``: "happened", "made", "still", "whether",
 "multiple") counts for a page that holds it and never against one that does not: it names
-nothing a page could lack ("Is google-apitools still maintained?"). The question is covered when the best page among the keyword matches, or the
+nothing a page could lack ("Is google-apitools still maintained?"). The match is strong when the best page among the keyword matches, or the
 best two pages *that are joined* (one holds the other's title and that title names something:
 no more than ``TITLE_JOIN_PAGES`` pages, or ``TITLE_JOIN_SHARE`` of the wiki, hold it, so
 "Introduction" or "How it works" joins nothing; or the question names both: "Which band formed
@@ -25,18 +40,16 @@ not join ("connector" for "connect"; the ``FORM_PAGES`` best matches are read), 
 ``EQUIVALENT_WEIGHT`` (half) of its weight.
 
 Nonsense ("How tall is the Eiffel Tower in bananas?") shares a word or two with some page, never
-most of its weight; a question about a subject the wiki lacks loses that subject's weight; two
-unrelated pages do not add up ("boiling point" on one page, "sonnet" on another).
+most of its weight: it gets a weak answer, not a strong one; a question about a subject the wiki
+lacks loses that subject's weight; two unrelated pages do not add up ("boiling point" on one page,
+"sonnet" on another).
 
 Known limit: the decision is lexical. A question that asks, in words no page uses, for something
-a page states ("Which database ...?" of a page that says "PostgreSQL 16") is not covered; nonsense
-that asks for an absurd attribute of a subject with a synonym of a word a page holds is.
+a page states is refused; nonsense that shares a word with a page is answered (weakly).
 
-The thresholds were calibrated on questions with known truth (docs/benchmarks.md, "Offline
-answers and abstention (issue 15)" and "Abstention on small and outside wikis (issue 15)";
-benchmarks/bench_answers.py, benchmarks/bench_outside.py): nonsense questions, HotpotQA
-questions whose gold pages were deleted, answerable HotpotQA and real-docs questions, and
-questions written blind on wikis of 6 to 62 pages of third-party documentation.
+The strength thresholds were calibrated on questions with known truth (docs/benchmarks.md,
+"Offline answers and abstention (issue 15)"; benchmarks/bench_answers.py); the abstention rule on
+benchmarks/bench_abstention.py's dev sets.
 """
 
 from __future__ import annotations
@@ -79,15 +92,26 @@ class Coverage:
     pages: tuple[str, ...]  # the page(s) holding it, best first
     missing: tuple[str, ...] = ()  # question words no page (this reader may read) holds
     missing_names: tuple[str, ...] = ()  # names the question gives that no page mentions
+    known: int = 0  # informative (not generic) question terms some page holds (or an equivalent of)
 
     @property
     def covered(self) -> bool:
+        """A strong match (``is_covered``)."""
         return is_covered(self.share, self.rare_terms)
+
+    @property
+    def abstain(self) -> bool:
+        """Nothing matches: no page holds any informative term of the question."""
+        return self.known == 0
+
+    @property
+    def match(self) -> str:
+        return "none" if self.abstain else "strong" if self.covered else "weak"
 
 
 def is_covered(share: float, rare_terms: float, min_share: float | None = None,
                min_rare_terms: float | None = None) -> bool:
-    """The abstention rule (its thresholds are arguments so a benchmark can trace the curve)."""
+    """A strong match (its thresholds are arguments so a benchmark can trace the curve)."""
     min_share = COVERED_SHARE if min_share is None else min_share
     min_rare_terms = COVERED_RARE_TERMS if min_rare_terms is None else min_rare_terms
     return share >= min_share or rare_terms >= min_rare_terms
@@ -113,7 +137,7 @@ def coverage(index: LexicalIndex, title_of: Callable[[str], str], question: str,
         for path in paths[:BRIDGE_SEEDS]:
             paths += [p for p in names_in(path)[:BRIDGES] if p not in paths and _indexed(index, p)]
     if not paths:
-        return Coverage(0.0, 0.0, (), tuple(missing))
+        return Coverage(0.0, 0.0, (), tuple(missing))  # known: 0, nothing matches
     n = max(index.page_count(), 1)
     ids = np.array([index.position(p) for p in paths], dtype=np.int64)
     holders: dict[str, tuple[int, frozenset[int]]] = {}  # term -> (pages holding it, which candidates)
@@ -210,7 +234,8 @@ def coverage(index: LexicalIndex, title_of: Callable[[str], str], question: str,
     lacks_subject = bool(missing_names) and len(missing_names) == len(names)
     rare_terms = 0.0 if lacks_subject or n < RARE_TERMS_MIN_PAGES else weight / rarest
     share = 0.0 if lacks_subject else share_of(best_terms, best_near)
-    return Coverage(share, rare_terms, pages, tuple(missing), tuple(m.text for m in missing_names))
+    known = sum(1 for t in terms if t not in generic and any(look_up(e)[0] for e in (t, *stand_ins.get(t, ()))))
+    return Coverage(share, rare_terms, pages, tuple(missing), tuple(m.text for m in missing_names), known)
 
 
 def _names_few(index: LexicalIndex, terms: set[str], pages: int) -> bool:
