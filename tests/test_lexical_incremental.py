@@ -28,13 +28,13 @@ def _ranking(index: LexicalIndex, query: str):
 
 def _count_reads(monkeypatch) -> list[str]:
     reads: list[str] = []
-    real = lexical._read_body
+    real = lexical._read_page
 
     def counting(wiki_dir, entry):
         reads.append(entry.path)
         return real(wiki_dir, entry)
 
-    monkeypatch.setattr(lexical, "_read_body", counting)
+    monkeypatch.setattr(lexical, "_read_page", counting)
     return reads
 
 

@@ -248,6 +248,8 @@ class ArticleWriter:
             meta = compose_meta(article.meta, title=article.title, summary=summary, topic=article.topic,
                                 tags=tags, sources=sources, updated=self.today,
                                 access=job.target.access if article.body is None else None)
+            if draft.questions and not (article.hand_edited and "questions" in article.meta):
+                meta["questions"] = draft.questions  # a list a person wrote is theirs
             changed, old_text = self._commit(article, old_text, meta, draft.body, dict(merged), orphaned=not sources,
                                              former=_former_after(record, job, merged))
             self.relinked.update(relinked)

@@ -25,7 +25,7 @@ from kb_ai.compile.offline import (
 from kb_ai.llm.plausible import implausible, one_line
 from kb_ai.llm.tokens import chars_for_tokens, estimate_tokens
 from kb_ai.offline.text_ranking import by_shared_terms
-from kb_ai.store.articles import SUMMARY_LIMIT, clean_summary
+from kb_ai.store.articles import MAX_QUESTIONS, SUMMARY_LIMIT, clean_summary, questions_of
 from kb_ai.store.markdown_text import iter_lines_outside_fences, plain_text, split_sections
 from kb_ai.store.sentences import clip
 from kb_ai.store.paths import slugify
@@ -38,11 +38,15 @@ MAX_TAGS = 8
 WRITE_MAX_TOKENS = 6_000  # one article; bounds a rambling model
 SHRINK_LIMIT = 0.5  # a whole rewrite may not drop more than half of an article's words
 
+# Questions the article answers, in a reader's words (frontmatter ``questions:``): searched by the
+# offline keyword index, never shown in the catalog (store/articles.py: questions_of).
+QUESTIONS_SCHEMA = {"type": "array", "items": {"type": "string"}, "maxItems": MAX_QUESTIONS}
 BODY_SCHEMA = {
     "type": "object",
     "properties": {
         "summary": {"type": "string"},
         "tags": {"type": "array", "items": {"type": "string"}},
+        "questions": QUESTIONS_SCHEMA,
         "body": {"type": "string"},
     },
     "required": ["summary", "body"],
@@ -52,6 +56,7 @@ EDITS_SCHEMA = {
     "properties": {
         "summary": {"type": "string"},
         "tags": {"type": "array", "items": {"type": "string"}},
+        "questions": QUESTIONS_SCHEMA,
         "edits": {
             "type": "array",
             "items": {
@@ -110,6 +115,7 @@ class Draft:
     body: str
     trails: int = 0
     warnings: list[str] = field(default_factory=list)
+    questions: list[str] | None = None  # None: the writer proposes none (the article keeps its own)
 
 
 class WriteRefused(Exception):
@@ -338,7 +344,8 @@ class LLMWriter:
         summary = summary_or_lead(reply.get("summary"), body, article.title, instructions)
         tags = clean_tags(reply.get("tags"))
         trails_before = len(trail_lines(article.body or ""))
-        return Draft(summary, tags, body, max(0, len(trail_lines(body)) - trails_before), warnings)
+        return Draft(summary, tags, body, max(0, len(trail_lines(body)) - trails_before), warnings,
+                     clean_questions(reply.get("questions"), instructions))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -385,6 +392,16 @@ def summary_or_lead(value: Any, body: str, title: str, instructions: str = "") -
     if text is None or implausible(text, instructions):
         text = clip(lead_summary(body.split("\n", 1)[-1], title), SUMMARY_LIMIT)
     return text
+
+
+def clean_questions(value: Any, instructions: str = "") -> list[str] | None:
+    """The model's ``questions`` as frontmatter items (``store.articles.questions_of``: one line
+    each, at most ``MAX_QUESTIONS``), less any that is not plausible text (an echo of the prompt, a
+    placeholder: llm/plausible.py); None when it gave none."""
+    if not isinstance(value, list):
+        return None
+    kept = [q for q in questions_of({"questions": value}) if not implausible(q, instructions)]
+    return kept or None
 
 
 def clean_tags(value: Any) -> list[str]:

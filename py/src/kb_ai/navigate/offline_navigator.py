@@ -19,7 +19,8 @@ from kb_ai.navigate.records import ReadPage, Selection, Turn
 from kb_ai.offline.compare import ComparedPage, derive
 from kb_ai.offline.coverage import Coverage, coverage
 from kb_ai.offline.extractive import PageText, best_units
-from kb_ai.offline.lexical import page_body
+from kb_ai.offline.feedback import expanded_query
+from kb_ai.offline.lexical import page_body, page_terms
 from kb_ai.offline.units import Unit
 from kb_ai.offline.text import tokenize
 from kb_ai.store.catalog import Catalog
@@ -38,7 +39,9 @@ WEAK_MATCH = "Weak keyword match: the closest passages, not a sure answer."
 RELATED_PAGES = 3  # closest pages shown with an abstention (related, not an answer)
 
 
-def lexical_selection(index, question: str, max_pages: int, method: str) -> Selection:
+def lexical_selection(index, question, max_pages: int, method: str) -> Selection:
+    """The best ``max_pages`` keyword hits of ``question`` (a question, or weighted terms:
+    ``offline.feedback``), less those scoring under ``RELATIVE_CUTOFF`` of the best."""
     hits = index.search(question, max_pages)
     if hits:
         top = hits[0].score
@@ -199,7 +202,10 @@ class OfflineNavigator:
         abstention = abstention_selection(index, catalog, question, verdict=verdict)
         if abstention:
             return abstention
-        selection = lexical_selection(index, question, max_pages, "lexical")
+        wiki_dir = self.lexical.wiki_dir
+        # RM3 on the reader's own index: the pages read back are pages this reader may read.
+        query = expanded_query(index, question, lambda path: page_terms(wiki_dir, catalog.by_path[path]))
+        selection = lexical_selection(index, query, max_pages, "lexical")
         selection.match = verdict.match
         selection.notices = ([WEAK_MATCH] if verdict.match == "weak" else []) + _missing_notice(verdict)
         reserve = min(self.rounds - 1, max_pages - 1)

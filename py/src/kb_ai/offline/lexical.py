@@ -4,7 +4,8 @@ saved on disk and updated one page at a time. The whole-text rankings (``rank_te
 the saved index's files are read back and checked in ``offline/index_files.py``.
 
 A query is read through ``offline.equivalents.query_weights``: its own terms, and at half weight
-the words documentation uses for them ("disable" for "turn off").
+the words documentation uses for them ("disable" for "turn off"); or it is given as weighted
+terms (``offline.feedback.expanded_query``: the question with the terms of its best pages).
 
 Text is read through ``offline.text.tokenize`` (stemmed, stop words dropped), and the BM25
 rankings score as bm25s's default did (Lucene's variant: k1 1.5, b 0.75, idf
@@ -13,7 +14,8 @@ rankings score as bm25s's default did (Lucene's variant: k1 1.5, b 0.75, idf
 ``LexicalIndex``: a BM25 index over the catalog (title, summary, topic) and the articles' text.
 
 Fields are weighted by repetition: a title term counts three times, a summary term twice, body
-terms once, so a page *about* a term outranks one that merely mentions it. It keeps term
+terms and the terms of the questions the page answers (frontmatter ``questions:``, read from the
+page file like its body, so only a reader who may read the page searches them) once, so a page *about* a term outranks one that merely mentions it. It keeps term
 frequencies (postings per term, numpy arrays) and document lengths, not precomputed scores: a
 score is computed at query time from the current page count, document frequencies and average
 length, so a page can be taken out and another put in without touching the rest — the result
@@ -39,6 +41,7 @@ import math
 import os
 import shutil
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -50,7 +53,7 @@ from kb_ai.offline.index_files import (ARRAYS, FILES, check_saved, join_texts, l
 from kb_ai.seals import SEAL_NAME, FolderSeal, digest
 from kb_ai.offline.text import tokenize
 from kb_ai.store.access import parse_access
-from kb_ai.store.articles import read_article_text, split_frontmatter
+from kb_ai.store.articles import questions_of, read_article_text, split_frontmatter
 from kb_ai.store.catalog import Catalog, CatalogEntry
 from kb_ai.store.name_index import NameIndex
 from kb_ai.store.stamps import FileStamps
@@ -58,9 +61,10 @@ from kb_ai.files import DamagedFileError, read_state_bytes, remove_state_entry, 
 
 log = logging.getLogger(__name__)
 
-INDEX_FORMAT = 5  # 4: kaas's own postings (term frequencies), updated page by page; 5: sealed
+INDEX_FORMAT = 6  # 4: kaas's own postings (term frequencies), updated page by page; 5: sealed; 6: questions:
 TITLE_WEIGHT = 3
 SUMMARY_WEIGHT = 2
+QUESTIONS_WEIGHT = 1  # frontmatter ``questions:`` (store/articles.py: questions_of)
 BODY_CHAR_LIMIT = 50_000  # per article: enough to rank, bounded for huge pages
 K1, B = 1.5, 0.75
 # A changed catalog is updated page by page up to this many changed pages (or 2% of them); past
@@ -74,33 +78,42 @@ class ScoredPage:
     score: float
 
 
-def _entry_terms(entry: CatalogEntry, body: str) -> list[str]:
+def _entry_terms(entry: CatalogEntry, page: tuple[str, list[str]]) -> list[str]:
+    body, questions = page
     return (
         tokenize(entry.title) * TITLE_WEIGHT
         + tokenize(entry.summary) * SUMMARY_WEIGHT
         + tokenize(entry.topic.replace("-", " "))
+        + tokenize(" ".join(questions)) * QUESTIONS_WEIGHT
         + tokenize(body[:BODY_CHAR_LIMIT])
     )
 
 
-def _read_body(wiki_dir: Path, entry: CatalogEntry) -> str:
+def _read_page(wiki_dir: Path, entry: CatalogEntry) -> tuple[str, list[str]]:
+    """The page's body and its ``questions:`` (("", []) when unreadable, or when its access is
+    no longer the catalog's)."""
     path = entry.path
     try:
         text = read_article_text(wiki_dir / path, path)
         meta, body = split_frontmatter(text, path)
     except Exception as exc:  # an unreadable page still ranks by its catalog line
         log.warning("lexical index: %s: %s", path, exc)
-        return ""
+        return "", []
     if parse_access(meta)[0] != entry.access:
         # The file's access changed since the catalog was loaded (a hand edit not yet indexed):
         # its text may now be for other readers. Rank it by its catalog line until re-indexed.
-        return ""
-    return body
+        return "", []
+    return body, questions_of(meta)
 
 
 def page_body(wiki_dir: Path, entry: CatalogEntry) -> str:
     """The text of a page as the index reads it (frontmatter removed; "" when unreadable)."""
-    return _read_body(wiki_dir, entry)[:BODY_CHAR_LIMIT]
+    return _read_page(wiki_dir, entry)[0][:BODY_CHAR_LIMIT]
+
+
+def page_terms(wiki_dir: Path, entry: CatalogEntry) -> list[str]:
+    """The terms the index counts for a page, as it reads them now (``offline/feedback.py``)."""
+    return _entry_terms(entry, _read_page(wiki_dir, entry))
 
 
 def _stamps_of(wiki_dir: Path, catalog: Catalog) -> list[tuple[int, int]]:
@@ -213,7 +226,7 @@ class LexicalIndex:
         keys = np.zeros(len(catalog.entries), dtype=np.uint64)
         stamps = _stamps_of(wiki_dir, catalog)  # before reading: a later edit changes the key
         for position, (entry, stamp) in enumerate(zip(catalog.entries, stamps)):
-            terms = _entry_terms(entry, _read_body(wiki_dir, entry) if with_bodies else "")
+            terms = _entry_terms(entry, _read_page(wiki_dir, entry) if with_bodies else ("", []))
             counts = Counter(terms)
             lengths[position] = len(terms)
             keys[position] = _page_key(entry, stamp)
@@ -265,7 +278,7 @@ class LexicalIndex:
         for position in out:
             index._take_out(position)
         for entry, stamp, key in put_in:
-            index._put_in(entry, key, _entry_terms(entry, _read_body(wiki_dir, entry)))
+            index._put_in(entry, key, _entry_terms(entry, _read_page(wiki_dir, entry)))
         index._refresh_stats()
         return index
 
@@ -415,10 +428,12 @@ class LexicalIndex:
             tfs = np.concatenate([tfs, np.fromiter((t for _, t in extra), dtype=np.int32, count=len(extra))])
         return docs, tfs
 
-    def _query(self, query: str) -> list[tuple[int, float]]:
-        """The query's terms the index knows, with their weights (``offline.equivalents``: the
-        query's own words, and at a reduced weight the words documentation uses for them)."""
-        return [(self._vocab[t], w) for t, w in query_weights(query) if t in self._vocab]
+    def _query(self, query: "str | Sequence[tuple[str, float]]") -> list[tuple[int, float]]:
+        """The query's terms the index knows, with their weights: of a question, as
+        ``offline.equivalents`` reads it (its own words, and at a reduced weight the words
+        documentation uses for them); else the weighted terms given (``offline.feedback``)."""
+        weighted = query_weights(query) if isinstance(query, str) else query
+        return [(self._vocab[t], w) for t, w in weighted if t in self._vocab]
 
     def _term_scores(self, ids: list[tuple[int, float]]) -> np.ndarray:
         """Scores by position (a dead page, and a page outside the mask, score 0)."""

@@ -36,6 +36,11 @@ from kb_ai.store.paths import normalize_wiki_path, safe_wiki_file
 
 MAX_ARTICLE_BYTES = 2_000_000
 SUMMARY_LIMIT = 200
+# ``questions:``: questions the article answers, in a reader's words (written by the compile model
+# or by hand). Searched as a keyword field of the page (offline/lexical.py), never shown in the
+# catalog. At most this many, each clipped to QUESTION_LIMIT characters.
+MAX_QUESTIONS = 8
+QUESTION_LIMIT = 200
 DEFAULT_TOPIC = "general"
 # Files in wiki/ that are not articles.
 RESERVED_NAMES = {"master-index.md", "log.md", "index.md", "topics.md"}
@@ -107,6 +112,10 @@ class Article:
         return _string_list(self.meta.get("sources"))
 
     @property
+    def questions(self) -> list[str]:
+        return questions_of(self.meta)
+
+    @property
     def kind(self) -> str:
         """``article`` (evidence) or ``answer`` (a saved chat answer: navigation only)."""
         return str(self.meta.get("kind") or "article")
@@ -164,6 +173,16 @@ def _string_list(value: Any) -> list[str]:
     if isinstance(value, (list, tuple)):
         return [str(v) for v in value if v is not None and str(v).strip()]
     return [str(value)]
+
+
+def questions_of(meta: dict[str, Any]) -> list[str]:
+    """The ``questions:`` of a frontmatter: a list of text items (one string: one question), each
+    one line of at most ``QUESTION_LIMIT`` characters, the first ``MAX_QUESTIONS``; anything else
+    (a mapping, a number list item that is not text) is no question."""
+    value = meta.get("questions")
+    items = [value] if isinstance(value, str) else value if isinstance(value, list) else []
+    out = [" ".join(item.split())[:QUESTION_LIMIT] for item in items if isinstance(item, str) and item.strip()]
+    return out[:MAX_QUESTIONS]
 
 
 def _title_from_filename(path: str) -> str:
