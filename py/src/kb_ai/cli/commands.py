@@ -209,7 +209,7 @@ def compile_command(ctx: click.Context, full: bool, dry_run: bool, as_json: bool
       0  everything that needed compiling was compiled (skipped files and
          duplicates are listed in the report, they are not failures)
       1  some source or article failed or was left alone (model errors,
-         refused model output, hand edits offline compile cannot merge, an
+         refused model output, an article changed on disk meanwhile, an
          unreachable server): the report says which and why, finished work
          is saved, the next run retries
       2  usage or configuration error (no raw/ folder, unknown model,
