@@ -76,7 +76,7 @@ def next_steps(target: Path) -> str:
     kb = "" if Path(target).resolve() == Path.cwd().resolve() else f" --kb {_shell_word(str(target))}"
     return (
         "next:\n"
-        f"  1. put documents (md, rst, txt, html, pdf, docx, zip/tar) in {Path(target) / 'raw'}/, or: kaas{kb} add FILE|URL ...\n"
+        f"  1. put documents (md, rst, txt, html, pdf, docx, pptx, xlsx, csv, odt, epub, rtf, zip/tar) in {Path(target) / 'raw'}/, or: kaas{kb} add FILE|URL ...\n"
         f"  2. kaas{kb} compile\n"
         f"  3. kaas{kb} ask \"your question\"   (or kaas{kb} serve for the chat in a browser)"
     )

@@ -9,7 +9,7 @@ from kb_ai.compile.kaasignore import left_out_lines
 from kb_ai.llm.usage import UsageMeter
 
 
-EMPTY_RAW_HINT = ("raw/ is empty: nothing to compile. Put documents there (md, rst, txt, html, pdf, docx, zip/tar) "
+EMPTY_RAW_HINT = ("raw/ is empty: nothing to compile. Put documents there (md, rst, txt, html, pdf, docx, pptx, xlsx, csv, odt, epub, rtf, zip/tar) "
                   "or run `kaas add FILE|URL ...`, then `kaas compile` again.")
 
 
