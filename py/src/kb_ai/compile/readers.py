@@ -346,9 +346,16 @@ def _read_markdown(path: str, text: str, context: ReadContext | None = None) -> 
     context = context or ReadContext(path)
     if meta.get("source_url") and not context.outside:  # a web page as `kaas add URL` stores it
         context = dataclasses.replace(context, outside="a web page (source_url)")
+    kind = "markdown"
+    if "{" in body or ")=" in body:
+        from kb_ai.compile.formats.myst import has_mdbook_includes, is_myst, myst_markdown  # noqa: PLC0415
+
+        if is_myst(body) or has_mdbook_includes(body):
+            kind = "myst" if is_myst(body) else kind
+            body = myst_markdown(body, context, notes)
     body = plain_markdown(body, context, notes)
     title = plain_text(title) if title and title.strip() else None
-    return Parsed("markdown", body, title or title_heading(body), date or date_from_text(body), notes, tags[:10])
+    return Parsed(kind, body, title or title_heading(body), date or date_from_text(body), notes, tags[:10])
 
 
 def _rst_cues(text: str) -> bool:
