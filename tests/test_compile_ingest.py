@@ -97,7 +97,8 @@ def test_docx_headings_and_lists(tmp_path):
 
 @pytest.mark.parametrize("name,data,reason", [
     ("logo.png", PNG_1PX, "image"),  # not a document: left out by type (tests/test_docs_folder.py)
-    ("sheet.xlsx", b"PK\x03\x04 a spreadsheet", "binary file (.xlsx)"),  # a format kaas cannot read
+    ("sheet.xls", b"\xd0\xcf\x11\xe0 a spreadsheet", "binary file (.xls)"),  # a format kaas cannot read
+    ("broken.xlsx", b"PK\x03\x04 not really a workbook", "not a readable XLSX"),
     ("blob.dat", b"\x00\x01\x02binary", "binary file (contains NUL bytes)"),
     ("broken.pdf", b"%PDF-1.4\n1 0 obj << /Type /Catalog\ngarbage", "not a readable PDF"),
     ("broken.docx", b"PK\x03\x04 not really a docx", "not a readable DOCX"),

@@ -250,7 +250,7 @@ def test_a_renamed_and_revised_source_keeps_its_article(tmp_path):
     assert broken(root) == []
 
 
-def test_a_renamed_and_revised_source_with_a_hand_edited_article_is_held_but_renamed(tmp_path):
+def test_a_renamed_and_revised_source_with_a_hand_edited_article_is_merged_and_renamed(tmp_path):
     root, page = _compiled_with_hand_edit(tmp_path)
     before = articles(root)
     old = root / "raw" / "ops" / "troubleshooting.md"
@@ -258,8 +258,10 @@ def test_a_renamed_and_revised_source_with_a_hand_edited_article_is_held_but_ren
     old.unlink()
     report = compile_offline(root)
     assert report.created == [] and report.orphaned == []
-    assert [h["path"] for h in report.held] == [page.relative_to(root / "wiki").as_posix()]  # offline: no merge into hand edits
-    assert load_article(root / "wiki", report.held[0]["path"]).sources == ["raw/ops/network-problems.md"]
+    # Offline, the revision is merged around the hand edit (it used to be held, exit 1 forever).
+    rel = page.relative_to(root / "wiki").as_posix()
+    assert report.held == [] and report.updated == [rel] and "firewall (TLS)" in page.read_text()
+    assert load_article(root / "wiki", rel).sources == ["raw/ops/network-problems.md"]
     _same_wiki(root, before, page)
 
 

@@ -55,8 +55,19 @@ def zip_liar() -> bytes:
     return lie_about_size(rezip(base, {"bomb.txt": INFLATED}, zipfile.ZIP_BZIP2), "bomb.txt", 20)
 
 
+def xlsx_bomb() -> bytes:
+    from openpyxl import Workbook
+
+    book = Workbook()
+    book.active.append(["Plan", "Price"])
+    out = io.BytesIO()
+    book.save(out)
+    return rezip(out.getvalue(), {"xl/worksheets/sheet1.xml": INFLATED})
+
+
 BOMBS = {
     "bomb.docx": (docx_bomb, "word/document.xml inflates past 5,000,000 bytes"),
+    "bomb.xlsx": (xlsx_bomb, "xl/worksheets/sheet1.xml inflates past 5,000,000 bytes"),  # a zip-based format is a zip
     "liar.docx": (docx_liar, "word/document.xml inflates past 5,000,000 bytes"),  # the header is not trusted
     "liar-bzip2.docx": (lambda: docx_liar(zipfile.ZIP_BZIP2), "word/document.xml: compression ratio over 200"),
     "bomb.pdf": (lambda: pdf_bomb_bytes(INFLATED), "a PDF stream inflates past 5,000,000 bytes"),
@@ -66,6 +77,7 @@ BOMBS = {
 def _read_measured(root, name):
     """(what ``read_source`` made of raw/``name``, the peak of memory it allocated)."""
     import docx  # noqa: F401 - the libraries' own import is not the reader's peak
+    import openpyxl  # noqa: F401
     import pypdf  # noqa: F401
 
     [raw] = [r for r in walk_raw(root) if r.path == f"raw/{name}"]

@@ -212,7 +212,7 @@ def test_the_upload_accepts_what_compile_reads_by_the_same_rules(tmp_path):
         rst = client.post("/api/sources/upload?name=api.rst", content=INDEX_RST.encode(), headers=octet)
         assert rst.status_code == 201, rst.text
         for name, data, reason in (("logo.svg", SVG, "image"), ("logo.txt", SVG, "image (SVG content)"),
-                                   ("custom.css", CSS, "stylesheet"), ("sheet.xlsx", "x", "cannot read this format")):
+                                   ("custom.css", CSS, "stylesheet"), ("sheet.xls", "x", "cannot read this format")):
             refused = client.post("/api/sources/upload", params={"name": name}, content=data.encode(), headers=octet)
             assert refused.status_code == 400 and reason in refused.json()["error"]["message"], refused.text
         (tmp_path / "raw" / ".kaasignore").write_text("!*.css\n")

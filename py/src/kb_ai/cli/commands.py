@@ -76,7 +76,7 @@ def next_steps(target: Path) -> str:
     kb = "" if Path(target).resolve() == Path.cwd().resolve() else f" --kb {_shell_word(str(target))}"
     return (
         "next:\n"
-        f"  1. put documents (md, rst, txt, html, pdf, docx, zip/tar) in {Path(target) / 'raw'}/, or: kaas{kb} add FILE|URL ...\n"
+        f"  1. put documents (md, rst, txt, html, pdf, docx, pptx, xlsx, csv, odt, epub, rtf, zip/tar) in {Path(target) / 'raw'}/, or: kaas{kb} add FILE|URL ...\n"
         f"  2. kaas{kb} compile\n"
         f"  3. kaas{kb} ask \"your question\"   (or kaas{kb} serve for the chat in a browser)"
     )
@@ -209,7 +209,7 @@ def compile_command(ctx: click.Context, full: bool, dry_run: bool, as_json: bool
       0  everything that needed compiling was compiled (skipped files and
          duplicates are listed in the report, they are not failures)
       1  some source or article failed or was left alone (model errors,
-         refused model output, hand edits offline compile cannot merge, an
+         refused model output, an article changed on disk meanwhile, an
          unreachable server): the report says which and why, finished work
          is saved, the next run retries
       2  usage or configuration error (no raw/ folder, unknown model,

@@ -244,15 +244,18 @@ class Corpus:
 
     def labels(self) -> dict[str, tuple[str, str]]:
         if self._labels is None:
+            from kb_ai.compile.formats.myst import scan_myst_labels  # noqa: PLC0415
             from kb_ai.compile.formats.rst import scan_labels  # noqa: PLC0415
 
             found: dict[str, tuple[str, str]] = {}
             for path in sorted(self.files):
-                if path.endswith((".rst", ".rest")):
+                scan = scan_labels if path.endswith((".rst", ".rest")) else \
+                    scan_myst_labels if path.endswith(".md") else None  # MyST: (label)= lines
+                if scan is not None:
                     data = self._bytes(path)
                     text = data if isinstance(data, str) else self._decoded(data)
                     if not text.startswith("!"):
-                        for label, value in scan_labels(path, text).items():
+                        for label, value in scan(path, text).items():
                             found.setdefault(label, value)
             self._labels = found
         return self._labels

@@ -30,6 +30,13 @@ from kb_ai.store.sentences import clip, split_sentences
 # The source ends at the first ": earlier " (tried once, not again from every later one).
 TRAIL = re.compile(r"^\[Superseded (\d{4}-\d{2}-\d{2}) by (raw/(?:(?!: earlier ).)++): earlier (.+)\]\s*$")
 QUOTE_LIMIT = 220
+# The line before a source's new text set next to a part a person edited (``hand_text.
+# merge_around_hand``): kept, with what follows, like a trail line; never superseded itself.
+HAND_NOTE = re.compile(r"^\[New in (raw/\S[^\]]*?) \((\d{4}-\d{2}-\d{2})\), next to the hand-edited text above:\]$")
+
+
+def hand_note(source: str, date: str) -> str:
+    return f"[New in {source} ({date}), next to the hand-edited text above:]"
 
 
 def trail_lines(body: str) -> list[str]:
@@ -143,7 +150,7 @@ def _units(body: str) -> tuple[str, list[tuple[str, list[str]]]]:
     units: list[tuple[str, list[str]]] = []
     leading: list[str] = []
     for part in parts:
-        if TRAIL.match(part.strip()):
+        if TRAIL.match(part.strip()) or HAND_NOTE.match(part.strip()):
             if units:
                 units[-1][1].append(part.strip())
             else:

@@ -1,10 +1,11 @@
-"""Readers: the bytes of one file (Markdown, text, HTML, PDF, DOCX, archives) turned into text.
+"""Readers: the bytes of one file (Markdown, text, HTML, PDF, office formats, archives) turned into text.
 
 ``parse_document`` dispatches on the file name; every reader returns a ``Parsed`` (text, title,
 date, notes on anything left out) or raises ``UnreadableError`` with the skip reason. Heavy
 readers (trafilatura, pypdf, python-docx) are imported only when a file of their kind turns up.
 ``ingest.read_source`` wraps this for a file of ``raw/``. Formats with a module of their own are
-in ``compile/formats/`` (reST, Markdown dialects, PDF, DOCX); what stays here is the dispatch,
+in ``compile/formats/`` (reST, Markdown dialects, PDF, DOCX, slides, spreadsheets, ODT, EPUB,
+RTF, CSV); what stays here is the dispatch,
 decoding, dates and titles, and the small readers (Markdown, text, Org, HTML) that share them.
 """
 
@@ -17,7 +18,14 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
 from kb_ai.compile.formats.context import ReadContext
-from kb_ai.compile.formats.registry import ARCHIVE_EXT, BINARY_EXT, content_reason, fence_language, reader_for
+from kb_ai.compile.formats.registry import (
+    ARCHIVE_EXT,
+    BINARY_EXT,
+    BINARY_READERS,
+    content_reason,
+    fence_language,
+    reader_for,
+)
 from kb_ai.errors import ArticleFormatError
 from kb_ai.store.articles import split_frontmatter
 from kb_ai.store.markdown_text import plain_text, title_heading
@@ -86,6 +94,10 @@ def _parse(path: str, data: bytes, *, depth: int, context: ReadContext | None, a
         from kb_ai.compile.formats.docx import read_docx  # noqa: PLC0415 (python-docx only for a DOCX)
 
         return read_docx(data)
+    if reader in ("pptx", "xlsx", "odt", "epub"):
+        from kb_ai.compile.formats import office  # noqa: PLC0415 (each library only for its format)
+
+        return getattr(office, f"read_{reader}")(data)
     if suffix in BINARY_EXT:
         raise UnreadableError(f"binary file ({suffix})")
     if reader == "pdf" or data[:5] == b"%PDF-":
@@ -108,6 +120,10 @@ def _parse(path: str, data: bytes, *, depth: int, context: ReadContext | None, a
         parsed = _read_rst(path, text, context)
     elif reader == "org":
         parsed = _read_org(text)
+    elif reader in ("rtf", "csv"):
+        from kb_ai.compile.formats import office  # noqa: PLC0415
+
+        parsed = office.read_rtf(text) if reader == "rtf" else office.read_csv(text, "\t" if suffix == ".tsv" else ",")
     elif reader == "rst-or-text" and _rst_cues(text):
         parsed = _read_rst(path, text, context, only_if_clean=True)
     else:
@@ -121,7 +137,7 @@ def sniff_document(name: str, data: bytes) -> str | None:
     compile makes, on the first 64 KB), or None; a file that does not decode is not judged here
     (compile reports it)."""
     reader = reader_for(name)
-    if reader in (None, "archive", "docx", "pdf", "code", "html") or data[:5] == b"%PDF-":
+    if reader in (None, "code", "html") or reader in BINARY_READERS or data[:5] == b"%PDF-":
         return None
     try:
         text = decode_text(data[:65_536])[0]
@@ -330,9 +346,16 @@ def _read_markdown(path: str, text: str, context: ReadContext | None = None) -> 
     context = context or ReadContext(path)
     if meta.get("source_url") and not context.outside:  # a web page as `kaas add URL` stores it
         context = dataclasses.replace(context, outside="a web page (source_url)")
+    kind = "markdown"
+    if "{" in body or ")=" in body:
+        from kb_ai.compile.formats.myst import has_mdbook_includes, is_myst, myst_markdown  # noqa: PLC0415
+
+        if is_myst(body) or has_mdbook_includes(body):
+            kind = "myst" if is_myst(body) else kind
+            body = myst_markdown(body, context, notes)
     body = plain_markdown(body, context, notes)
     title = plain_text(title) if title and title.strip() else None
-    return Parsed("markdown", body, title or title_heading(body), date or date_from_text(body), notes, tags[:10])
+    return Parsed(kind, body, title or title_heading(body), date or date_from_text(body), notes, tags[:10])
 
 
 def _rst_cues(text: str) -> bool:

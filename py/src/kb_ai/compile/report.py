@@ -9,7 +9,7 @@ from kb_ai.compile.kaasignore import left_out_lines
 from kb_ai.llm.usage import UsageMeter
 
 
-EMPTY_RAW_HINT = ("raw/ is empty: nothing to compile. Put documents there (md, rst, txt, html, pdf, docx, zip/tar) "
+EMPTY_RAW_HINT = ("raw/ is empty: nothing to compile. Put documents there (md, rst, txt, html, pdf, docx, pptx, xlsx, csv, odt, epub, rtf, zip/tar) "
                   "or run `kaas add FILE|URL ...`, then `kaas compile` again.")
 
 
@@ -100,8 +100,8 @@ class CompileReport:
     def exit_code(self) -> int:
         """``kaas compile``'s exit status (README, ``kaas compile --help``): 0 when every source and
         article that needed work got it (skipped files and duplicates are not failures); 1 when a
-        source or article failed or was left alone (refused model output, a hand edit offline
-        cannot merge): the report says which and why, finished work is saved, the next run
+        source or article failed or was left alone (refused model output, an article changed
+        on disk meanwhile): the report says which and why, finished work is saved, the next run
         retries. (2: usage or configuration error, 3: another compile holds the lock — raised
         as errors before a report exists.)"""
         return 0 if self.ok else 1

@@ -5,8 +5,8 @@ What each article gets (one ``ArticleJob`` per article) is built from the plans 
 merged one batch after another, oldest first), kaas:
 
 1. reads the file as it is *now* and compares its sha256 with the hash of the text kaas last
-   wrote: a mismatch means a person edited it. The merge then works on the edited text; offline
-   (no model to merge with) the article is left alone and reported.
+   wrote: a mismatch means a person edited it. The merge then works on the edited text; offline,
+   the source's new text is merged around the person's edits (``hand_text.merge_around_hand``).
 2. asks a writer for the new text: ``OfflineWriter`` (the source itself, cleaned, with
    supersession trail lines by diff) or ``LLMWriter`` (the model rewrites small articles whole
    and edits only the affected sections of large or hand-edited ones).
@@ -259,8 +259,9 @@ class ArticleWriter:
             outcome.warnings.extend(draft.warnings)
             dates = [c.source.date for c in chunk if c.source.date]
             latest = max([article.latest_date or "", *dates]) or None
+            hand = replace(article.hand, base=draft.body) if article.hand is not None else None  # kaas wrote it now
             article = CurrentArticle(article.path, article.title, article.topic, summary, meta,
-                                     draft.body, article.hand_edited, latest, None, article.hand, article.copies)
+                                     draft.body, article.hand_edited, latest, None, hand, article.copies)
         if (job.detach or job.adopt or job.relinks) and not job.contributions:
             return self._detach(job, article, old_text, merged)
         if wrote:

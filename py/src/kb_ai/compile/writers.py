@@ -10,11 +10,12 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from kb_ai.compile.hand_text import HandText, _string_list
+from kb_ai.compile.hand_text import HandText, _string_list, hand_conflict, merge_around_hand, merge_base
 from kb_ai.compile.ingest import Source
 from kb_ai.compile.offline import (
     TRAIL,
     article_body,
+    hand_note,
     lead_summary,
     section_of,
     source_heading,
@@ -178,12 +179,14 @@ class OfflineWriter:
         self.today = today
 
     async def write(self, article: CurrentArticle, chunk: list[Contribution]) -> Draft:
-        body = article.body
+        # A hand-edited article: the new source text is merged into what kaas wrote, then that
+        # merged around the person's edits (``hand_text.merge_around_hand``).
+        hand = article.body is not None and article.hand_edited
+        body = merge_base(article.hand, article.body) if hand else article.body
         trails = 0
         warnings: list[str] = []
         latest = article.latest_date
         listed = _string_list(article.meta.get("sources"))
-        rewrote = False  # text already in the article was changed (not only a section added)
         for contribution in chunk:
             source = contribution.source
             fresh = article_body(article.title, source.text)
@@ -198,25 +201,22 @@ class OfflineWriter:
                     not (contribution.join and source.date and latest and source.date > latest):
                 # an article of several sources: this source's own part (its section, or the
                 # lead for the source that made it); a new one of the same title adds a section
-                body, added, changed = _into_section(body, article.title, source, others, self.today,
-                                                     contribution.was)
+                body, added, _ = _into_section(body, article.title, source, others, self.today, contribution.was)
                 trails += added
-                rewrote = rewrote or changed
             else:  # the article's one source, changed, or a later-dated revision: trail lines
                 body, added = supersede(body, fresh, date=source.date or self.today, source=source.path)
                 trails += added
-                rewrote = True
             if source.path not in listed:
                 listed.append(source.path)
             if source.date and (latest is None or source.date > latest):
                 latest = source.date
         assert body is not None
-        if article.body is not None and article.hand_edited and rewrote and body != article.body:
-            # (A hand-edited article that already says what its sources say needs no merge: an
-            # article kaas wrote whose record was lost with .kaas/ is kept as it is. A section
-            # added for a source of the same title changes no line a person wrote.)
-            raise WriteRefused("edited by hand since kaas last wrote it; offline compile cannot merge "
-                               "into hand edits, so it was left unchanged")
+        if hand:
+            source = chunk[-1].source
+            body, conflicts = merge_around_hand(merge_base(article.hand, article.body), article.body, body,
+                                                article.hand, hand_note(source.path, source.date or self.today))
+            if conflicts:
+                warnings.append(hand_conflict(source.path, conflicts))
         tags = [str(t) for t in article.meta.get("tags") or []] if isinstance(article.meta.get("tags"), list) else []
         for contribution in chunk:
             tags += [t for t in clean_tags(contribution.source.tags) if t not in tags]

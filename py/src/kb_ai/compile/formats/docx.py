@@ -64,17 +64,17 @@ def read_docx(data: bytes) -> Parsed:
     return Parsed("docx", body, title, date_from_text(body))
 
 
-def bounded_package(data: bytes) -> bytes:
-    """The DOCX rebuilt (stored, uncompressed) from ``compile/bounded.py`` reads, for
+def bounded_package(data: bytes, what: str = "DOCX") -> bytes:
+    """The DOCX (or another Office Open XML package, ``what``: PPTX, XLSX) rebuilt (stored, uncompressed) from ``compile/bounded.py`` reads, for
     python-docx: its XML parts (``.xml``, ``.rels``; the only parts text is read from) read
     under the caps of every ZIP member and charged to the source's budget; every other part
     (images, embedded files) present but empty, never inflated. Where a name appears twice the
     last entry is kept, as ``zipfile`` would read it. ``UnreadableError`` (``InflationLimit`` for
     a part past a cap) names the part: the DOCX is refused, never read in part."""
-    archive = BoundedZip(data, "DOCX")
+    archive = BoundedZip(data, what)
     parts = {info.filename: info for info in archive.infos if not info.is_dir()}
     if len(parts) > MAX_MEMBERS:
-        raise UnreadableError(f"not a readable DOCX (more than {MAX_MEMBERS:,} parts)")
+        raise UnreadableError(f"not a readable {what} (more than {MAX_MEMBERS:,} parts)")
     out = io.BytesIO()
     with source_budget(), zipfile.ZipFile(out, "w", zipfile.ZIP_STORED) as package:
         for name, info in parts.items():

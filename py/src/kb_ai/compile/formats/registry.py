@@ -14,7 +14,7 @@ A file is judged by its type first, then by its content:
   tags, or text that is mostly lines of code or configuration is left out, whatever its name.
 
 A file left out is not an error: it is reported once per reason (``LEFT_OUT_REASONS``), with a
-count and a few examples. Formats kaas cannot read (``.doc``, ``.xlsx``, ``.epub``, ...) are
+count and a few examples. Formats kaas cannot read (``.doc``, ``.xls``, ``.ppt``, ...) are
 documents all the same: those are skipped one by one with their reason, so a user can convert
 them.
 """
@@ -32,7 +32,12 @@ RST_EXT = {".rst", ".rest"}
 # reST when they use reST's own constructs and docutils reads them without an error.
 RST_TEXT_EXT = {".txt", ".text"}
 # Text read as written, without a content check: tables, data and logs are meant to be read.
-PLAIN_EXT = {".csv", ".tsv", ".json", ".yaml", ".yml", ".log", ".adoc"}
+PLAIN_EXT = {".json", ".yaml", ".yml", ".log", ".adoc"}
+# Office formats, e-books and tables: read by ``formats/office.py`` (and ``formats/docx.py``).
+OFFICE_READERS = {".docx": "docx", ".pptx": "pptx", ".xlsx": "xlsx", ".odt": "odt", ".epub": "epub",
+                  ".rtf": "rtf", ".csv": "csv", ".tsv": "csv"}
+# The readers that are handed the file's bytes (zip-based or binary), not decoded text.
+BINARY_READERS = frozenset({"archive", "docx", "pdf", "pptx", "xlsx", "odt", "epub"})
 TEXT_EXT = RST_TEXT_EXT | PLAIN_EXT | {".org"}
 HTML_EXT = {".html", ".htm", ".xhtml"}
 ARCHIVE_EXT = (".zip", ".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar.xz", ".txz")
@@ -43,10 +48,11 @@ BINARY_EXT = {
     ".mp3", ".wav", ".flac", ".ogg", ".m4a", ".mp4", ".mov", ".avi", ".mkv", ".webm",
     ".exe", ".dll", ".so", ".dylib", ".bin", ".o", ".a", ".class", ".jar", ".pyc", ".wasm",
     ".gz", ".bz2", ".xz", ".7z", ".rar", ".zst", ".dmg", ".iso", ".img",
-    ".doc", ".xls", ".xlsx", ".ppt", ".pptx", ".odt", ".ods", ".odp", ".epub", ".sqlite", ".db",
+    ".doc", ".xls", ".ppt", ".ods", ".odp", ".sqlite", ".db",
     ".ttf", ".otf", ".woff", ".woff2", ".psd", ".ai", ".sketch", ".fig",
 }
-READABLE = "Markdown, reStructuredText, text, Org, HTML, PDF, DOCX and zip/tar archives"
+READABLE = ("Markdown, reStructuredText, text, Org, HTML, PDF, DOCX, PPTX, XLSX, CSV, ODT, EPUB, RTF "
+            "and zip/tar archives")
 
 HIDDEN_FILE, HIDDEN_FOLDER = "hidden file", "hidden folder"
 TOOL_FOLDER = "build output or tool folder"
@@ -135,7 +141,8 @@ def is_left_out(reason: str | None) -> bool:
 
 
 def reader_for(name: str) -> str | None:
-    """The reader of a file by its name: ``archive``, ``docx``, ``pdf``, ``html``, ``markdown``,
+    """The reader of a file by its name: ``archive``, ``docx``, ``pptx``, ``xlsx``, ``odt``,
+    ``epub``, ``rtf``, ``csv`` (``.csv``, ``.tsv``), ``pdf``, ``html``, ``markdown``,
     ``rst``, ``org``, ``rst-or-text`` (``.txt``), ``plain`` (tables, data, logs), ``code``
     (source, stylesheets, build files: read only when asked for), ``text`` (no or an unknown
     extension: read when its content is prose); None for a format kaas cannot read."""
@@ -143,7 +150,7 @@ def reader_for(name: str) -> str | None:
     suffix = PurePosixPath(lower).suffix
     if lower.endswith(ARCHIVE_EXT):
         return "archive"
-    fixed = {".docx": "docx", ".pdf": "pdf", ".org": "org"}
+    fixed = {**OFFICE_READERS, ".pdf": "pdf", ".org": "org"}
     if suffix in fixed:
         return fixed[suffix]
     if default_reason(lower) in _AS_CODE:
@@ -204,7 +211,7 @@ def content_reason(reader: str, text: str) -> str | None:
     code in it is a document: it is left out only when code lines are at least half of its
     lines and prose lines under a quarter."""
     head = text[:64_000].lstrip("\ufeff \t\r\n")
-    if reader in ("code", "archive", "docx", "pdf", "html"):
+    if reader in ("code", "html", "rtf", "csv") or reader in BINARY_READERS:
         return None
     if _SVG_ROOT.match(head):
         return SVG_CONTENT

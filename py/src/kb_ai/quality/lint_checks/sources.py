@@ -87,7 +87,8 @@ def check_stale(ctx: LintContext) -> list[Finding]:
         if changed:
             findings.append(Finding("stale", WARNING, path,
                                     "source changed since the article was written: " + ", ".join(changed)
-                                    + "; run `kaas compile` or update the article"))
+                                    + "; `kaas compile` merges it (hand edits kept); if its report lists this "
+                                    "article as left alone, that line says why and what to change"))
     return findings
 
 
