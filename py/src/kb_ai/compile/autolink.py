@@ -59,7 +59,7 @@ from kb_ai.store.words import GENERIC_WORDS, STOP_WORDS, title_identity, title_k
 
 MAX_LINKS = 10  # mention links per article (those there already counted)
 GENERIC_SHARE = 0.05  # a name more articles than this share mention is not linked ...
-GENERIC_FLOOR = 3  # ... when that is more than this many articles
+GENERIC_FLOOR = 10  # ... when that is more than this many articles (a small wiki links its hub)
 STYLES = ("markdown", "wikilink")
 
 _WORD = re.compile(r"\w++", re.UNICODE)
@@ -249,7 +249,7 @@ def link_mentions(article: Article, catalog: Catalog, names: LinkNames, generic:
             if entry is None or not holds(article.entry.access, entry.access):
                 continue
             done.add(target)
-            edits.append((line.start + start, line.start + end, _written(article.path, target,
+            edits.append((line.start + start, line.start + end, written_link(article.path, target,
                                                                           line.text[start:end], style)))
             if len(edits) >= room:
                 break
@@ -261,7 +261,8 @@ def link_mentions(article: Article, catalog: Catalog, names: LinkNames, generic:
     return body, len(edits)
 
 
-def _written(from_path: str, target: str, text: str, style: str) -> str:
+def written_link(from_path: str, target: str, text: str, style: str) -> str:
+    """The link kaas writes in the page at ``from_path`` to catalog page ``target``, showing ``text``."""
     if style == "wikilink":
         return wikilink_to(target, text)
     href = link_to(from_path, target)
@@ -296,6 +297,13 @@ def checked_links(article: Article, catalog: Catalog, hand: set[str]) -> tuple[s
         drops.append((link, None))
         notes.append(f"{article.path}: dropped the link to {page} ({why}); its text is kept")
     return apply_link_changes(article.body, drops, links), notes
+
+
+def dropped_link_notes(dropped: dict[str, set[str]], written: list[str]) -> list[str]:
+    """The report lines for the links of the articles ``written`` that led nowhere and were made
+    their text when written (``SourceLinks.settle``)."""
+    return [f"{path}: dropped the link to {target} (no such page); its text is kept"
+            for path in sorted(set(written) & set(dropped)) for target in sorted(dropped[path])]
 
 
 # ---------------------------------------------------------------------------------------------

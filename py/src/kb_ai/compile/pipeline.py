@@ -27,6 +27,7 @@ from kb_ai.compile.plan import plan
 from kb_ai.compile.planners import LLMPlanner, OfflinePlanner
 from kb_ai.compile.progress import Progress
 from kb_ai.compile.records import DUPLICATE, SKIPPED
+from kb_ai.compile.related import RelatedArticles
 from kb_ai.compile.report import CompileReport
 from kb_ai.compile.state import CompileState
 from kb_ai.compile.write import write
@@ -116,6 +117,7 @@ def make_engine(settings: Settings, gateway, today: str) -> Engine:
     engine = Engine("llm", None, None, gateway, prompts)
     engine.planner = LLMPlanner(gateway, prompts, engine.plan_meter)
     engine.writer = LLMWriter(gateway, prompts, engine.write_meter, today)
+    engine.writer.related = RelatedArticles(KnowledgeBase(settings.kb), settings.link_style)
     return engine
 
 
