@@ -14,7 +14,8 @@ The rules of a mention link (one place, for every compile, offline or with a mod
 * **Which names.** A page's title, its title without a trailing parenthetical and its
   ``aliases:`` (``store.mention_keys``: 1 to 8 words, not only stop words), matched word-bounded
   (no ``-``, ``/``, ``.``, ``@`` joining it to more of a word) and case-insensitively, the text
-  being exactly the name but for case and spacing (``store.words.title_identity``). Not
+  being exactly the name but for case and spacing (``store.words.title_identity``); a one-word
+  name in lower-case text only when the name is lower case ("settings" is not "Settings"). Not
   linked: a name two pages share, a one-word name that is a common word
   (``store.words.GENERIC_WORDS``), a name more than ``GENERIC_SHARE`` of the articles mention
   (at least ``GENERIC_FLOOR``), the article itself, a saved answer.
@@ -81,11 +82,13 @@ class LinkNames:
 
     pages: dict[str, tuple[str, frozenset[str]]]
     longest: int
+    lower_ok: frozenset[str] = frozenset()  # one-word keys a lower-case word may mention
 
     @classmethod
     def of(cls, catalog: Catalog) -> "LinkNames":
         found: dict[str, set[str]] = {}
         spelt: dict[str, set[str]] = {}
+        lower: set[str] = set()
         for entry in catalog.entries:
             if entry.depends:
                 continue  # a saved answer is not a subject an article mentions
@@ -95,8 +98,18 @@ class LinkNames:
                 if key in allowed and not _common_word(key):
                     found.setdefault(key, set()).add(entry.path)
                     spelt.setdefault(key, set()).add(title_identity(variant))
+                    if variant.strip().islower():
+                        lower.add(key)
         pages = {k: (next(iter(p)), frozenset(spelt[k])) for k, p in found.items() if len(p) == 1}
-        return cls(pages, max((k.count(" ") + 1 for k in pages), default=0))
+        return cls(pages, max((k.count(" ") + 1 for k in pages), default=0), frozenset(lower))
+
+    def _names(self, key: str, text: str) -> bool:
+        """Whether ``text`` (the words of ``key``) mentions the page: exactly one of its names but
+        for case and spacing; a one-word name written in lower case only when the name is (the
+        word "settings" is not the page "Settings"; "gevent" is the page "gevent")."""
+        if title_identity(text) not in self.pages[key][1]:
+            return False
+        return " " in key or not text.islower() or key in self.lower_ok
 
     def find(self, line: str, masked: str) -> list[tuple[int, int, str]]:
         """(start, end, key) of each mention in ``line`` (``masked``: the same line with what may
@@ -111,8 +124,7 @@ class LinkNames:
             for n in range(min(self.longest, len(tokens) - i), 0, -1):
                 key = " ".join(t[2] for t in tokens[i:i + n])
                 start, end = tokens[i][0], tokens[i + n - 1][1]
-                if key in self.pages and _bounded(line, start, end) and \
-                        title_identity(line[start:end]) in self.pages[key][1]:
+                if key in self.pages and _bounded(line, start, end) and self._names(key, line[start:end]):
                     hit = (start, end, key, n)
                     break
             if hit is None:
