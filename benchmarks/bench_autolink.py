@@ -27,6 +27,7 @@ import shutil
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from kb_ai.compile import pipeline
@@ -128,8 +129,8 @@ CONFIGS = [("mentions only (no link graph)", dict(links=False, preference=0.0)),
            ("links, preference", dict(links=True, preference=None))]
 
 
-def compare(root: Path, questions: Path, limit: int | None, label: str) -> None:
-    settings = load_settings(root, env={})
+def compare(root: Path, questions: Path, limit: int | None, label: str, rounds: int = 2) -> None:
+    settings = replace(load_settings(root, env={}), max_rounds=rounds)
     original_options, original_preference = bridge.BridgeOptions, bridge.LINK_PREFERENCE
     print(f"\n{label}\n\n| navigation | all gold pages read | answer contains gold | pages read |\n| --- | ---: | ---: | ---: |")
     for name, config in CONFIGS:
@@ -187,7 +188,9 @@ def multihop() -> None:
         target = root / "questions.jsonl"
         target.write_text("".join(json.dumps({k: v for k, v in q.items() if k != "hops"}) + "\n" for q in questions),
                           encoding="utf-8")
-        compare(root, target, None, f"bench_multihop chains ({len(questions)} questions), offline, 2 rounds")
+        for rounds in (2, 3):
+            compare(root, target, None, f"bench_multihop chains ({len(questions)} questions), offline, {rounds} rounds",
+                    rounds)
 
 
 def main() -> None:

@@ -139,15 +139,21 @@ def test_an_alias_finds_its_page_through_keyword_search(tmp_path):
     assert [h.path for h in hits] == ["ops/incident-response.md"]
 
 
-def test_a_link_the_model_writes_to_a_missing_page_is_dropped_with_a_report_line(tmp_path):
+def test_a_link_the_model_writes_to_a_missing_or_restricted_page_is_dropped_with_a_report_line(tmp_path):
     write_files(tmp_path, SOURCES)
     compile_offline(tmp_path)  # the wiki the model's writer is shown pages of
+    from helpers import write_page
+
+    write_page(tmp_path / "wiki", "hr/werkzeug-pay.md", "Werkzeug pay bands", "Pay of the Werkzeug team.",
+               "# Werkzeug pay bands\n\nFlask and Werkzeug maintainers' pay.\n", topic="hr", access=["hr"])
+    KnowledgeBase(tmp_path).reindex()
     (tmp_path / "raw/web/flask.md").write_text(SOURCES["raw/web/flask.md"] + "\nFlask 3 is current.\n")
 
     def responder(request):
         if WRITE_MARKER in all_text(request) and "Flask 3" in all_text(request):
             content = write_reply(request)
-            content["body"] += "\nSee [the old guide](old-guide.md) and [[Ghost page|the ghost]].\n"
+            content["body"] += ("\nSee [the old guide](old-guide.md) and [[Ghost page|the ghost]], "
+                                "not [the bands](../hr/werkzeug-pay.md).\n")
             return chat_json(json.dumps(content))
         return compile_responder(request)
 
@@ -156,8 +162,11 @@ def test_a_link_the_model_writes_to_a_missing_page_is_dropped_with_a_report_line
         report = run_compile(llm_settings(tmp_path, cache=False), progress=False)
         writes = [r for r in fake.requests if WRITE_MARKER in all_text(r) and "Flask 3" in all_text(r)]
     text = body(tmp_path, "web/flask.md")
-    assert "See the old guide and the ghost." in text
+    assert "See the old guide and the ghost, not the bands." in text
     assert "web/flask.md: dropped the link to old-guide.md (no such page); its text is kept" in report.warnings
     assert "web/flask.md: dropped the link to Ghost page.md (no such page); its text is kept" in report.warnings
-    # the writer was shown the related pages, as links it may write
+    assert ("web/flask.md: dropped the link to hr/werkzeug-pay.md (a page more restricted than this article); "
+            "its text is kept") in report.warnings
+    # the writer was shown the related pages it may link, never one its readers may not read
     assert "<related>" in all_text(writes[0]) and "[Werkzeug](werkzeug.md)" in all_text(writes[0])
+    assert "pay bands" not in all_text(writes[0]).casefold()

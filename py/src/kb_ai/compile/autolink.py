@@ -38,6 +38,7 @@ links for a person's edit.
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections import Counter
 from dataclasses import dataclass, field, replace
@@ -64,7 +65,9 @@ GENERIC_FLOOR = 10  # ... when that is more than this many articles (a small wik
 STYLES = ("markdown", "wikilink")
 
 _WORD = re.compile(r"\w++", re.UNICODE)
-_URL = re.compile(r"(?:[A-Za-z][A-Za-z0-9+.-]*+://|www\.)\S++|\S++@\S++")
+# Anchored at the start of a run (a lookbehind), so a long run of letters is read once, not
+# once from every position: linear in the line.
+_URL = re.compile(r"(?<![A-Za-z0-9+.-])(?:[A-Za-z][A-Za-z0-9+.-]*+://|www\.)\S++|(?<!\S)[^\s@]++@\S++")
 _TAG = re.compile(r"<[^<>\n]*+>")
 _BRACKETS = re.compile(r"\[[^\[\]\n]*+\]")
 _QUOTE = re.compile(r" {0,3}+>")
@@ -165,6 +168,7 @@ def prose_lines(body: str, links: list[Link], *, keep_link_text: bool = False, t
     """The lines of ``body`` a mention may be linked in (see the module docstring), masked.
     ``keep_link_text``: links' own text is not blanked (what a page mentions, for counting)."""
     lines = block_lines(body)
+    blanks = _link_blanks(lines, links, keep_link_text)
     out: list[ProseLine] = []
     for index, line in enumerate(lines):
         following = lines[index + 1] if index + 1 < len(lines) else None
@@ -172,8 +176,23 @@ def prose_lines(body: str, links: list[Link], *, keep_link_text: bool = False, t
             continue
         if index and lines[index - 1].kind == "text" and _SETEXT.match(line.text):
             continue
-        masked = _mask(line.start, line.text, links, keep_link_text)
+        masked = _mask(line.start, line.text, blanks.get(index, ()))
         out.append(ProseLine(line.start, line.text, masked))
+    return out
+
+
+def _link_blanks(lines, links: list[Link], keep_link_text: bool) -> dict[int, list[tuple[int, int]]]:
+    """Line index -> the (start, end) body offsets of link syntax on it to blank: each link is
+    placed on its lines once (by bisection), so a page of many links and lines costs their sum."""
+    starts = [line.start for line in lines]
+    out: dict[int, list[tuple[int, int]]] = {}
+    for link in links:
+        spans = [(link.start, link.text_start), (link.text_end, link.end)] if keep_link_text and not link.image \
+            else [(link.start, link.end)]
+        first = max(0, bisect.bisect_right(starts, link.start) - 1)
+        last = max(0, bisect.bisect_right(starts, max(link.start, link.end - 1)) - 1)
+        for index in range(first, last + 1):
+            out.setdefault(index, []).extend(spans)
     return out
 
 
@@ -191,17 +210,12 @@ def _prose(text: str, following, tables: bool) -> bool:
     return True
 
 
-def _mask(start: int, text: str, links: list[Link], keep_link_text: bool) -> str:
+def _mask(start: int, text: str, spans) -> str:
     chars = list(code_blanked(text))
     end = start + len(text)
-    for link in links:
-        if link.end <= start or link.start >= end:
-            continue
-        spans = [(link.start, link.text_start), (link.text_end, link.end)] if keep_link_text and not link.image \
-            else [(link.start, link.end)]
-        for a, b in spans:
-            for at in range(max(a, start) - start, min(b, end) - start):
-                chars[at] = " "
+    for a, b in spans:
+        for at in range(max(a, start) - start, min(b, end) - start):
+            chars[at] = " "
     masked = "".join(chars)
     for pattern in (_URL, _TAG, _BRACKETS):
         masked = pattern.sub(lambda m: " " * len(m.group()), masked)
