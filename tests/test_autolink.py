@@ -170,3 +170,29 @@ def test_a_link_the_model_writes_to_a_missing_or_restricted_page_is_dropped_with
     # the writer was shown the related pages it may link, never one its readers may not read
     assert "<related>" in all_text(writes[0]) and "[Werkzeug](werkzeug.md)" in all_text(writes[0])
     assert "pay bands" not in all_text(writes[0]).casefold()
+
+
+def test_a_further_round_prefers_the_page_a_page_read_links_to(tmp_path):
+    """Of two pages the page read leads to, the one it links to comes before the one it only
+    mentions, even when the mentioned one matches the question's words a little better."""
+    from helpers import write_page
+    from kb_ai.navigate.bridge import next_round
+    from kb_ai.navigate.records import ReadPage
+
+    wiki = tmp_path / "wiki"
+    seed = "# Orvale\n\nOrvale lies near Brantis Keep and is twinned with [Calder Mere](calder-mere.md).\n"
+    write_page(wiki, "places/orvale.md", "Orvale", "A town of harbours.", seed, topic="places")
+    write_page(wiki, "places/brantis-keep.md", "Brantis Keep", "A fort town.", "# Brantis Keep\n\nA fort town; its "
+               "harbour festival is famous.\n", topic="places")
+    write_page(wiki, "places/calder-mere.md", "Calder Mere", "A lake.", "# Calder Mere\n\nA lake with a festival.\n",
+               topic="places")
+    kb = KnowledgeBase(tmp_path)
+    kb.reindex()
+    catalog = kb.catalog()
+    index = LexicalIndex.build(kb.wiki_dir, catalog)
+    question = "Which harbour festival is held in the town twinned with Orvale?"
+    read = ReadPage("places/orvale.md", "Orvale", seed)
+    scores = index.scores(question)
+    assert scores["places/brantis-keep.md"] > scores["places/calder-mere.md"]
+    assert next_round(question, [read], {read.path}, index, catalog, 2) == \
+        ["places/calder-mere.md", "places/brantis-keep.md"]
