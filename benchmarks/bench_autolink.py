@@ -36,8 +36,8 @@ from kb_ai.config import Settings, load_settings
 from kb_ai.navigate import bridge
 from kb_ai.quality.eval import run_eval_file
 from kb_ai.quality.lint import lint_kb
-from kb_ai.store.backlinks import page_links
 from kb_ai.store.articles import load_article
+from kb_ai.store.backlinks import page_links
 from kb_ai.store.kb import KnowledgeBase
 from kb_ai.store.paths import slugify
 

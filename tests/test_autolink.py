@@ -9,15 +9,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from fixtures.compile.fake_model import WRITE_MARKER, compile_responder, write_reply
+from helpers import llm_settings, write_files
 from kb_ai.compile.pipeline import run_compile
 from kb_ai.config import Settings
 from kb_ai.offline.lexical import LexicalIndex
 from kb_ai.quality.lint import lint_kb
 from kb_ai.store.kb import KnowledgeBase
 from kb_ai.store.markdown_text import find_links
-
-from fixtures.compile.fake_model import WRITE_MARKER, compile_responder, write_reply
-from helpers import llm_settings, write_files
 from llm_fakes import FakeOpenAI, all_text, chat_json
 
 SOURCES = {
@@ -60,7 +59,6 @@ def test_sources_mentioning_each_other_compile_into_linked_articles_and_a_recomp
     before = wiki_state(tmp_path)
     again = compile_offline(tmp_path)
     assert wiki_state(tmp_path) == before and not again.updated and not again.created
-    assert compile_offline(tmp_path, ).updated == []
     # a changed source: its article is written again, its links the same; nothing else changes
     (tmp_path / "raw/web/flask.md").write_text(SOURCES["raw/web/flask.md"] + "\nFlask 3 is current.\n")
     changed = compile_offline(tmp_path)
@@ -85,8 +83,8 @@ def test_code_headings_quotes_tables_links_and_hand_written_lines_are_not_linked
         "Last, Jinja templates in prose.\n")})
     compile_offline(tmp_path)
     text = body(tmp_path, "web/deploy-notes.md")
-    for kept in ("## Flask in a heading", "`Flask` in code, [the Werkzeug site](https://werkzeug.example) and "
-                 "https://x.example/Flask and", "flask-login and <span>Flask</span>", "> Flask in a quote.",
+    for kept in ("## Flask in a heading", ("`Flask` in code, [the Werkzeug site](https://werkzeug.example) and "
+                                           "https://x.example/Flask and"), "flask-login and <span>Flask</span>", "> Flask in a quote.",
                  "    Flask indented code", "```\nFlask in a fence\n```", "| Flask | Werkzeug |", "## Setext Flask"):
         assert kept in text, kept
     assert "Last, [Jinja templates](../templates/jinja-templates.md) in prose." in text

@@ -51,11 +51,16 @@ from kb_ai.compile.records import text_hash
 from kb_ai.compile.source_links import apply_link_changes
 from kb_ai.errors import ArticleFormatError, UnsafePathError
 from kb_ai.store.access import holds
-from kb_ai.store.articles import read_article_text, split_frontmatter, validate_article_text, write_article_text
+from kb_ai.store.articles import (
+    read_article_text,
+    split_frontmatter,
+    validate_article_text,
+    write_article_text,
+)
 from kb_ai.store.catalog import Catalog, CatalogEntry, build_catalog
 from kb_ai.store.links import link_to, resolve, wikilink_to
 from kb_ai.store.markdown_text import Link, block_lines, code_blanked, find_links
-from kb_ai.store.mention_keys import MAX_TITLE_WORDS, mention_keys
+from kb_ai.store.mention_keys import mention_keys
 from kb_ai.store.paths import safe_wiki_file
 from kb_ai.store.words import GENERIC_WORDS, STOP_WORDS, title_identity, title_key
 
@@ -88,7 +93,7 @@ class LinkNames:
     lower_ok: frozenset[str] = frozenset()  # one-word keys a lower-case word may mention
 
     @classmethod
-    def of(cls, catalog: Catalog) -> "LinkNames":
+    def of(cls, catalog: Catalog) -> LinkNames:
         found: dict[str, set[str]] = {}
         spelt: dict[str, set[str]] = {}
         lower: set[str] = set()

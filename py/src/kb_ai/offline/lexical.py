@@ -12,8 +12,9 @@ rankings score as bm25s's default did (Lucene's variant: k1 1.5, b 0.75, idf
 
 ``LexicalIndex``: a BM25 index over the catalog (title, summary, topic) and the articles' text.
 
-Fields are weighted by repetition: a title term (and a term of an ``aliases:`` name) counts three times, a summary term twice, body
-terms once, so a page *about* a term outranks one that merely mentions it. It keeps term
+Fields are weighted by repetition: a title term (and a term of an ``aliases:`` name) counts three
+times, a summary term twice, body terms once, so a page *about* a term outranks one that merely
+mentions it. It keeps term
 frequencies (postings per term, numpy arrays) and document lengths, not precomputed scores: a
 score is computed at query time from the current page count, document frequencies and average
 length, so a page can be taken out and another put in without touching the rest — the result
