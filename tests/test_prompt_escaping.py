@@ -90,7 +90,8 @@ def contexts(value: str) -> dict[str, list[dict]]:
                               candidates=[{"path": v, "title": v, "summary": v}] * 2, previous=[v], topics=[v, v],
                               max_new=2, max_updates=4)],
         "compile_write": [dict(mode=mode, article=article, contributions=[contribution] * 2, today=v,
-                               summary_limit=200, rejected=v) for mode in ("create", "rewrite", "sections")],
+                               summary_limit=200, rejected=v, related=[{"title": v, "summary": v, "link": v}] * 2)
+                          for mode in ("create", "rewrite", "sections")],
     }
 
 

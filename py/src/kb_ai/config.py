@@ -69,6 +69,9 @@ class Settings:
     # When the model fails the answer step (unreachable, timeout, 5xx after retries): answer with
     # the offline extract of the pages read, saying why (true), or fail with the error (false).
     answer_fallback: bool = True
+    # The links compile writes between articles (compile/autolink.py): "markdown", [text](page.md)
+    # relative to the article; or "wikilink", [[path|text]] (an Obsidian vault that uses them).
+    link_style: str = "markdown"
     debug: bool = False
 
     @property
@@ -91,7 +94,7 @@ _ZERO_ALLOWED = {"max_retries", "breaker_failures", "user_concurrency", "user_ra
 _FLOAT_FIELDS = {"timeout", "call_deadline", "breaker_cooldown"}
 _BOOL_FIELDS = {"cache", "debug", "direct_http", "answer_fallback"}
 _PATH_FIELDS = {"kb", "prompts_dir"}
-_CHOICE_FIELDS = {"navigation": ("shortlist", "topics")}
+_CHOICE_FIELDS = {"navigation": ("shortlist", "topics"), "link_style": ("markdown", "wikilink")}
 
 
 def _coerce(name: str, value: Any, origin: str) -> Any:

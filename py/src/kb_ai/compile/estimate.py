@@ -62,7 +62,7 @@ def _write_estimate(run: CompileRun, engine: Engine, works: list[SourceWork]) ->
     overhead = sum(estimate_tokens(m["content"]) for m in engine.prompts.render(
         WRITE_PROMPT, mode="create", article={"path": "", "title": "", "topic": "", "summary": "", "text": "",
                                               "outline": [], "partial": False, "hand_edited": False},
-        contributions=[], today=run.today, summary_limit=200, rejected=None))
+        contributions=[], today=run.today, summary_limit=200, rejected=None, related=[]))
     calls = prompt_tokens = completion_tokens = 0
     for work in works:
         source_tokens = min(estimate_tokens(work.source.text), WRITE_SOURCE_TOKENS)

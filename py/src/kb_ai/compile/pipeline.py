@@ -1,4 +1,4 @@
-"""``kaas compile``: raw/ -> wiki/ in six stages (ingest, dedup, plan, write, index, topics).
+"""``kaas compile``: raw/ -> wiki/ in seven stages (ingest, dedup, plan, write, autolink, index, topics).
 
 ``run_compile`` is the service function the CLI (and anything else) calls. Each stage is a
 function in the module of its name, with its inputs and outputs explicit; they share a
@@ -16,6 +16,7 @@ import datetime as dt
 import time
 from dataclasses import replace
 
+from kb_ai.compile.autolink import autolink
 from kb_ai.compile.context import CompileRun, Engine
 from kb_ai.compile.dedup import dedup
 from kb_ai.compile.estimate import dry_run_plan
@@ -26,6 +27,7 @@ from kb_ai.compile.plan import plan
 from kb_ai.compile.planners import LLMPlanner, OfflinePlanner
 from kb_ai.compile.progress import Progress
 from kb_ai.compile.records import DUPLICATE, SKIPPED
+from kb_ai.compile.related import RelatedArticles
 from kb_ai.compile.report import CompileReport
 from kb_ai.compile.state import CompileState
 from kb_ai.compile.write import write
@@ -115,6 +117,7 @@ def make_engine(settings: Settings, gateway, today: str) -> Engine:
     engine = Engine("llm", None, None, gateway, prompts)
     engine.planner = LLMPlanner(gateway, prompts, engine.plan_meter)
     engine.writer = LLMWriter(gateway, prompts, engine.write_meter, today)
+    engine.writer.related = RelatedArticles(KnowledgeBase(settings.kb), settings.link_style)
     return engine
 
 
@@ -147,6 +150,9 @@ async def _compile(settings: Settings, kb: KnowledgeBase, engine: Engine, report
             dry_run_plan(run, engine, deduped.work, ingested.deleted)
         else:
             written = await write(run, engine, deduped.work, ingested.deleted, deduped.became_duplicate)
+            # what the model wrote this run has its links checked; every article kaas wrote, linked
+            checked = set(report.created + report.updated) if engine.mode == "llm" else set()
+            written = autolink(run, written, check=checked) or written
             index(run, written)
             await topics(run, engine)
         _report_partial(run, ingested, deduped.work)

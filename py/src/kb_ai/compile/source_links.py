@@ -69,6 +69,7 @@ class SourceLinks:
     exists: Callable[[str], bool]
     kb_exists: Callable[[str], bool]
     dead: dict[str, set[str]] = field(default_factory=dict)  # source -> links kept as text (``dead_entry``)
+    dropped: dict[str, set[str]] = field(default_factory=dict)  # article -> targets ``settle`` made text
     _by_stem: dict[str, list[str]] = field(default_factory=dict, init=False)
 
     def __post_init__(self) -> None:
@@ -213,6 +214,8 @@ class SourceLinks:
                 continue
             new = self.repoint(link.target, article, sources)
             changes.append((link, new))
+            if new is None:
+                self.dropped.setdefault(article, set()).add(link.target)
         return apply_link_changes(body, changes, links)
 
     def repoint(self, written: str, article: str, sources: Iterable[str]) -> str | None:

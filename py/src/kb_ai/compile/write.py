@@ -27,6 +27,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from kb_ai.compile.autolink import dropped_link_notes
 from kb_ai.compile.article_jobs import ArticleJob, article_jobs, relink_jobs, settle_sources
 from kb_ai.compile.context import CompileRun, Engine, SourceWork, stage_timer
 from kb_ai.compile.hand_text import HandText, _present, _string_list
@@ -442,6 +443,8 @@ async def write(run: CompileRun, engine: Engine, work: dict[str, SourceWork], de
         stage.counts = {"articles": len(jobs), "created": 0, "updated": 0, "unchanged": 0, "held": 0, "failed": 0,
                         "detached": 0, "trail_lines": 0}
         written = _report_outcomes(run, outcomes, stage.counts)
+        if engine.mode == "llm":  # a link the model wrote to no page is said (compile/autolink.py)
+            run.report.warnings.extend(dropped_link_notes(links.dropped, run.report.created + run.report.updated))
         settle_sources(run, work, deleted, became_duplicate, links.dead, writer.relinked)
         run.progress.done()
         stage.add_usage(engine.write_meter)

@@ -270,6 +270,7 @@ class LLMWriter:
     """The model writes; every output is validated before it reaches the file."""
 
     mode = "llm"
+    related = None  # (article, chunk) -> pages it may link (compile/related.py), set by the pipeline
 
     def __init__(self, gateway, prompts, meter, today: str):
         self.gateway = gateway
@@ -305,7 +306,7 @@ class LLMWriter:
                      "summary": article.summary, "text": text, "outline": outline,
                      "partial": partial, "hand_edited": article.hand_edited},
             contributions=contributions, today=self.today, summary_limit=SUMMARY_LIMIT,
-            rejected=article.rejected,
+            rejected=article.rejected, related=self.related(article, chunk) if self.related else [],
         )
         return messages, mode, any(c["truncated"] for c in contributions)
 
@@ -315,7 +316,7 @@ class LLMWriter:
             WRITE_PROMPT, mode=mode,
             article={"path": "", "title": "", "topic": "", "summary": "", "text": "", "outline": [],
                      "partial": False, "hand_edited": article.hand_edited},
-            contributions=[], today=self.today, summary_limit=SUMMARY_LIMIT, rejected=article.rejected))
+            contributions=[], today=self.today, summary_limit=SUMMARY_LIMIT, rejected=article.rejected, related=[]))
 
     async def write(self, article: CurrentArticle, chunk: list[Contribution]) -> Draft:
         messages, mode, truncated = self.messages(article, chunk)

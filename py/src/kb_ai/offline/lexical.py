@@ -13,9 +13,10 @@ rankings score as bm25s's default did (Lucene's variant: k1 1.5, b 0.75, idf
 
 ``LexicalIndex``: a BM25 index over the catalog (title, summary, topic) and the articles' text.
 
-Fields are weighted by repetition: a title term counts three times, a summary term twice, body
-terms and the terms of the questions the page answers (frontmatter ``questions:``, read from the
-page file like its body, so only a reader who may read the page searches them) once, so a page *about* a term outranks one that merely mentions it. It keeps term
+Fields are weighted by repetition: a title term (and a term of an ``aliases:`` name) counts three
+times, a summary term twice, body terms and the terms of the questions the page answers
+(frontmatter ``questions:``, read from the page file like its body, so only a reader who may read
+the page searches them) once, so a page *about* a term outranks one that merely mentions it. It keeps term
 frequencies (postings per term, numpy arrays) and document lengths, not precomputed scores: a
 score is computed at query time from the current page count, document frequencies and average
 length, so a page can be taken out and another put in without touching the rest — the result
@@ -61,7 +62,7 @@ from kb_ai.files import DamagedFileError, read_state_bytes, remove_state_entry, 
 
 log = logging.getLogger(__name__)
 
-INDEX_FORMAT = 6  # 4: kaas's own postings (term frequencies), updated page by page; 5: sealed; 6: questions:
+INDEX_FORMAT = 7  # 4: kaas's own postings (term frequencies), updated page by page; 5: sealed; 6: questions:; 7: aliases
 TITLE_WEIGHT = 3
 SUMMARY_WEIGHT = 2
 QUESTIONS_WEIGHT = 1  # frontmatter ``questions:`` (store/articles.py: questions_of)
@@ -82,6 +83,7 @@ def _entry_terms(entry: CatalogEntry, page: tuple[str, list[str]]) -> list[str]:
     body, questions = page
     return (
         tokenize(entry.title) * TITLE_WEIGHT
+        + tokenize(" ".join(entry.aliases)) * TITLE_WEIGHT  # other names of the page count as its title
         + tokenize(entry.summary) * SUMMARY_WEIGHT
         + tokenize(entry.topic.replace("-", " "))
         + tokenize(" ".join(questions)) * QUESTIONS_WEIGHT
@@ -137,7 +139,8 @@ def _stamps_of(wiki_dir: Path, catalog: Catalog) -> list[tuple[int, int]]:
 
 def _page_key(entry: CatalogEntry, stamp: tuple[int, int]) -> int:
     """What a page's terms depend on: its catalog line, access rule and file stamp (64 bits)."""
-    text = f"{entry.path}\x00{entry.title}\x00{entry.summary}\x00{entry.topic}\x00{entry.access}\x00{stamp[0]}:{stamp[1]}"
+    text = (f"{entry.path}\x00{entry.title}\x00{entry.summary}\x00{entry.topic}\x00{entry.access}\x00{stamp[0]}:{stamp[1]}"
+            f"\x00{entry.aliases}")
     return int.from_bytes(hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).digest(), "little")
 
 
@@ -152,7 +155,7 @@ def catalog_fingerprint(wiki_dir: Path, catalog: Catalog) -> str:
     parts = []
     for entry, stamp in zip(catalog.entries, _stamps_of(wiki_dir, catalog)):
         parts.append(f"{entry.path}\x00{entry.title}\x00{entry.summary}\x00{entry.topic}\x00{entry.access}\x00"
-                     f"{stamp[0]}:{stamp[1]}\n")
+                     f"{stamp[0]}:{stamp[1]}\x00{entry.aliases}\n")
     digest.update("".join(parts).encode("utf-8", "surrogatepass"))
     return digest.hexdigest()
 
