@@ -229,4 +229,4 @@ def test_a_fixed_corrupt_file_is_compiled_and_report_serializes(tmp_path):
     assert files["corrupt"] not in {s["path"] for s in report.skipped}
     data = json.loads(json.dumps(report.to_dict()))
     assert data["usage"]["llm_calls"] == 0 and data["created"] == ["misc/scanned-receipt-policy.md"]
-    assert {s["name"] for s in data["stages"]} == {"ingest", "dedup", "plan", "write", "index"}
+    assert {s["name"] for s in data["stages"]} == {"ingest", "dedup", "plan", "write", "autolink", "index"}
