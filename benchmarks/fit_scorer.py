@@ -22,8 +22,8 @@ realdocs_questions_heldout.jsonl and outside_demo_questions_paraphrased.jsonl (a
 answer would show for it holds a gold answer string (HotpotQA's answer or an alias; a project
 question's facts). **Fit:** a logistic regression by Newton's method (IRLS, L2 penalty
 ``L2``), each question's units weighing 1 in all (a page-heavy question counts as one), questions
-with no positive unit left out; then the three selection parameters (``offline.scorer.selection``)
-by a grid (``FLOORS`` x ``BRIDGES`` x ``PER_PAGE``), keeping the pair with the most dev questions whose answer holds all its facts (ties:
+with no positive unit left out; then the four selection parameters (``offline.scorer.selection``)
+by a grid (``MIN_SHARES`` x ``PER_PAGE`` x ``FLOORS`` x ``BRIDGES``), keeping the setting with the most dev questions whose answer holds all its facts (ties:
 the first in grid order). Deterministic: no sampling, fixed order. **Eval** prints, per set and
 split, the share of questions whose whole answer (as ``OfflineNavigator`` writes it) holds every
 fact; ``--shipped`` uses the weights file as it is.
@@ -47,9 +47,10 @@ from bench_hotpotqa import DATA as HOTPOT  # noqa: E402
 from kb_ai.quality.scoring import contains_answer, scoring_text  # noqa: E402
 
 L2 = 1.0
-FLOORS = (0.2, 0.3, 0.4, 0.5, 0.6, 0.8, 1.0)
-BRIDGES = (1.0, 1.5, 2.0, 3.0, 4.0)
+FLOORS = (0.3, 0.45, 0.6, 0.8)
+BRIDGES = (1.0, 2.0, 3.0, 4.0)
 PER_PAGE = (2, 3, 4)
+MIN_SHARES = (0.5, 0.35, 0.2, 0.0)  # largest first: of equal scores, the shorter answers win
 OUTSIDE = ("outside", "second", "demo", "tiny", "third", "small", "fourth", "team", "fifth", "crew")
 
 
@@ -159,13 +160,12 @@ def _share_held(text: str, facts: list[list[str]]) -> float:
     return sum(any(contains_answer(text, alt) for alt in fact) for fact in facts) / len(facts)
 
 
-def answer_text(question: str, pages, evidence) -> str:
-    """The answer ``OfflineNavigator`` writes from ``evidence``, as scored (``scoring_text``)."""
+def answer_text(verdict, evidence) -> str:
+    """The answer ``OfflineNavigator`` writes from ``evidence`` (after ``verdict``, the comparison
+    ``offline.compare.derive`` settles, or None), as scored (``scoring_text``)."""
     from kb_ai.navigate.offline_navigator import answer_lines
-    from kb_ai.offline.compare import ComparedPage, derive
 
     lines: list[str] = []
-    verdict = derive(question, [ComparedPage(p.path, p.title, p.body) for p in pages])
     if verdict is not None:
         lines.append(verdict.text)
         for unit in verdict.units:
@@ -183,8 +183,11 @@ class Prepared:
     def __init__(self, record: dict):
         from kb_ai.offline import extractive, scorer
 
+        from kb_ai.offline.compare import ComparedPage, derive
+
         self.record = record
         self.pages = [extractive.PageText(p["path"], p["title"], p["body"]) for p in record["pages"]]
+        self.verdict = derive(record["question"], [ComparedPage(p.path, p.title, p.body) for p in self.pages])
         self.found = extractive.candidates(record["question"], self.pages) if self.pages else []
         self.x = np.array([[c.features.get(name, 0.0) for name in scorer.FEATURES] for c in self.found],
                           dtype=np.float64).reshape(len(self.found), len(scorer.FEATURES))
@@ -198,7 +201,7 @@ class Prepared:
             return False
         scores = list(1.0 / (1.0 + np.exp(-np.clip(self.x @ weights, -30, 30))))
         evidence = extractive.choose(self.record["question"], self.pages, self.found, scores, params=params)
-        return _holds(answer_text(self.record["question"], self.pages, evidence), self.record["facts"])
+        return _holds(answer_text(self.verdict, evidence), self.record["facts"])
 
 
 def _shown(unit, question: str) -> str:
@@ -267,13 +270,12 @@ def fit(work: Path, out: Path) -> None:
     prepared = [Prepared(r) for r in _load(work, "dev")]
     weights = fit_logistic(prepared)
     best = None
-    for per_page in PER_PAGE:
-        for floor in FLOORS:
-            for bridge in BRIDGES:
-                params = {"new_floor": floor, "bridge": bridge, "per_page": per_page}
-                held = _held_count(prepared, weights, params)
-                if best is None or held > best[0]:
-                    best = (held, params)
+    grid = [{"new_floor": floor, "bridge": bridge, "per_page": per_page, "min_share": share}
+            for share in MIN_SHARES for per_page in PER_PAGE for floor in FLOORS for bridge in BRIDGES]
+    for params in grid:
+        held = _held_count(prepared, weights, params)
+        if best is None or held > best[0]:
+            best = (held, params)
     held, params = best
     print(f"dev: {held}/{len(prepared)} questions hold every fact with {params}")
     hotpot = [p for p in prepared if p.record["set"] == "hotpotqa"]

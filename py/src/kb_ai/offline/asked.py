@@ -8,7 +8,8 @@ answer's scorer (``offline.scorer``, ``offline.extractive``).
 * ``date``: "when", "what year / date / day / time";
 * ``name``: "who", "whom", "whose";
 * ``code``: "how do / can / should I", "command", "example", "syntax", "configure", "install", "run";
-* ``list``: "which / what ... are / were", "list", "types", "kinds", "options", "ways", "steps";
+* ``list``: "which / what ... are / were", "which <plural>", "list", "types", "kinds", "options",
+  "ways", "steps" (held by a whole list);
 * ``identifier``: "which / what <noun of a named thing>" (option, parameter, function, ...): a
   name written as code;
 * ``bound``: "minimum", "maximum", "at least", "at most", "up to", "oldest", "latest";
@@ -38,8 +39,8 @@ _QUESTIONS = {
     "name": re.compile(r"\b(?:who|whom|whose)\b", re.IGNORECASE),
     "code": re.compile(r"\b(?:how (?:do|can|should|to|would)|command|example|syntax|configure|install|run|set up)\b",
                        re.IGNORECASE),
-    "list": re.compile(r"\b(?:what|which)\b[^?.]{0,60}?\b(?:are|were)\b|\b(?:list|types|kinds|options|ways|steps)\b",
-                       re.IGNORECASE),
+    "list": re.compile(r"\b(?:what|which)\b[^?.]{0,60}?\b(?:are|were)\b|\b(?:list|types|kinds|options|ways|steps)\b|"
+                       r"\bwhich\s+[a-z][\w-]{2,}(?<!s)s\b", re.IGNORECASE),
     "identifier": re.compile(r"\b(?:which|what)\s+(?:[\w-]+\s+){0,2}?(?:option|parameter|argument|flag|switch|"
                              r"function|method|class|variable|setting|key|command|field|attribute|module|exception|"
                              r"header|keyword|decorator|directive|marker|hook|endpoint)s?\b", re.IGNORECASE),
@@ -58,9 +59,11 @@ _TIME = re.compile(rf"(?<!#)\b(?:1[0-9]{{3}}|20[0-9]{{2}})\b|\b(?:{_MONTHS}|{_DA
                    r"\b(?:daily|weekly|monthly|quarterly|yearly|annually|hourly|nightly)\b", re.IGNORECASE)
 _CAPITALISED = re.compile(r"(?<![\w.])[A-Z][a-z]+\b")
 _CALENDAR = re.compile(rf"(?:{_MONTHS}|{_DAYS})$")
-_BOUND = re.compile(r"\d[\w.]*\+(?!\w)|\d[\w.]*\s+(?:or|and)\s+(?:later|newer|above|higher|greater|more|up|earlier|"
-                    r"older|below|lower|less|fewer)\b|\b(?:at least|at most|up to|no more than)\s+\S*\d|[<>]=\s*\d|"
-                    r"[≤≥]\s*\d", re.IGNORECASE)
+_MIN_Q = re.compile(r"\b(?:minimum|at least|oldest|earliest|lowest)\b", re.IGNORECASE)
+_LOWER_BOUND = re.compile(r"\d[\w.]*\+(?!\w)|\d[\w.]*\s+(?:or|and)\s+(?:later|newer|above|higher|greater|more|up)\b|"
+                          r"\bat least\s+\S*\d|>=\s*\d|≥\s*\d", re.IGNORECASE)
+_UPPER_BOUND = re.compile(r"\d[\w.]*\s+(?:or|and)\s+(?:earlier|older|below|lower|less|fewer)\b|"
+                          r"\b(?:at most|up to|no more than)\s+\S*\d|<=\s*\d|≤\s*\d", re.IGNORECASE)
 _VERSION = re.compile(r"(?<![\w.])v?\d+\.\d+(?:\.\d+)*(?![\w.]*\d)")
 
 
@@ -88,10 +91,11 @@ def _date(unit: Unit, asked: set[str], _question: str) -> bool:
 
 
 def _name(unit: Unit, asked: set[str], _question: str) -> bool:
-    """A capitalised word that does not open the unit or a sentence of it, and the question lacks."""
+    """A capitalised word that does not open the unit or a sentence of it, is no stop word, month
+    or weekday, and the question lacks."""
     text = unit.text
     return any(m.start() > 0 and not text[:m.start()].rstrip().endswith((".", "!", "?"))
-               and m.group().lower() not in asked and not _CALENDAR.match(m.group())
+               and m.group().lower() not in asked and not _CALENDAR.match(m.group()) and tokenize(m.group())
                for m in _CAPITALISED.finditer(text))
 
 
@@ -100,15 +104,17 @@ def _code(unit: Unit, _asked: set[str], _question: str) -> bool:
 
 
 def _list(unit: Unit, _asked: set[str], _question: str) -> bool:
-    return unit.kind in ("list", "list-item")
+    return unit.kind == "list"
 
 
 def _identifier(unit: Unit, _asked: set[str], question: str) -> bool:
     return unit.kind == "code" or new_identifier(unit, question)
 
 
-def _bound(unit: Unit, _asked: set[str], _question: str) -> bool:
-    return _BOUND.search(unit.text) is not None
+def _bound(unit: Unit, _asked: set[str], question: str) -> bool:
+    """The bound in the direction asked: a lower one ("3.7 or later") for a minimum, else an upper one."""
+    bound = _LOWER_BOUND if _MIN_Q.search(question) else _UPPER_BOUND
+    return bound.search(unit.text) is not None
 
 
 def _version(unit: Unit, asked: set[str], _question: str) -> bool:

@@ -9,7 +9,8 @@ the fitted model of ``offline.scorer`` over general features (``candidates`` com
 picked greedily: a pick's score is multiplied by the share of its question terms no earlier pick
 covered (never below the fitted ``new_floor``) and, for a page whose title an earlier pick names,
 by the fitted ``bridge`` bonus (the second hop); at most the fitted ``per_page`` units of a page, no two
-overlapping, and the answer stops before a unit that would pass ``MAX_ANSWER_CHARS``. A unit is
+overlapping, none scoring under the fitted ``min_share`` of the best score, and the answer stops
+before a unit that would pass ``MAX_ANSWER_CHARS``. A unit is
 quoted whole or not at all; a lead-in is never quoted without the code it introduces.
 
 Shown context (``Evidence.subject``): a unit opening with a pronoun that does not name its page's
@@ -137,12 +138,19 @@ def candidates(question: str, pages: list[PageText]) -> list[Candidate]:
 
 def _page_candidates(page: PageText) -> list[Unit]:
     """A page's units and neighbour pairs, less those that never stand alone: a supersession
-    trail (history, not the answer) and a lead-in that a code unit quotes with its code."""
-    units = page_units(page.path, page.title, page.body)
+    trail (history, not the answer), and a unit ending with a lead-in that a code block or a
+    list is quoted with (the lead-in without what it introduces)."""
+    units = [u for u in page_units(page.path, page.title, page.body) if not u.text.startswith("[Superseded")]
+    wholes = {u.start: u for u in units if u.kind == "list" or (u.kind == "code" and u.lead)}
+    lead_ends = {u.end for u in units if u.kind in ("sentence", "definition") and u.start in wholes
+                 and u.end < wholes[u.start].end and _leads(u, wholes[u.start])}
     units += neighbour_pairs(units, page.body)
-    carried = {(u.start, u.lead) for u in units if u.kind == "code" and u.lead}
-    return [u for u in units if not u.text.startswith("[Superseded")
-            and not (u.kind != "code" and (u.start, u.text) in carried)]
+    return [u for u in units if u.kind not in ("sentence", "definition", "pair", "heading") or u.end not in lead_ends]
+
+
+def _leads(unit: Unit, whole: Unit) -> bool:
+    """Whether ``unit`` is the lead-in that ``whole`` (a list, or code with its lead-in) opens with."""
+    return whole.lead == unit.text if whole.kind == "code" else whole.text.startswith(unit.text)
 
 
 def _idf(weights: dict[str, float], texts: list[list[str]]) -> dict[str, float]:
@@ -177,6 +185,8 @@ def _asked_features(unit: Unit, wants: set[str], question: str) -> dict[str, flo
     features = {f"asked_{kind}": 1.0 for kind in KINDS if kind in has}
     if wants and not has:
         features["asked_none"] = 1.0
+    if wants:
+        features["asked_share"] = len(has) / len(wants)
     if unit.kind == "code" and not wants & {"code", "identifier"}:
         features["code_unasked"] = 1.0
     return features
@@ -201,7 +211,8 @@ def choose(question: str, pages: list[PageText], found: list[Candidate], scores:
         new = len(matched - covered) / max(len(matched), 1)
         return scores[i] * (floor + (1 - floor) * new) * (bridge if found[i].unit.path in named else 1.0)
 
-    remaining = list(range(len(found)))
+    top = max(scores, default=0.0)
+    remaining = [i for i in range(len(found)) if scores[i] >= params["min_share"] * top]
     while remaining and len(picked) < limit:
         order = sorted(remaining, key=lambda i: (-gain(i), i))
         best = next((i for i in order if _fits(found[i].unit, picked, used, int(params["per_page"]))), None)
@@ -232,7 +243,8 @@ def _context(unit: Unit, question: str) -> str:
     """What the answer shows before ``unit`` (the module's docstring): the page's title for a unit
     opening with a pronoun that does not name it; asked for a version, the version the page's
     title or else the unit's heading states when the unit states none."""
-    if "version" in asks_for(question) and not version_in(unit.text):
+    own = unit.text.split(": ", 1)[-1] if unit.kind == "heading" else unit.text
+    if "version" in asks_for(question) and not version_in(own):
         for context in (unit.title, unit.heading):
             found = version_in(context) if context else None
             if found:

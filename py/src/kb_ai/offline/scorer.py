@@ -6,10 +6,11 @@ it, the unit's kind and size, where it sits on its page, the page's rank). Its s
 ``sigmoid(w · x)`` with the weights of ``scorer_weights.json``, shipped as data and written by
 ``benchmarks/fit_scorer.py`` (a logistic regression fitted on labelled units of a declared dev
 split: a unit's label is the share of the gold answer strings it holds). ``selection()`` gives the
-three parameters of the greedy choice (``offline.extractive``), fitted by the same script: the
+four parameters of the greedy choice (``offline.extractive``), fitted by the same script: the
 floor of the bonus for question terms no earlier pick covered (``new_floor``), the bonus for a unit
 of a page an earlier pick names by its title (``bridge``), and how many units of one page an
-answer quotes at most (``per_page``).
+answer quotes at most (``per_page``), the share of the best unit's score a unit needs to be
+quoted at all (``min_share``).
 
 Features (each in [0, 1]):
 
@@ -20,7 +21,8 @@ Features (each in [0, 1]):
   something of what the question asks for, else 0;
 * ``asked_<kind>``: the question asks for ``kind`` (``offline.asked``: number, date, name, code,
   list, identifier, bound, version) and the unit holds one; ``asked_none``: the question asks
-  for something and the unit holds nothing of it; ``code_unasked``: code, and the question asks
+  for something and the unit holds nothing of it; ``asked_share``: the share of the kinds asked
+  for that it holds; ``code_unasked``: code, and the question asks
   for neither code nor a name written as code;
 * ``kind_<kind>``: the unit's kind (sentence, pair: a sentence with its neighbour, list-item,
   definition, heading, table-row, list, code, code with its lead-in);
@@ -44,7 +46,7 @@ from pathlib import Path
 FEATURES: tuple[str, ...] = (
     "bias", "cover", "cover_top", "cover_asked", "bm25", "best",
     "asked_number", "asked_date", "asked_name", "asked_code", "asked_list", "asked_identifier", "asked_bound",
-    "asked_version", "asked_none", "code_unasked",
+    "asked_version", "asked_none", "asked_share", "code_unasked",
     "kind_sentence", "kind_pair", "kind_list-item", "kind_definition", "kind_heading", "kind_table-row",
     "kind_list", "kind_code", "kind_code-lead",
     "length", "short", "first", "position", "heading", "title", "page_first", "page_rank",
@@ -72,5 +74,5 @@ def score(features: dict[str, float]) -> float:
 
 
 def selection() -> dict[str, float]:
-    """The greedy choice's fitted parameters: ``new_floor``, ``bridge`` and ``per_page``."""
+    """The greedy choice's fitted parameters: ``new_floor``, ``bridge``, ``per_page``, ``min_share``."""
     return model()[1]
