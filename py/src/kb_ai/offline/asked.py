@@ -5,7 +5,8 @@ answer's scorer (``offline.scorer``, ``offline.extractive``).
 
 * ``number``: "how many / much / long / ...", "default", "what port / size / value ...",
   "maximum", "minimum", "number of";
-* ``date``: "when", "what year / date / day / time";
+* ``date``: "when", "how long / often / soon", "what year / date / day / time" (a date, a time or
+  a duration);
 * ``name``: "who", "whom", "whose";
 * ``code``: "how do / can / should I", "command", "example", "syntax", "configure", "install", "run";
 * ``list``: "which / what ... are / were", "which <plural>", "list", "types", "kinds", "options",
@@ -35,7 +36,8 @@ _QUESTIONS = {
     "number": re.compile(r"\b(?:how (?:many|much|long|big|large|fast|old|often|high|tall|far)|defaults?|"
                          r"what (?:port|size|number|percentage|value|limit|timeout|amount|price|cost)|"
                          r"maximum|minimum|max|min|number of)\b", re.IGNORECASE),
-    "date": re.compile(r"\b(?:when|(?:what|which) (?:year|date|day|time|month))\b", re.IGNORECASE),
+    "date": re.compile(r"\b(?:when|how (?:long|often|soon)|(?:what|which) (?:year|date|day|time|month))\b",
+                       re.IGNORECASE),
     "name": re.compile(r"\b(?:who|whom|whose)\b", re.IGNORECASE),
     "code": re.compile(r"\b(?:how (?:do|can|should|to|would)|command|example|syntax|configure|install|run|set up)\b",
                        re.IGNORECASE),
