@@ -1,13 +1,13 @@
 """Comparison and yes/no questions: a verdict derived from quoted evidence, or none.
 
-An extractive answer quotes what the pages say; it never names the winner of "Which band was
-formed first, Lit or Adorable?" nor says "yes" to "Are A and B both magazines?". Two narrow
+An extractive answer quotes what the pages say; it never names the winner of a comparison ("Which
+... first, A or B?") nor says "yes" to "Are A and B both P?". Two narrow
 derivations state the result, always with the passages they stand on (cited by the answer):
 
 * **dates**: "Which ... first / earlier / older / more recently / later ..., A or B?" — the year
   each compared subject's page gives for the asked event (the first passage of its page holding a
-  year and a word of the question, "formed in 1996"; else the first year its page gives, where a
-  page states its subject's date: "(born 22 May 1859)", "is a 2000 film"). Both
+  year and a word of the question; else the first year its page gives, where a page states its
+  subject's date). Both
   found and different: "A (1923) before B (1931)"; same year: said, no verdict.
 * **both**: "Are A and B both P?" / "Are both A and B P?" — "Yes" only when each subject's page
   has a passage holding every word of P; otherwise no verdict (a page that does not say P is not
@@ -67,7 +67,7 @@ def derive(question: str, pages: list[ComparedPage]) -> Verdict | None:
 
 
 def _options(question: str) -> tuple[str, str, int] | None:
-    """The two options of "..., A or B?" (A at most one comma: "Dinosaur or McFarland, USA") and
+    """The two options of "..., A or B?" (A holding at most one comma) and
     where the list starts; None when the question offers none. Looks after its first three commas
     or colons only (linear in the question's length)."""
     for separator in list(_SPLIT.finditer(question))[:3]:
@@ -85,7 +85,7 @@ def _options(question: str) -> tuple[str, str, int] | None:
 
 
 def _page_for(name: str, pages: list[ComparedPage]) -> ComparedPage | None:
-    """The read page whose title is ``name`` (a trailing parenthetical aside: "Old Dogs (film)")."""
+    """The read page whose title is ``name``, a trailing parenthetical aside of the title ignored."""
     key = title_key(name.strip().strip("\"'“”"))
     if not key:
         return None

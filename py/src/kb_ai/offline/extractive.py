@@ -1,57 +1,44 @@
-"""Extractive answers: the answer-bearing units of the selected pages that best match the question.
+"""Extractive answers: the answer units of the selected pages most likely to hold what the question asks.
 
-Units (``offline.units``: sentences joined with a short neighbour, list items with their lead-in,
-definitions, headings with their first line, table rows, short code) are ranked with BM25 among
-the selected pages' units only, nudged towards the higher-ranked pages and towards units that
-hold what the question asks for (a number for "how many / default / what port", a year, date,
-duration or relative time for "when" ("after six weeks"), a name or a field naming a person
-("Owner: Dana.") for "who", code for "how do I", a whole list for "which ... are", a name written
-as code for "which option / parameter / function", the bound stated as "3.7 or later" / "up to 8"
-for "minimum / maximum", the asked noun with its number for "which RFC" ("RFC 5891"); for a value,
-a time or a name, a sentence that lacks one joined with the next sentence of its paragraph (or the
-next one-line paragraph) that gives it, and for "who" a sentence joined with the field line naming
-the person right after it), then picked greedily so that each new unit
-adds query terms the earlier ones did not cover (for "how do I", the first code block counts as
-new whatever its words). Terms are ``tokenize``'s plus the short options it drops ("-v") and the
-words of CamelCase and snake_case names ("HTTPBasicAuth": http, basic, auth). A unit is quoted whole or not at all.
-What a question asks for, and whether a unit holds it, is ``offline.asked``.
+The candidates are the units of the pages read (``offline.units``: a sentence, a sentence with
+its neighbour, a paragraph, a list with its lead-in, a code block with the sentence introducing
+it, a table row with its header, a heading with its first line), each sharing a term with the
+question. Terms are ``tokenize``'s plus the short options it drops ("-v") and the words of
+CamelCase and snake_case names ("HTTPBasicAuth": http, basic, auth). Each candidate is scored by
+the fitted model of ``offline.scorer`` over general features (``candidates`` computes them), then
+picked greedily: a pick's score is multiplied by the share of its question terms no earlier pick
+covered (never below the fitted ``new_floor``) and, for a page whose title an earlier pick names,
+by the fitted ``bridge`` bonus (the second hop); at most the fitted ``per_page`` units of a page, no two
+overlapping, none scoring under the fitted ``min_share`` of the best score, and the answer stops
+before a unit that would pass ``MAX_ANSWER_CHARS``. A unit is
+quoted whole or not at all; a lead-in is never quoted without the code it introduces.
+
+Shown context (``Evidence.subject``): a unit opening with a pronoun that does not name its page's
+subject is shown after the page's title; asked for a version, a unit that states none is shown
+after the version its page's title, else its heading, states.
 """
 
 from __future__ import annotations
 
+import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from kb_ai.offline.asked import (CODE_SPAN, PERSON_FIELD, VALUE_WANTS, asks_for, holds, labelled_number, names_plural,
-                                 states_bound)
+from kb_ai.offline import scorer
+from kb_ai.offline.asked import KINDS, asks_for, held, version_in
 from kb_ai.offline.equivalents import EQUIVALENT_WEIGHT, query_weights
-from kb_ai.offline.text_ranking import rank_texts
 from kb_ai.offline.text import tokenize
-from kb_ai.offline.units import MAX_UNIT_CHARS, Unit, page_units
+from kb_ai.offline.text_ranking import rank_texts
+from kb_ai.offline.units import MAX_UNIT_CHARS, Unit, neighbour_pairs, page_units
 
-PER_PAGE = 2
 MAX_ANSWER_CHARS = 1_500  # units are whole: the answer stops before one that would pass this
-ASKED_BONUS = 1.5  # a unit that holds what the question asks for
-CODE_UNASKED = 0.5
-BRIDGE_BONUS = 3.0  # a unit of a page whose title an earlier pick names: the second hop
-LEAD_BONUS = 1.0  # code, when the question does not ask how to do something
+SHORT_WORDS = 8  # a unit under this many words is "short" (a feature)
 
-# "Which release / version added ...?": in release notes and changelogs the version is the page's
-# title or the heading the entry sits under, not the entry's own words.
-_VERSION_Q = re.compile(r"\b(which|what)\s+(?:[\w-]+\s+){0,2}?(release|version)s?\b|"
-                        r"\bsince (which|what)\b|\bin (which|what) (release|version)\b", re.IGNORECASE)
-_VERSION = re.compile(r"(?<![\w.])v?\d+\.\d+(?:\.\d+)*(?![\w.]*\d)")
 _SHORT_OPTION = re.compile(r"(?<![\w-])-[A-Za-z](?![\w-])")
 _CAMEL = re.compile(r"(?<![\w.])[A-Za-z]*(?:[a-z][A-Z]|[A-Z]{2}[a-z])\w*")
 _SNAKE = re.compile(r"(?<![\w.])[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)+(?!\w)")
 _CAMEL_PART = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
-_RELATIVE_VERSION = re.compile(r"\b(?:since|after|before|until|till|from|than|prior to)\s+$", re.IGNORECASE)
-_FENCE_NEXT = re.compile(r"\s*+(?:>[ \t]?)?(?:```|~~~)")  # what follows a unit is a fenced code block
-# A unit that opens by referring back to its page's subject ("He served as ...", "It is the largest
-# airport ...", "The film stars ...") does not say what it is about on its own.
-_REFERS_BACK = re.compile(r"(?:He|She|It|They|His|Her|Its|Their|This|These|The (?:film|album|song|band|company|"
-                          r"school|city|town|village|book|novel|show|series|game|airport|station|team|club|group|"
-                          r"building|river|church|magazine|newspaper|episode|player|university|museum))\b")
+_PRONOUN = re.compile(r"(?:He|She|It|They|His|Her|Its|Their|This|These)\b")
 
 
 @dataclass(frozen=True)
@@ -67,8 +54,7 @@ class Evidence:
 
     unit: Unit
     score: float
-    subject: str = ""  # the page's title, when the unit speaks of it as "He", "It", "The film"...; or the
-    # heading / title giving the version a "which release ...?" unit does not state
+    subject: str = ""  # context the unit does not state: its page's title, or the version it is listed under
 
     @property
     def path(self) -> str:
@@ -80,17 +66,31 @@ class Evidence:
 
     @property
     def sentence(self) -> str:
-        """The unit as the answer shows it: prefixed by its subject when it only says "It"."""
+        """The unit as the answer shows it: after its subject when it does not say it."""
         return f"{self.subject}: {self.unit.text}" if self.subject else self.unit.text
 
 
+@dataclass
+class Candidate:
+    """A unit that shares a term with the question, and its features (``offline.scorer``)."""
+
+    unit: Unit
+    rank: int  # its page's rank among the pages read
+    terms: set[str]  # the question terms it holds
+    features: dict[str, float] = field(default_factory=dict)
+
+
 def best_units(question: str, pages: list[PageText], limit: int = 4) -> list[Evidence]:
-    """Up to ``limit`` units from ``pages`` (in rank order) that share terms with ``question``."""
-    asked = set(tokenize(question))
-    if not asked:
+    """Up to ``limit`` units from ``pages`` (in rank order) that best answer ``question``."""
+    found = candidates(question, pages)
+    if not found:
         return []
-    # The question's words, and at a reduced weight the words documentation uses for them
-    # ("disable" for "turn off"): a unit that says it in other words is a candidate too.
+    return choose(question, pages, found, [scorer.score(c.features) for c in found], limit)
+
+
+def query_terms(question: str) -> dict[str, float]:
+    """The question's terms and their weights: its words, the words documentation uses for them
+    (``offline.equivalents``), short options and the parts of CamelCase and snake_case names."""
     weights: dict[str, float] = {}
     for term, weight in query_weights(question):
         weights[term] = max(weights.get(term, 0.0), weight)
@@ -98,206 +98,163 @@ def best_units(question: str, pages: list[PageText], limit: int = 4) -> list[Evi
         weights[term] = 1.0
     for term in _name_parts(question):  # "InsecureRequestWarning": a page says "these warnings"
         weights.setdefault(term, EQUIVALENT_WEIGHT)
-    query_terms = set(weights)
-    candidates: list[tuple[int, Unit, set[str]]] = []
-    code_leads: set[tuple[str, int, int]] = set()  # units ending in ":" right before a code block
-    wants = asks_for(question)
-    for rank, page in enumerate(pages):
-        units = page_units(page.path, page.title, page.body)
-        if wants & VALUE_WANTS:
-            units += _with_next_value(units, page.body, wants, question)
-        if "name" in wants:
-            units += _with_person_field(units, page.body)
-        for unit in units:
-            if unit.text.startswith("[Superseded"):
-                continue  # a supersession trail records an earlier fact: history, not the answer
-            terms = set(_unit_terms(_ranked_text(unit), query_terms))
-            if terms & query_terms:
-                candidates.append((rank, unit, terms))
-                if unit.text.endswith(":") and _FENCE_NEXT.match(page.body, unit.end):
-                    code_leads.add((unit.path, unit.start, unit.end))
-    if not candidates:
-        return []
-    scores = [float(s) for s in rank_texts(weights, [_unit_terms(_ranked_text(c[1]), query_terms) for c in candidates])]
-    # A code block quoted with the sentence that introduces it matches the question at least as
-    # well as that sentence alone: its code lines must not dilute the match (BM25's length
-    # normalisation) so that the bare lead-in, which "introduces what it does not show", wins.
-    leads = {(unit.path, unit.start, unit.text): score for score, (_r, unit, _t) in zip(scores, candidates)
-             if unit.kind != "code"}
-    scores = [max(score, leads.get((unit.path, unit.start, unit.lead), 0.0)) if unit.kind == "code" and unit.lead
-              else score for score, (_r, unit, _t) in zip(scores, candidates)]
-    carried = {(unit.path, unit.start, unit.lead) for _r, unit, _t in candidates if unit.kind == "code" and unit.lead}
-    # A sentence that announces the list after it without a colon ("The following checks must pass
-    # before merging.") introduces what it does not show, as one ending in ":" does.
-    announcing = {(unit.path, unit.start) for _r, unit, _t in candidates if unit.kind == "list"}
-    base = []
-    for score, (rank, unit, _terms) in zip(scores, candidates):
-        value = score * (1.0 - 0.08 * min(rank, 5))
-        if wants and holds(unit, wants, question):
-            value *= ASKED_BONUS
-        if states_bound(unit, wants):
-            value *= ASKED_BONUS
-        if "labelled" in wants and labelled_number(unit.text, question):
-            value *= ASKED_BONUS
-        if unit.kind == "code" and not wants & {"code", "identifier"}:
-            value *= CODE_UNASKED
-        if unit.text.endswith(":") and not (CODE_SPAN.search(unit.quote) and (unit.path, unit.start, unit.end) in code_leads
-                                            and (unit.path, unit.start, unit.text) not in carried):
-            # It introduces what it does not show (a list, a table, code quoted with it); but the
-            # lead-in of a code block too long to quote whole, writing the thing itself ("specify
-            # `retries=False`:"), is the answer.
-            value *= CODE_UNASKED
-        elif unit.kind == "sentence" and (unit.path, unit.start) in announcing:
-            value *= CODE_UNASKED
-        if unit.kind != "code" and (unit.path, unit.start, unit.text) in carried:
-            # a lead-in is never quoted without the code it introduces: the code unit quoted with
-            # it stands for it ("you should use:" and then `yaml.safe_load(stream)`)
-            value = 0.0
-        base.append(value)
-    if wants & {"list", "plural"}:
-        # A whole list answers "which ... are" at least as well as the best of its items.
-        for i, (_rank, unit, _terms) in enumerate(candidates):
-            if unit.kind == "list" and ("list" in wants or names_plural(unit, question)):
-                inside = [base[j] for j, (_r, other, _t) in enumerate(candidates) if other.path == unit.path
-                          and other.kind != "list" and unit.start <= other.start and other.end <= unit.end]
-                base[i] = max([base[i], *(b * ASKED_BONUS for b in inside)])
+    return weights
 
+
+def candidates(question: str, pages: list[PageText]) -> list[Candidate]:
+    """Every unit of ``pages`` sharing a term with ``question``, with its features."""
+    weights = query_terms(question)
+    if not weights:
+        return []
+    units = [(rank, unit) for rank, page in enumerate(pages) for unit in _page_candidates(page)]
+    texts = [_unit_terms(_ranked_text(unit), weights) for _rank, unit in units]
+    idf = _idf(weights, texts)
+    bm25 = [float(s) for s in rank_texts(weights, texts)]
+    top = max(bm25, default=0.0) or 1.0
+    wants = asks_for(question)
+    lengths = {page.path: max(len(page.body), 1) for page in pages}
+    firsts = {}
+    for _rank, unit in units:
+        firsts[unit.path] = min(firsts.get(unit.path, unit.start), unit.start)
+    found = []
+    for (rank, unit), terms, score in zip(units, texts, bm25):
+        matched = set(terms) & set(weights)
+        if not matched:
+            continue
+        features = {"bias": 1.0, "cover": _share(matched, idf), "bm25": score / top, "best": float(score >= top),
+                    "page_first": float(rank == 0), "page_rank": 1.0 / (1 + rank),
+                    "first": float(unit.start == firsts[unit.path]), "position": unit.start / lengths[unit.path],
+                    "heading": _share(set(tokenize(unit.heading)) & set(weights), idf),
+                    "title": _share(set(tokenize(unit.title)) & set(weights), idf)}
+        features.update(_unit_features(unit))
+        features.update(_asked_features(unit, wants, question))
+        found.append(Candidate(unit, rank, matched, features))
+    best_cover = max((c.features["cover"] for c in found), default=0.0) or 1.0
+    for c in found:  # how it compares with the best candidate, and its match when it holds what is asked
+        c.features["cover_top"] = c.features["cover"] / best_cover
+        c.features["cover_asked"] = c.features["cover_top"] * float(bool(wants) and "asked_none" not in c.features)
+    return found
+
+
+def _page_candidates(page: PageText) -> list[Unit]:
+    """A page's units and neighbour pairs, less those that never stand alone: a supersession
+    trail (history, not the answer), and a unit ending with a lead-in that a code block or a
+    list is quoted with (the lead-in without what it introduces)."""
+    units = [u for u in page_units(page.path, page.title, page.body) if not u.text.startswith("[Superseded")]
+    wholes = {u.start: u for u in units if u.kind == "list" or (u.kind == "code" and u.lead)}
+    lead_ends = {u.end for u in units if u.kind in ("sentence", "definition") and u.start in wholes
+                 and u.end < wholes[u.start].end and _leads(u, wholes[u.start])}
+    units += neighbour_pairs(units, page.body)
+    return [u for u in units if u.kind not in ("sentence", "definition", "pair", "heading") or u.end not in lead_ends]
+
+
+def _leads(unit: Unit, whole: Unit) -> bool:
+    """Whether ``unit`` is the lead-in that ``whole`` (a list, or code with its lead-in) opens with."""
+    return whole.lead == unit.text if whole.kind == "code" else whole.text.startswith(unit.text)
+
+
+def _idf(weights: dict[str, float], texts: list[list[str]]) -> dict[str, float]:
+    """Each question term's weight times its IDF over the candidate units."""
+    n = len(texts)
+    df = dict.fromkeys(weights, 0)
+    for terms in texts:
+        for term in set(terms) & set(weights):
+            df[term] += 1
+    return {t: w * math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5)) for t, w in weights.items()}
+
+
+def _share(terms: set[str], idf: dict[str, float]) -> float:
+    total = sum(idf.values())
+    return sum(idf[t] for t in terms if t in idf) / total if total else 0.0
+
+
+def _unit_features(unit: Unit) -> dict[str, float]:
+    """What a unit is, whatever the question: its kind, size and form."""
+    kind = "code-lead" if unit.kind == "code" and unit.lead else unit.kind
+    text = unit.text.rstrip()
+    return {f"kind_{kind}": 1.0, "length": min(len(unit.text), MAX_UNIT_CHARS) / MAX_UNIT_CHARS,
+            "short": float(len(unit.text.split()) < SHORT_WORDS),
+            "question": float(unit.kind != "code" and text.endswith("?")),
+            "lead_in": float(unit.kind != "code" and text.endswith(":")),
+            "refers_back": float(unit.kind != "code" and _PRONOUN.match(unit.text) is not None)}
+
+
+def _asked_features(unit: Unit, wants: set[str], question: str) -> dict[str, float]:
+    """Whether the unit holds each kind of thing the question asks for (``offline.asked``)."""
+    has = held(unit, wants, question)
+    features = {f"asked_{kind}": 1.0 for kind in KINDS if kind in has}
+    if wants and not has:
+        features["asked_none"] = 1.0
+    if wants:
+        features["asked_share"] = len(has) / len(wants)
+    if unit.kind == "code" and not wants & {"code", "identifier"}:
+        features["code_unasked"] = 1.0
+    return features
+
+
+def choose(question: str, pages: list[PageText], found: list[Candidate], scores: list[float],
+           limit: int = 4, params: dict[str, float] | None = None) -> list[Evidence]:
+    """The greedy choice of the module's docstring over ``found`` scored ``scores`` (``params``:
+    the selection parameters, default the shipped ones)."""
+    params = params or scorer.selection()
+    floor, bridge = params["new_floor"], params["bridge"]
+    asked = set(tokenize(question))
+    # A page the question names by its title is no second hop: a pick naming it too is no bridge.
+    titles = {page.path: " ".join(tokenize(page.title)) for page in pages if not set(tokenize(page.title)) <= asked}
     picked: list[Evidence] = []
     covered: set[str] = set()
-    per_page: dict[str, int] = {}
-    spans: dict[str, list[tuple[int, int]]] = {}
-    seen_texts: set[str] = set()
-    used_chars = 0
-
-    named: set[str] = set()  # pages whose title a picked unit names (the bridge to a second page)
-    # A page the question names by its title is no second hop: a pick naming it too is no bridge
-    # ("Uvicorn has three implementations..." does not make the page "Uvicorn" the answer to a
-    # question about uvicorn).
-    titles = {page.path: " ".join(tokenize(page.title)) for page in pages
-              if not set(tokenize(page.title)) <= asked}
+    named: set[str] = set()
+    used = 0
 
     def gain(i: int) -> float:
-        matched = candidates[i][2] & query_terms
+        matched = found[i].terms
         new = len(matched - covered) / max(len(matched), 1)
-        if "code" in wants and candidates[i][1].kind == "code" and not any(e.unit.kind == "code" for e in picked):
-            new = 1.0  # "how do I" asks for code: the first code block is new even in words already said
-        bridge = BRIDGE_BONUS if candidates[i][1].path in named else 1.0
-        return base[i] * (0.4 + 0.6 * new) * bridge
+        return scores[i] * (floor + (1 - floor) * new) * (bridge if found[i].unit.path in named else 1.0)
 
-    def overlaps(unit: Unit) -> bool:
-        return any(unit.start < end and start < unit.end for start, end in spans.get(unit.path, []))
-
-    remaining = list(range(len(candidates)))
+    top = max(scores, default=0.0)
+    remaining = [i for i in range(len(found)) if scores[i] >= params["min_share"] * top]
     while remaining and len(picked) < limit:
         order = sorted(remaining, key=lambda i: (-gain(i), i))
-        best = None
-        for position, i in enumerate(order):
-            unit = candidates[i][1]
-            key = " ".join(unit.text.lower().split())
-            if per_page.get(unit.path, 0) >= PER_PAGE or key in seen_texts or overlaps(unit) or gain(i) <= 0:
-                continue
-            if picked and used_chars + len(unit.text) > MAX_ANSWER_CHARS:
-                continue
-            best, remaining = i, order[position + 1:]
-            seen_texts.add(key)
-            break
+        best = next((i for i in order if _fits(found[i].unit, picked, used, int(params["per_page"]))), None)
         if best is None:
             break
-        _rank, unit, terms = candidates[best]
-        per_page[unit.path] = per_page.get(unit.path, 0) + 1
-        spans.setdefault(unit.path, []).append((unit.start, unit.end))
-        covered |= terms & query_terms
-        used_chars += len(unit.text)
-        said = " " + " ".join(tokenize(unit.text)) + " "
+        remaining = [i for i in order if i != best]
+        unit = found[best].unit
+        covered |= found[best].terms
+        used += len(unit.text)
+        said = f" {' '.join(tokenize(unit.text))} "
         named |= {path for path, title in titles.items() if title and path != unit.path and f" {title} " in said}
-        picked.append(Evidence(unit, base[best], _subject(unit) or _version_context(unit, question)))
+        picked.append(Evidence(unit, scores[best], _context(unit, question)))
     return picked
 
 
-def _with_next_value(units: list[Unit], body: str, wants: set[str], question: str) -> list[Unit]:
-    """A sentence that does not hold the value, time or name the question asks for, joined with the
-    next sentence of its paragraph when that one does ("Another way to speed up key generation is to
-    use several processes. ... a dual-core machine should use `poolsize=2`"): the sentence that
-    repeats the question's words is the topic, the one after it gives the answer, and neither alone
-    is both. Notes written a line at a time put the two in one-sentence paragraphs of their own
-    ("Read ... before joining the on-call rotation." / "On-call starts after six weeks; ..."): those
-    are joined too when the second repeats a word of the question."""
-    sentences = [u for u in units if u.kind == "sentence"]
-    asked = set(tokenize(question))
-    value_wants = wants & VALUE_WANTS
-    joined = []
-    for first, second in zip(sentences, sentences[1:]):
-        between = body[first.end:second.start]
-        if between.strip() or second.end - first.start > MAX_UNIT_CHARS:
-            continue  # not the next sentence, or too long to quote whole
-        if "\n\n" in between and not (between.count("\n") == 2 and _whole_line(body, first.start, first.end)
-                                       and _whole_line(body, second.start, second.end)
-                                       and asked & set(tokenize(second.text))):
-            continue  # another paragraph, unless both are one-line notes on the same thing
-        if holds(first, value_wants, question) or not holds(second, value_wants, question):
-            continue
-        joined.append(_joined(first, second, body))
-    return joined
+def _fits(unit: Unit, picked: list[Evidence], used: int, per_page: int) -> bool:
+    """Whether ``unit`` may join ``picked``: its page has fewer than ``per_page`` picks, it
+    overlaps and repeats none, and the answer stays under ``MAX_ANSWER_CHARS``."""
+    if picked and used + len(unit.text) > MAX_ANSWER_CHARS:
+        return False
+    same_page = [e.unit for e in picked if e.path == unit.path]
+    key = " ".join(unit.text.lower().split())
+    return (len(same_page) < per_page and all(key != " ".join(e.unit.text.lower().split()) for e in picked)
+            and not any(unit.start < other.end and other.start < unit.end for other in same_page))
 
 
-def _joined(first: Unit, second: Unit, body: str) -> Unit:
-    """``first`` and the ``second`` after it, quoted as one sentence unit (the page text between
-    them included in the quote)."""
-    return Unit(first.path, first.title, "sentence", f"{first.text} {second.text}", body[first.start:second.end],
-                first.start, second.end, first.heading)
-
-
-def _whole_line(body: str, start: int, end: int) -> bool:
-    """Whether body[start:end] is a line of its own."""
-    return (start == 0 or body[start - 1] == "\n") and (end == len(body) or body[end] == "\n")
-
-
-def _with_person_field(units: list[Unit], body: str) -> list[Unit]:
-    """A sentence or list item joined with the paragraph right after it when that one opens with a
-    field naming who is responsible ("We agreed to ship receipt capture by March." + "Owner: Dana.
-    Budget: ..."): meeting notes and specs put the person on a line of their own, and asked "who",
-    neither alone is both the thing and the person."""
-    ordered = sorted(units, key=lambda u: u.start)
-    joined = []
-    for index, first in enumerate(ordered):
-        if first.kind not in ("sentence", "list-item") or PERSON_FIELD.search(first.text):
-            continue
-        for second in ordered[index + 1:]:
-            if second.start <= first.end:
-                continue
-            between = body[first.end:second.start]
-            if between.strip() or between.count("\n") > 2 or second.end - first.start > MAX_UNIT_CHARS:
-                break  # not the paragraph right after it, or too long to quote whole
-            if second.kind in ("sentence", "definition") and PERSON_FIELD.match(second.text):
-                joined.append(_joined(first, second, body))
-                break
-    return joined
-
-
-def _subject(unit: Unit) -> str:
-    """The page's title when ``unit`` refers back to the page's subject without naming it."""
-    if unit.kind not in ("sentence", "list-item") or not _REFERS_BACK.match(unit.text):
-        return ""
-    title = set(tokenize(unit.title))
-    return unit.title if title and not title <= set(tokenize(unit.text)) else ""
-
-
-def _version_context(unit: Unit, question: str) -> str:
-    """For "which release / version ...?": the heading or page title that gives the version of a
-    unit that does not say it ("Git v2.38 Release Notes" for '"git grep -m" limits the hits ...')."""
-    if not _VERSION_Q.search(question) or _VERSION.search(unit.text):
-        return ""
-    for context in (unit.heading, unit.title):
-        found = _VERSION.search(context) if context else None
-        if found and _RELATIVE_VERSION.search(context[:found.start()]):
-            continue  # "Fixes since v2.38" (in the notes of 2.39) names the release before: the title says which
-        if found:
-            # "v2.38" glued to its letter is not the number a reader asked for: say the release
-            # itself first ("2.38 (Git v2.38 Release Notes)"), then where the page says it.
-            version = found.group()
-            if version[0] not in "vV":
-                return context
-            return version[1:] if context.strip() == version else f"{version[1:]} ({context})"
+def _context(unit: Unit, question: str) -> str:
+    """What the answer shows before ``unit`` (the module's docstring): the page's title for a unit
+    opening with a pronoun that does not name it; asked for a version, the version the page's
+    title or else the unit's heading states when the unit states none."""
+    own = unit.text.split(": ", 1)[-1] if unit.kind == "heading" else unit.text
+    if "version" in asks_for(question) and not version_in(own):
+        for context in (unit.title, unit.heading):
+            found = version_in(context) if context else None
+            if found:
+                version = found.group()
+                if version[0] not in "vV":
+                    return context
+                return version[1:] if context.strip() == version else f"{version[1:]} ({context})"
+    if unit.kind in ("sentence", "pair", "list-item") and _PRONOUN.match(unit.text):
+        title = set(tokenize(unit.title))
+        return unit.title if title and not title <= set(tokenize(unit.text)) else ""
     return ""
 
 
@@ -309,16 +266,15 @@ def _short_options(text: str) -> list[str]:
 
 def _name_parts(text: str) -> list[str]:
     """The terms of the words inside CamelCase and snake_case names ("HTTPBasicAuth": http, basic,
-    auth; "read_locked": read, lock), which ``tokenize`` reads as one word: a page names the
-    subject in those words."""
+    auth; "read_locked": read, lock), which ``tokenize`` reads as one word."""
     camel = [term for name in _CAMEL.findall(text) for term in tokenize(" ".join(_CAMEL_PART.findall(name)))]
     return camel + [term for name in _SNAKE.findall(text) for term in tokenize(name.replace("_", " "))]
 
 
-def _unit_terms(text: str, query_terms: set[str]) -> list[str]:
+def _unit_terms(text: str, weights: dict[str, float]) -> list[str]:
     """A unit's terms as the answer ranks them: ``tokenize``'s, and its short options and CamelCase
     parts that the question asks for (the others would only lengthen it: "McDonald's")."""
-    return tokenize(text) + [t for t in _short_options(text) + _name_parts(text) if t in query_terms]
+    return tokenize(text) + [t for t in _short_options(text) + _name_parts(text) if t in weights]
 
 
 def _ranked_text(unit: Unit) -> str:

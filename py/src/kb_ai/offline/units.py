@@ -12,6 +12,8 @@ A unit is what a reader needs to see to get a fact, never cut:
 * ``table-row``: a row of a table, each cell named by its column header;
 * ``list``: a short list whole, with its lead-in ("Eviction policies: Random; LRU; LFU"), or the
   heading right above a list of short entries that is no changelog ("Reader-writer locks: ...");
+* ``pair``: two neighbouring sentences (``neighbour_pairs``), of a paragraph or of two one-line
+  paragraphs in a row;
 * ``code``: a short code block (with the sentence that introduces it, "To clear the cache,
   run:"), or one line of a longer one.
 
@@ -66,7 +68,7 @@ class Unit:
 
     path: str
     title: str
-    kind: str  # sentence | list-item | definition | heading | table-row | code
+    kind: str  # sentence | pair | list-item | definition | heading | table-row | list | code
     text: str  # what the answer shows: plain text (code as written), lead-in or heading included
     quote: str  # the exact text of the page body the unit quotes
     start: int  # body[start:end] == quote
@@ -425,3 +427,30 @@ def _table(builder: _Builder, lines) -> None:
         else:
             text = " | ".join(c for c in cells if c)
         builder.add("table-row", text, ln.start, ln.start + len(ln.text))
+
+
+_PAIRED = ("sentence", "definition")
+
+
+def neighbour_pairs(units: list[Unit], body: str) -> list[Unit]:
+    """Each sentence (or one-line definition) of ``units`` joined with the next one, as a ``pair``
+    unit: the next sentence of its paragraph, or the next paragraph when both are one line (notes
+    written a line at a time), when the two fit in ``MAX_UNIT_CHARS``. The page text between
+    them is in the quote (``body[start:end] == quote``)."""
+    ordered = sorted((u for u in units if u.kind in _PAIRED), key=lambda u: u.start)
+    pairs = []
+    for first, second in zip(ordered, ordered[1:]):
+        between = body[first.end:second.start]
+        if between.strip() or second.end - first.start > MAX_UNIT_CHARS or between.count("\n") > 2:
+            continue
+        if "\n\n" in between and not (_whole_line(body, first.start, first.end)
+                                       and _whole_line(body, second.start, second.end)):
+            continue
+        pairs.append(Unit(first.path, first.title, "pair", f"{first.text} {second.text}",
+                          body[first.start:second.end], first.start, second.end, first.heading))
+    return pairs
+
+
+def _whole_line(body: str, start: int, end: int) -> bool:
+    """Whether body[start:end] is a line of its own."""
+    return (start == 0 or body[start - 1] == "\n") and (end == len(body) or body[end] == "\n")
