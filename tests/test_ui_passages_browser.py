@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from browser_support import KaasServer, ask, browser_page
+from browser_support import KaasServer, ask, browser_page, wait_until
 
 pytestmark = pytest.mark.slow  # drives a real browser
 
@@ -54,8 +54,8 @@ def test_a_citation_opens_the_page_at_its_passage_marked_and_shows_it_on_hover(b
         page.keyboard.press("Escape")
         turn = ask(page, "what does the warmup option keep primed before traffic arrives?")
         citation = turn.locator(".answer-body a.citation").first
-        citation.hover()
-        page.wait_for_selector("#cite-card:not([hidden])")
+        citation.hover()  # (the card may still show the first citation, focused again as the panel closed)
+        wait_until(page, "document.querySelector('#cite-card .cite-card-quote').textContent.includes('warmup')")
         assert '<img src=x onerror="window.pwnedQuote = 1">' in page.inner_text("#cite-card .cite-card-quote")
         assert page.locator("#cite-card img").count() == 0
         assert '<img src=x' in turn.locator(".sources q.cited-quote").first.inner_text()

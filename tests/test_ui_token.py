@@ -17,7 +17,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from browser_support import KaasServer, ask, browser_page
+from browser_support import KaasServer, ask, browser_page, wait_until
 
 pytestmark = pytest.mark.slow  # drives a real browser
 
@@ -153,7 +153,7 @@ def test_the_token_dialog_works_from_the_keyboard(browser, ui_kb):  # noqa: F811
         page.goto(kaas.url + "/")
         page.wait_for_selector("#token-dialog[open]")
         page.keyboard.press("Escape")
-        page.wait_for_function("!document.querySelector('#token-dialog').open")
+        wait_until(page, "!document.querySelector('#token-dialog').open")  # (wait_for_function polls with eval, which the CSP forbids)
         assert page.evaluate("Object.keys(localStorage).length") == 0
         page.goto(kaas.url + "/")
         page.wait_for_selector("#token-dialog[open]")
