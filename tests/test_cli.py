@@ -20,7 +20,8 @@ def runner():
 def test_ask_streams_answer_and_lists_sources(runner, sample_kb):
     result = runner.invoke(cli, ["--kb", str(sample_kb.root), "ask", "How are citations validated?"])
     assert result.exit_code == 0, result.output
-    assert "Offline mode" in result.stdout
+    # The mode is said beside the answer (stderr), never as a line of it (issue 28 item 9).
+    assert "Offline mode" not in result.stdout and "offline mode (no model configured)" in result.stderr
     assert "[Citations](retrieval/citations.md)" in result.stdout
     assert "Sources:\n  - Citations (wiki/retrieval/citations.md)" in result.stdout
 
@@ -77,12 +78,12 @@ def test_error_unreachable_server(runner, sample_kb, monkeypatch):
     monkeypatch.setenv("KAAS_TIMEOUT", "5")
     result = runner.invoke(cli, ["--kb", str(sample_kb.root), "ask", "citations?"])
     # Degrade, don't fail: once the model did not answer (the selection), the ask does not ask it
-    # again; the answer is the offline extract, whose first line says why (red team B6) — the one
-    # line about it (issue 15): no notice or warning repeats it on stderr.
+    # again; the answer is the offline extract, and one line says why (red team B6) — the one
+    # line about it (issue 15), on stderr beside the answer, not in its text (issue 28 item 9).
     assert result.exit_code == 0, result.output
-    first = result.stdout.splitlines()[0]
-    assert first.startswith("*Model unavailable (cannot reach") and "without a model" in first
-    assert "cannot reach" not in result.stderr
+    assert "Model unavailable" not in result.stdout and result.stdout.startswith("- ")
+    assert result.stderr.count("cannot reach") == 1
+    assert "kaas: note: Model unavailable (cannot reach" in result.stderr and "without a model" in result.stderr
     assert "Traceback" not in result.output
 
 

@@ -67,7 +67,7 @@ def test_ask_answers_itself_when_the_server_is_gone_dead_or_runs_another_model(s
             announce(sample_kb.root, url, pid, model, secret)
             done = kaas(*question)
             assert done.returncode == 0, done.stderr
-            assert "Offline mode" in done.stdout and "word0" not in done.stdout
+            assert "offline mode" in done.stderr and "word0" not in done.stdout
     assert navigator.questions == []
 
 

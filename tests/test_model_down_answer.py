@@ -51,8 +51,9 @@ def test_closed_port_gives_the_offline_answer_with_one_line_saying_why(sample_kb
     _env(monkeypatch, CLOSED_PORT)
     result = CliRunner().invoke(cli, ["--kb", str(sample_kb.root), "ask", QUESTION])
     assert result.exit_code == 0, result.output
-    first = result.stdout.splitlines()[0]
-    assert first.startswith("*Model unavailable (cannot reach") and "without a model" in first
+    # the line is beside the answer (stderr), not its first line (issue 28 item 9)
+    assert "Model unavailable" not in result.stdout and result.stdout.startswith("- ")
+    assert "Model unavailable (cannot reach" in result.stderr and "without a model" in result.stderr
     # one line of diagnosis in all the output, not one per step that failed
     assert len(_diagnosis_lines(result.stdout + result.stderr, "127.0.0.1:9")) == 1, result.output
     assert "Sources:" in result.stdout and "retrieval/citations.md" in result.stdout
@@ -68,7 +69,7 @@ def test_a_failed_answer_step_gives_the_offline_answer_in_json(sample_kb, monkey
     data = json.loads(result.stdout)
     assert "error" not in data and data["mode"] == "offline"
     assert data["offline"]["message"].startswith("Model unavailable (")
-    assert data["answer"].splitlines()[0] == "*" + data["offline"]["message"] + "*"
+    assert "Model unavailable" not in data["answer"]  # issue 28 item 9: beside the answer, not in it
     assert ("500" in data["offline"]["reason"]) if how == "500" else ("did not answer" in data["offline"]["reason"]
                                                                       or "timed out" in data["offline"]["reason"])
     [citation] = [c for c in data["citations"] if c["path"] == "retrieval/citations.md"]
@@ -103,7 +104,7 @@ def test_sse_says_the_answer_is_offline_and_why(sample_kb):
     data = dict(events)
     assert data["offline"]["message"].startswith("Model unavailable (") and "500" in data["offline"]["reason"]
     answer = "".join(d["text"] for n, d in events if n == "token")
-    assert answer.startswith("*" + data["offline"]["message"])
+    assert "Model unavailable" not in answer  # issue 28 item 9: the offline event says it, not the text
     assert data["citations"]["citations"][0]["passages"]
     assert data["usage"]["mode"] == "offline"
     assert [n for n, _ in strict][-1] == "error" and "offline" not in [n for n, _ in strict]
@@ -120,5 +121,5 @@ async def test_mcp_ask_answers_offline_when_the_model_fails_and_errs_when_model_
     assert not result.is_error, result.content
     out = result.structured_content
     assert out["mode"] == "offline" and out["offline"]["message"].startswith("Model unavailable (")
-    assert out["answer"].startswith("*Model unavailable (") and out["citations"][0]["passages"]
+    assert not out["answer"].startswith("*") and out["citations"][0]["passages"]  # issue 28 item 9: the mode beside the answer, not in it
     assert strict.is_error and "llm_server_error" in strict.content[0].text

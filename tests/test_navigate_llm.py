@@ -130,8 +130,9 @@ async def test_selection_failures_fall_back_to_lexical_and_say_so(sample_kb, fai
     if failure == "timeout":
         # The model did not answer at all: the answer is the offline extract too, and its one
         # line says why (selection by keyword included), instead of a notice as well.
-        assert result.offline and result.answer.startswith("*Model unavailable (") and not result.notices
-        assert "pages chosen by keyword search" in result.answer.splitlines()[0]
+        assert result.offline and result.offline["message"].startswith("Model unavailable (") and not result.notices
+        assert "pages chosen by keyword search" in result.offline["message"]
+        assert "Model unavailable" not in result.answer  # issue 28 item 9: the mode beside the answer, not in it
     else:
         assert any("fell back to keyword selection" in n for n in result.notices)
     assert page_refs(result.citations) == [{"path": "retrieval/citations.md", "title": "Citations"}]

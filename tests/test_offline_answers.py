@@ -55,6 +55,11 @@ def _ask_json(kb, question: str, *args: str) -> dict:
     return json.loads(result.stdout)
 
 
+def _first_bullet(answer: str) -> str:
+    """The answer's first bullet (its first line: the answer carries no line about its mode)."""
+    return ("\n" + answer).split("\n- ")[1]
+
+
 def _bullet_with(answer: str, *needles: str) -> str:
     """The one answer line holding every needle (they must be quoted together, in one unit)."""
     lines = [line for line in answer.splitlines() if all(n in line for n in needles)]
@@ -271,14 +276,14 @@ BLUR = ("music/blur.md", "Blur (band)", "An English band.",
 def test_a_date_comparison_names_the_earlier_with_both_years_quoted_and_cited(tmp_path):
     kb = _kb(tmp_path, LIT, ADORABLE, BLUR)
     first = _ask_json(kb, "Which band was formed first, Lit or Adorable?")
-    verdict = first["answer"].splitlines()[2]
+    verdict = first["answer"].splitlines()[0]
     assert verdict.startswith("Lit (band), by the years quoted below: Lit (band) (1988) comes before "
                               "Adorable (band) (1990).") and "Derived from the quoted passages" in verdict
     assert {"music/lit.md", "music/adorable.md"} <= {c["path"] for c in page_refs(first["citations"])}
     assert _bullet_with(first["answer"], "formed in 1988", "(music/lit.md)")
     assert _bullet_with(first["answer"], "formed in 1990", "(music/adorable.md)")
     later = _ask_json(kb, "Which band was formed more recently, Lit or Adorable?")
-    assert later["answer"].splitlines()[2].startswith("Adorable (band), by the years quoted below")
+    assert later["answer"].splitlines()[0].startswith("Adorable (band), by the years quoted below")
     # No year on one page: no verdict, only the quotes.
     unsure = _ask_json(kb, "Which band was formed first, Lit or Blur?")
     assert "Derived from the quoted passages" not in unsure["answer"] and "comes before" not in unsure["answer"]
@@ -290,7 +295,7 @@ def test_a_date_comparison_names_the_earlier_with_both_years_quoted_and_cited(tm
 def test_a_both_question_is_answered_yes_only_when_each_page_states_it(tmp_path):
     kb = _kb(tmp_path, LIT, ADORABLE, BLUR)
     yes = _ask_json(kb, "Are Lit and Adorable both bands?")
-    assert yes["answer"].splitlines()[2].startswith("Yes: the pages of both Lit (band) and Adorable (band) say so")
+    assert yes["answer"].splitlines()[0].startswith("Yes: the pages of both Lit (band) and Adorable (band) say so")
     assert {"music/lit.md", "music/adorable.md"} <= {c["path"] for c in page_refs(yes["citations"])}
     # Only Lit's page says "rock": no verdict either way (a page that does not say it is no "no").
     unsure = _ask_json(kb, "Are Lit and Adorable both rock bands?")
@@ -452,6 +457,21 @@ def test_follow_ups_are_never_double_question_marks_nor_pages_unrelated_by_score
     assert about("Installation:") == "What does the wiki say about Installation?"
 
 
+def test_follow_ups_read_as_questions():
+    """Issue 28 item 9: a title that is a question already is offered as that question (with its
+    "?"), never as "What does the wiki say about Why not ...?"; a title that is a sentence is no
+    follow-up at all."""
+    from kb_ai.navigate.offline_navigator import about
+
+    assert about("Why not pip") == "Why not pip?"
+    assert about("How to migrate from chardet.") == "How to migrate from chardet?"
+    assert about("Does the pool retry?") == "Does the pool retry?"
+    assert about("Connection pooling") == "What does the wiki say about Connection pooling?"
+    assert about("The pool keeps ten idle connections open for each host by default.") is None
+    assert about("Pools keep idle sockets open") == "What does the wiki say about Pools keep idle sockets open?"
+    assert about("   ") is None
+
+
 FROB = ("tools/frob-shortlog.md", "frob shortlog", "Summarising the history of a frob repository.",
         "# frob shortlog\n\nThe frob shortlog command summarises the history, grouped by author.\n\n"
         "The `--group` option groups the summary by another field, such as the committer.\n\n"
@@ -547,7 +567,7 @@ def test_a_question_in_other_words_than_the_page_is_answered_by_the_page(tmp_pat
     _bullet_with(accept["answer"], "--host 0.0.0.0", "to bind to every IP")
     # the line that says it in other words comes before the one that repeats the question's words
     hosts = _ask_json(kb, "How can clients connect to the server from other hosts?")
-    assert "--host 0.0.0.0" in hosts["answer"].split("\n- ")[1], hosts["answer"]
+    assert "--host 0.0.0.0" in _first_bullet(hosts["answer"]), hosts["answer"]
 
 
 def test_a_comparison_by_price_is_answered_by_the_prices_the_page_states(tmp_path):
@@ -590,9 +610,9 @@ def test_turn_on_and_turn_off_find_enable_and_disable_not_each_other(tmp_path):
              "To enable the result cache, set `RESULT_CACHE=1` in the settings file.\n")
     kb = _kb(tmp_path, cache)
     on = _ask_json(kb, "How do I turn on the result cache?")
-    assert "RESULT_CACHE=1" in on["answer"].split("\n- ")[1], on["answer"]
+    assert "RESULT_CACHE=1" in _first_bullet(on["answer"]), on["answer"]
     off = _ask_json(kb, "How do I turn off the result cache?")
-    assert "RESULT_CACHE=0" in off["answer"].split("\n- ")[1], off["answer"]
+    assert "RESULT_CACHE=0" in _first_bullet(off["answer"]), off["answer"]
 
 
 def test_the_sentence_after_the_one_repeating_the_question_gives_the_value_it_asks_for(tmp_path):
@@ -668,7 +688,7 @@ def test_short_options_are_terms_of_the_question(tmp_path):
              "- The meaning of \"frob tag\" in scripts changed since Frob 3.0.\n")
     kb = _kb(tmp_path, notes)
     out = _ask_json(kb, "What do frob -q and frob -x mean since Frob 3.0?")
-    assert "--quiet" in out["answer"].split("\n- ")[1], out["answer"]
+    assert "--quiet" in _first_bullet(out["answer"]), out["answer"]
 
 
 def test_a_camelcase_name_in_the_question_meets_its_words_in_the_page(tmp_path):
@@ -717,7 +737,7 @@ def test_a_minimum_is_answered_by_the_bound_the_page_states(tmp_path):
             "Zorp runs on Ruby 3.1 and newer.\n")
     kb = build_kb(tmp_path / "zorp", zorp)
     ruby = _ask_json(kb, "Which Ruby version does zorp require at minimum?")
-    assert "3.1 and newer" in ruby["answer"].split("\n- ")[1], ruby["answer"]
+    assert "3.1 and newer" in _first_bullet(ruby["answer"]), ruby["answer"]
 
 
 def test_which_release_skips_a_heading_that_names_the_release_before(tmp_path):
@@ -747,8 +767,8 @@ def test_a_lead_in_naming_code_before_a_table_still_introduces_what_it_does_not_
               "Some common codecs are predefined in `zorp.codecs`.\n")
     kb = _kb(tmp_path, codecs)
     out = _ask_json(kb, "What padding does the predefined zorp-16 codec use?")
-    assert "0xFFFF" in out["answer"].split("\n- ")[1], out["answer"]
-    bullets = out["answer"].split("\n- ")
+    assert "0xFFFF" in _first_bullet(out["answer"]), out["answer"]
+    bullets = ("\n" + out["answer"]).split("\n- ")
     lead = next((i for i, b in enumerate(bullets) if "offers the following predefined codecs" in b), len(bullets))
     assert lead > 1, out["answer"]  # the lead-in, if quoted at all, comes after the row
 
@@ -781,7 +801,7 @@ def test_a_heading_right_above_a_list_is_its_lead_in(tmp_path):
     kb = _kb(tmp_path, locks)
     out = _ask_json(kb, "Which decorators does zorplock provide for reader-writer locks?")
     _bullet_with(out["answer"], "read_locked", "write_locked")
-    assert "interprocess_locked" not in out["answer"].split("\n- ")[1], out["answer"]
+    assert "interprocess_locked" not in _first_bullet(out["answer"]), out["answer"]
 
 
 def test_who_brings_the_field_line_that_names_the_person(tmp_path):
@@ -851,7 +871,7 @@ def test_an_issue_number_is_not_the_number_or_year_asked_for(tmp_path):
               "- Start the frob server workers in order (#1362)\n\n## Notes\n\nThe frob server is small.\n")
     kb = _kb(tmp_path, server)
     out = _ask_json(kb, "How many workers does the frob server start?")
-    assert "4 workers" in out["answer"].split("\n- ")[1], out["answer"]
+    assert "4 workers" in _first_bullet(out["answer"]), out["answer"]
 
 
 def test_which_marker_is_answered_by_the_name_written_as_code(tmp_path):
@@ -882,7 +902,7 @@ def test_which_plural_gets_the_whole_list_not_its_announcement(tmp_path):
                 "New hires shadow the support rotation first.\n")
     kb = _kb(tmp_path, handbook)
     out = _ask_json(kb, "Which checks must pass before merging?")
-    _bullet_with(out["answer"].split("\n- ")[1], "must pass before merging", "unit tests", "lint", "type check")
+    _bullet_with(_first_bullet(out["answer"]), "must pass before merging", "unit tests", "lint", "type check")
 
 
 def test_a_heading_leads_a_list_of_short_entries_but_not_a_changelog_or_long_items():

@@ -61,7 +61,8 @@ def test_offline_answer_streams_every_event_in_order(sample_kb):
     assert {"path": "retrieval/citations.md", "title": "Citations"} in page_refs(data["citations"]["citations"])
     assert data["usage"]["mode"] == "offline" and data["usage"]["llm_calls"] == 0
     answer = "".join(d["text"] for n, d in events if n == "token")
-    assert "Offline mode" in answer and "(retrieval/citations.md)" in answer
+    # issue 28 item 9: the mode is usage.mode, never a line of the answer's text
+    assert "Offline mode" not in answer and "(retrieval/citations.md)" in answer
 
 
 def test_rewrite_runs_only_when_asked_and_comes_first(sample_kb):

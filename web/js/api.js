@@ -77,6 +77,8 @@ export const api = {
   index: () => request("GET", "/api/index"),
   page: (path) => request("GET", "/api/pages/" + pagePath(path)),
   save: (path, markdown, version) => request("PUT", "/api/pages/" + pagePath(path), { markdown, version }),
+  // the editor's preview: the HTML this text would show as `path` (nothing is written)
+  render: (path, markdown) => request("POST", "/api/render", { path, markdown }),
   // `pages`: every page the answer was made from (read for it or for the history it used), so the
   // saved copy can be read only by those who may read all of them.
   saveAnswer: (question, answer, citations, pages, mode) =>

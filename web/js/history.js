@@ -103,5 +103,12 @@ export class ChatStore {
     this.write();
   }
 
+  /** Put back a chat `remove` took out (an undone delete), as it was. */
+  restore(chat) {
+    if (!chat || this.get(chat.id)) return;
+    this.chats.push(chat);
+    this.write();
+  }
+
   newId() { return newId(); }
 }

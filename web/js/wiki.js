@@ -1,8 +1,10 @@
 // The wiki browser (articles by topic, an article with its table of contents), the side panel
-// that shows a cited article next to the chat, and the editor for an article's Markdown.
+// that shows a cited article next to the chat, and the way into the editor (editor.js).
 
 import { api, getToken } from "./api.js";
 import { $, clear, h, setSanitizedHtml } from "./dom.js";
+import { Editor } from "./editor.js";
+import { confirmDialog } from "./notify.js";
 
 export const topicLabel = (topic) => topic.replace(/[-_]+/g, " ");
 
@@ -50,8 +52,57 @@ function scrollToId(container, id) {
   return !!target;
 }
 
+const WORD_CHAR = /[\p{L}\p{N}]/u;
+
+/** The letters and digits of the text under `container`, lower-cased, with where each is
+ * ([text node, offset]): what a quote is compared with (whitespace, punctuation, list markers
+ * and Markdown's marks are not compared, so a passage spanning a list or an admonition's
+ * blocks matches the page as rendered). `from`: where the text under `heading` begins. */
+function pageLetters(container, heading) {
+  const walker = document.createTreeWalker(container, NodeFilter.SHOW_TEXT);
+  const chars = [];
+  let text = "";
+  let from = 0;
+  for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+    if (heading && !from && (heading === node.parentNode || heading.contains(node) ||
+        (heading.compareDocumentPosition(node) & Node.DOCUMENT_POSITION_FOLLOWING))) from = text.length;
+    const value = node.nodeValue;
+    for (let i = 0; i < value.length; i++) {
+      if (!WORD_CHAR.test(value[i])) continue;
+      for (const c of value[i].toLowerCase()) { text += c; chars.push([node, i]); }
+    }
+  }
+  return { text, chars, from };
+}
+
+const letters = (s) => [...String(s || "").toLowerCase()].filter((c) => WORD_CHAR.test(c)).join("");
+
+/** Where `quote` is in `text` ([start, end) of letters), the heading's part first: the whole
+ * quote; else from its first words to its last (a passage whose middle the page shows
+ * otherwise); else its first or its last words alone. Null when none is there. */
+function findQuote(text, quote, from) {
+  const find = (wanted, after = from) => {
+    if (wanted.length < 3) return -1;
+    const at = text.indexOf(wanted, after);
+    return at >= 0 || !after ? at : text.indexOf(wanted);
+  };
+  const whole = find(quote);
+  if (whole >= 0) return [whole, whole + quote.length];
+  const head = quote.slice(0, 40);
+  const tail = quote.slice(-40);
+  const start = find(head);
+  if (start >= 0) {
+    const end = text.indexOf(tail, start + head.length);
+    if (end >= 0 && end + tail.length - start <= quote.length * 1.5 + 40) return [start, end + tail.length];
+    return [start, start + head.length];
+  }
+  const last = find(tail);
+  return last >= 0 ? [last, last + tail.length] : null;
+}
+
 /**
- * Mark a cited passage in a rendered article and scroll to it. `passage` comes from the answer's
+ * Mark a cited passage in a rendered article and scroll to it: all of it, every block it spans
+ * (paragraphs, list items, an admonition's title and body). `passage` comes from the answer's
  * `citations` event: `quote` is text of the page (untrusted: it is only ever compared with the
  * page's text and never parsed; the marks wrap the page's own text nodes), `anchor` the id of
  * the heading it is under (searched from there first). Returns the first mark, or null when the
@@ -59,50 +110,26 @@ function scrollToId(container, id) {
  */
 export function highlightPassage(container, passage) {
   if (!passage) return null;
-  // Compared without whitespace runs and Markdown's emphasis and code marks (a page part the
-  // renderer shows as code keeps its backticks; the quote never has them).
-  const IGNORED = /[`*_]/;
-  const quote = String(passage.quote || "").replace(/[`*_]/g, "").replace(/\s+/g, " ").trim();
   const heading = passage.anchor ? container.querySelector(`[id="${CSS.escape(String(passage.anchor))}"]`) : null;
-  // The page's text, whitespace folded, with where each character of it is (node, offset).
-  const walker = document.createTreeWalker(container, NodeFilter.SHOW_TEXT);
-  const chars = [];
-  let text = "";
-  let from = 0;
-  let space = true;
-  for (let node = walker.nextNode(); node; node = walker.nextNode()) {
-    if (heading && !from && (heading === node.parentNode || heading.contains(node) ||
-        (heading.compareDocumentPosition(node) & Node.DOCUMENT_POSITION_FOLLOWING))) from = text.length;
-    const value = node.nodeValue;
-    for (let i = 0; i < value.length; i++) {
-      if (IGNORED.test(value[i])) continue;
-      const isSpace = /\s/.test(value[i]);
-      if (isSpace && space) continue;
-      text += isSpace ? " " : value[i];
-      chars.push([node, i]);
-      space = isSpace;
-    }
-  }
-  let at = -1;
-  for (const wanted of quote ? [quote, quote.slice(0, 80).replace(/\s\S*$/, "")] : []) {
-    if (wanted.length < 3) continue;
-    at = text.indexOf(wanted, from);
-    if (at < 0 && from) at = text.indexOf(wanted);
-    if (at >= 0) { at = [at, wanted.length]; break; }
-  }
-  if (at < 0) {
+  const { text, chars, from } = pageLetters(container, heading);
+  const found = findQuote(text, letters(passage.quote), from);
+  if (!found) {
     if (heading) heading.scrollIntoView({ block: "start" });
     return null;
   }
-  const [start, length] = at;
-  // Wrap each text node's share of the passage in a <mark>, last node first (offsets stay valid).
+  // Each text node's share of the passage: from its first letter to its last, and the
+  // punctuation that ends it ("five seconds." keeps its full stop).
   const pieces = new Map();
-  for (let k = start; k < start + length; k++) {
+  for (let k = found[0]; k < found[1]; k++) {
     const [node, offset] = chars[k];
     const piece = pieces.get(node) || [offset, offset];
     piece[1] = offset + 1;
     pieces.set(node, piece);
   }
+  for (const [node, piece] of pieces) {
+    while (piece[1] < node.nodeValue.length && /[^\s\p{L}\p{N}]/u.test(node.nodeValue[piece[1]])) piece[1]++;
+  }
+  // Wrapped last node first (offsets stay valid).
   const marks = [];
   for (const [node, [begin, end]] of [...pieces].reverse()) {
     const range = document.createRange();
@@ -282,73 +309,18 @@ export class WikiView {
     }
   }
 
-  /** Leaving the editor with unsaved changes asks first. Returns false to stay. */
+  /** Leaving the editor with unsaved changes asks first (an in-app dialog). Returns false to stay. */
   async leaveEditor() {
-    if (!this.editor) return true;
-    if (this.editor.dirty && !window.confirm("Discard your unsaved changes to this article?")) return false;
-    this.editor = null;
-    return true;
-  }
-}
-
-class Editor {
-  constructor(view, page) {
-    this.view = view;
-    this.page = page;
-    this.saving = false;
-    this.text = h("textarea.editor-text", {
-      spellcheck: "true", "aria-label": `Markdown of ${page.title}`, autocapitalize: "off",
-    });
-    this.text.value = page.markdown;
-    this.status = h("p.editor-status", { role: "status" });
-    this.saveButton = h("button.primary", { type: "submit" }, "Save");
-    this.node = h("form.editor", { onsubmit: (e) => { e.preventDefault(); this.save(); } },
-      h("header.article-head", {},
-        h("div", {}, h("p.crumbs", {}, h("a", { href: "#/wiki" }, "Wiki"), " / ", page.topic, " / editing"),
-          h("h1", {}, page.title), h("p.muted.small", {}, h("code", {}, "wiki/" + page.path))),
-        h("div.actions", {},
-          h("a.button.ghost", { href: "#/wiki/" + page.path, onclick: (e) => this.cancel(e) }, "Cancel"),
-          this.saveButton)),
-      h("p.hint", {}, "The frontmatter between the --- lines needs a ", h("code", {}, "title"),
-        "; the catalog is rebuilt when you save. ", h("kbd", {}, "Ctrl"), "+", h("kbd", {}, "S"), " saves."),
-      this.text,
-      this.status,
-    );
-    this.text.addEventListener("keydown", (event) => {
-      if ((event.ctrlKey || event.metaKey) && event.key.toLowerCase() === "s") { event.preventDefault(); this.save(); }
-    });
-  }
-
-  get dirty() { return this.text.value !== this.page.markdown; }
-
-  focus() { this.text.focus(); this.text.setSelectionRange(0, 0); this.text.scrollTop = 0; }
-
-  cancel(event) {
-    if (this.dirty && !window.confirm("Discard your unsaved changes to this article?")) { event.preventDefault(); return; }
-    this.page.markdown = this.text.value; // no second question on the way out
-  }
-
-  async save() {
-    if (this.saving) return;
-    this.saving = true;
-    this.saveButton.disabled = true;
-    this.status.className = "editor-status";
-    this.status.textContent = "Saving…";
-    try {
-      const saved = await api.save(this.page.path, this.text.value, this.page.version);
-      this.page = saved;
-      this.text.value = saved.markdown;
-      this.status.textContent = "Saved. The catalog is up to date.";
-      this.status.classList.add("ok");
-      await this.view.app.loadCatalog();
-      this.view.editor = null;
-      location.hash = "#/wiki/" + saved.path;
-    } catch (error) {
-      this.status.classList.add("error");
-      this.status.textContent = `Not saved: ${error.message}`;
-    } finally {
-      this.saving = false;
-      this.saveButton.disabled = false;
+    const editor = this.editor;
+    if (!editor) return true;
+    if (editor.dirty && !(await confirmDialog({
+      title: "Leave without saving?", message: `Your changes to “${editor.page.title}” are not saved.`,
+      ok: "Discard changes", cancel: "Keep editing", danger: true,
+    }))) {
+      editor.focus(false);
+      return false;
     }
+    if (this.editor === editor) this.editor = null;
+    return true;
   }
 }

@@ -80,6 +80,12 @@ def _show_event(event) -> None:
         say(f"kaas: note: {event.data['message']}", err=True)
     elif event.name == "rewrite":
         say(f"kaas: rewritten query: {event.data['query']}", err=True)
+    elif event.name == "offline":  # the model failed: the answer is the extract, and why
+        say(f"kaas: note: {event.data['message']}", err=True)
+
+
+OFFLINE_LINE = ("kaas: offline mode (no model configured): the answer quotes the passages of the wiki "
+                "that best match the question.")
 
 
 def _answer(settings: Settings, request, show, *, ask_server: bool):
@@ -134,7 +140,8 @@ def _save(settings: Settings, question: str, result, reader) -> StorageError | N
 
 
 def _print_answer(result) -> None:
-    """After the streamed answer: its sources, suggested questions and (stderr) the model's usage."""
+    """After the streamed answer: its sources, suggested questions and (stderr) its mode: the
+    model's usage, or that it was answered offline (never a line of the answer itself)."""
     if not result.answer.endswith("\n"):
         say()
     if result.citations:
@@ -156,6 +163,8 @@ def _print_answer(result) -> None:
             f"{usage['prompt_tokens']} prompt + {usage['completion_tokens']} completion tokens, ${usage['cost_usd']:.4f}",
             err=True,
         )
+    elif usage.get("mode") == "offline" and result.offline is None:  # a model that failed said so already
+        say(OFFLINE_LINE, err=True)
 
 
 QUOTE_CHARS = 160  # of a cited passage, under its source

@@ -10,7 +10,7 @@ stream ends) when a ``KaasError`` stops the answer.
 Model down, still an answer: when the model fails the answer step (it cannot be reached, times
 out, answers 5xx after the retries, or did not answer an earlier step of this ask) before any of
 the answer came, the answer is the offline extract of the pages already read, announced by one
-``offline`` event ``{"reason", "message"}`` whose message is also the answer's first line — the
+``offline`` event ``{"reason", "message"}`` (beside the answer, never in its text) — the
 one line of diagnosis: the notices of earlier steps that failed for the same reason (rewrite,
 selection falling back to keywords) are folded into it, not shown as well. Unless the request is
 ``model_only`` (or the setting ``answer_fallback`` is false): then the failure is the error it
@@ -306,11 +306,11 @@ async def ask_events(service: AskService, request: AskRequest) -> AsyncIterator[
                 meter.model_down = meter.model_down or offline_reason  # suggestions: without it too
                 line = (MODEL_DOWN_LINE if selection.method != "lexical-fallback"
                         else MODEL_DOWN_KEYWORDS_LINE).format(reason=offline_reason)
-                log.info("%s", line)  # the person reads it as the answer's first line
+                log.info("%s", line)  # the person reads it beside the answer (its mode), not in it
                 held = []  # said once, by the line
                 yield AskEvent("offline", {"reason": offline_reason, "message": line})
                 lexical = service.lexical or LexicalIndexCache(service.kb.wiki_dir, None)
-                extract = OfflineNavigator(lexical, f"*{line}*")
+                extract = OfflineNavigator(lexical)
                 async with aclosing(extract.answer(query, request.history, pages, catalog, meter)) as stream:
                     async for delta in stream:
                         answer_parts.append(delta)

@@ -4,7 +4,7 @@ each with its own prompt file. Selection degrades to keyword ranking when the mo
 When the model does not answer a call of an ask at all (a timeout, the call deadline, an
 unreachable server, or the gateway's circuit breaker: ``UsageMeter.model_down``), the rest of
 that ask does not wait for it again: pages are chosen by keyword, the answer step raises at once
-(``navigate.ask`` then answers with the offline extract, its first line saying why, unless the
+(``navigate.ask`` then answers with the offline extract, its ``offline`` event saying why, unless the
 request is model-only), suggestions are the offline ones. An ask against a server that never
 answers so takes about one call deadline, not one per step."""
 
@@ -171,8 +171,8 @@ class LLMNavigator:
         async for delta in self.gateway.stream(messages, purpose="answer", meter=meter, max_tokens=ANSWER_MAX_TOKENS):
             yield delta
 
-    def _offline(self, label: str = "") -> OfflineNavigator:
-        return OfflineNavigator(self.lexical, label) if label else OfflineNavigator(self.lexical)
+    def _offline(self) -> OfflineNavigator:
+        return OfflineNavigator(self.lexical)
 
     async def suggest(self, question: str, answer: str, pages: list[ReadPage], catalog: Catalog,
                       meter: UsageMeter) -> tuple[list[str], list[str]]:

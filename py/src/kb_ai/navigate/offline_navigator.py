@@ -29,11 +29,9 @@ from kb_ai.store.markdown_text import find_links
 from kb_ai.store.words import title_key
 
 RELATIVE_CUTOFF = 0.35  # a page scoring under 35% of the best match is noise, not a second source
-OFFLINE_LABEL = "*Offline mode (no model configured): the passages of the wiki that best match the question.*"
-NOT_COVERED = (
-    "The wiki does not cover this. *(Offline mode: no page holds any of the question's "
-    "informative words.)*"
-)
+# The answer's text is the answer only: that it is offline (``usage.mode``, the ``offline`` event
+# of a model that failed) and the notices travel beside it, for each interface to show its way.
+NOT_COVERED = "The wiki does not cover this. No page holds enough of the question's informative words."
 # A keyword match under ``offline.coverage.COVERED_SHARE``: answered, and said to be weak.
 WEAK_MATCH = "Weak keyword match: the closest passages, not a sure answer."
 RELATED_PAGES = 3  # closest pages shown with an abstention (related, not an answer)
@@ -75,13 +73,26 @@ def _folder(path: str) -> str:
     return path.rpartition("/")[0]
 
 
-def about(title: str) -> str:
-    """The follow-up question about a page: its title when the title is a question ("Why should
-    I migrate?"), else "What does the wiki say about <title>?" (never "...??")."""
-    title = " ".join(title.split())
-    if title.endswith("?"):
-        return title
-    return f"What does the wiki say about {title.rstrip('.!:;, ')}?"
+QUESTION_WORDS = frozenset("why how what when where which who whom whose is are was were can could do does did "
+                           "should would will shall may might must has have had".split())
+MAX_SUBJECT_WORDS = 8  # a title longer than this is a sentence, not a subject to ask about
+
+
+def about(title: str) -> str | None:
+    """The follow-up question about a page, or None when its title makes none. A title that is
+    a question (it ends with "?" or starts with a question word: "Why not pip", "How to
+    migrate") is the question, with its "?"; a title that names a subject (a noun phrase: at
+    most MAX_SUBJECT_WORDS words, not ending as a sentence does) gives "What does the wiki say
+    about <title>?"; a title that is a sentence gives none."""
+    title = " ".join(title.split()).rstrip(":;, ")
+    words = title.split()
+    if not words:
+        return None
+    if title.endswith("?") or words[0].lower().strip("'\"") in QUESTION_WORDS:
+        return title.rstrip(".!?") + "?"
+    if len(words) > MAX_SUBJECT_WORDS or title.endswith((".", "!")):
+        return None
+    return f"What does the wiki say about {title}?"
 
 
 def related_questions(index, question: str, pages: list[ReadPage], catalog: Catalog, count: int = 3) -> list[str]:
@@ -127,8 +138,11 @@ def related_questions(index, question: str, pages: list[ReadPage], catalog: Cata
         terms = set(tokenize(entry.title))
         if not key or key in seen_titles or (terms and terms <= asked):
             continue
+        follow_up = about(entry.title)
+        if follow_up is None:
+            continue
         seen_titles.add(key)
-        questions.append(about(entry.title))
+        questions.append(follow_up)
         if len(questions) == count:
             break
     return questions
@@ -176,9 +190,8 @@ def _missing_notice(verdict: Coverage) -> list[str]:
 class OfflineNavigator:
     mode = "offline"
 
-    def __init__(self, lexical: LexicalIndexCache, label: str = OFFLINE_LABEL, *, rounds: int = 1):
+    def __init__(self, lexical: LexicalIndexCache, *, rounds: int = 1):
         self.lexical = lexical
-        self.label = label  # the answer's first line: says what the answer is, and why
         self.rounds = rounds  # rounds of reading (settings.max_rounds): later ones follow bridges
 
     def preflight(self) -> None:
@@ -235,7 +248,7 @@ class OfflineNavigator:
     def _answer_lines(self, question: str, pages: list[ReadPage], catalog: Catalog) -> list[str]:
         read = [p for p in pages if p.is_evidence]
         evidence = best_units(question, [PageText(p.path, p.title, p.text) for p in read])
-        lines = [self.label, ""]
+        lines: list[str] = []
         verdict = derive(question, [ComparedPage(p.path, p.title, p.text) for p in read])
         if verdict is not None:  # a comparison settled by quoted passages: the verdict, then them
             lines += [verdict.text, ""]
@@ -256,8 +269,7 @@ class OfflineNavigator:
         return await anyio.to_thread.run_sync(self._suggestions, question, pages, catalog)
 
     def _suggestions(self, question: str, pages: list[ReadPage], catalog: Catalog) -> tuple[list[str], list[str]]:
-        return related_questions(self.lexical.get(catalog), question, pages, catalog), [
-            "Offline suggestions: pages linked from or near the quoted passages."]
+        return related_questions(self.lexical.get(catalog), question, pages, catalog), []
 
     def not_covered(self) -> str:
         return NOT_COVERED

@@ -58,7 +58,7 @@ from kb_ai.server.guard import LOOPBACK_HOSTS, RequestGuard
 from kb_ai.server.limits import UserLimits, UserLimitsMiddleware, UserRouteRate
 from kb_ai.server.listen import bound_port, listen
 from kb_ai.store.users import UserDirectory
-from kb_ai.server.pages import index_endpoint, page_endpoint, template_env, wiki_page_endpoint
+from kb_ai.server.pages import index_endpoint, page_endpoint, preview_endpoint, template_env, wiki_page_endpoint
 from kb_ai.server.watch import WikiWatcher
 from kb_ai.files import DamagedFileError, read_state_json, write_state_bytes
 from kb_ai.store.kb import KnowledgeBase
@@ -219,6 +219,7 @@ def create_app(settings: Settings, *, service: AskService | None = None, web_dir
         Route("/api/sources/urls", urls_endpoint, methods=["POST"]),
         Route("/api/compile", compile_endpoint, methods=["GET", "POST"]),
         Route("/api/pages/{path:path}", page_endpoint, methods=["GET", "PUT", "POST"]),
+        Route("/api/render", preview_endpoint, methods=["POST"]),  # the editor's preview
         Route("/wiki", wiki_root_redirect, methods=["GET"]),
         Route("/wiki/", wiki_page_endpoint, methods=["GET"]),
         Route("/wiki/{path:path}", wiki_page_endpoint, methods=["GET"]),
