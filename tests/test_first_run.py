@@ -92,5 +92,5 @@ def test_the_readme_says_how_to_run_kaas_from_the_venv():
     from pathlib import Path
 
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
-    using = readme.split("## Using it", 1)[1].split("```", 1)[0]  # the text before its first command
+    using = readme.split("## Five minutes with your own folder", 1)[1].split("```", 1)[0]  # before its first command
     assert ". .venv/bin/activate" in using and ".venv/bin/kaas" in using
