@@ -32,6 +32,7 @@ import asyncio
 import contextlib
 import os
 import secrets
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any, Iterator
@@ -66,20 +67,33 @@ def import_ray():
 
 
 @contextlib.contextmanager
-def on_cluster(settings: Settings, kb: KnowledgeBase, engine: Engine) -> Iterator[Engine]:
+def on_cluster(settings: Settings, kb: KnowledgeBase, engine: Engine, notes: list[str]) -> Iterator[Engine]:
     """``with on_cluster(...) as engine:`` the engine whose proposals and writes run as Ray
     tasks. Starts (``local``) or joins the cluster, checks every node sees the KB, and ends what
-    it started (a Ray already initialised in this process is used and left running)."""
+    it started (a Ray already initialised in this process is used and left running). Appends
+    to ``notes`` where the work ran: tasks, workers, tasks per worker, start-up seconds."""
     ray = import_ray()
     started = not ray.is_initialized()
+    began = time.perf_counter()
     if started:
         _init(ray, settings)
     try:
         check_shared_volume(ray, kb)
-        yield remote_engine(ray, settings, engine)
+        remote = remote_engine(ray, settings, engine)
+        ready = time.perf_counter() - began
+        yield remote
+        notes.append(spread_note(settings.cluster, remote.pool, ready))
     finally:
         if started:
             ray.shutdown()
+
+
+def spread_note(address: str | None, pool: "TaskPool", ready: float) -> str:
+    """The report's line on the cluster's share of the compile."""
+    counts = sorted(pool.per_worker.values())
+    spread = f", {counts[0]}-{counts[-1]} per worker" if counts else ""
+    return (f"ran on the Ray cluster {address!r}: {sum(counts)} tasks on {len(counts)} workers{spread} "
+            f"(cluster ready after {ready:.1f} s)")
 
 
 def _init(ray, settings: Settings) -> None:
