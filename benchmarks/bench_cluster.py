@@ -62,8 +62,9 @@ def run(kb: Path, api_base: str, concurrency: int, cluster: str | None, model: S
     proc = subprocess.run([sys.executable, "-c", DRIVER, str(kb)], capture_output=True, text=True, env=env)
     out, err, status = proc.stdout, proc.stderr, proc.returncode
     wall = time.perf_counter() - start
-    peak = json.loads(out.splitlines()[-1])["maxrss_kib"] if status == 0 else 0
-    out = out.splitlines()[0] if status == 0 else ""
+    lines = [line for line in out.splitlines() if line.startswith("{")]  # Ray prints notices too
+    peak = json.loads(lines[-1])["maxrss_kib"] if status == 0 and len(lines) == 2 else 0
+    out = lines[0] if status == 0 and len(lines) == 2 else ""
     report = json.loads(out) if out.strip().startswith("{") else {}
     note = next((n for n in report.get("notes", []) if n.startswith("ran on the Ray cluster")), "")
     return {"status": status, "wall": wall, "calls": model.calls, "peak_kib": peak, "note": note,
