@@ -40,6 +40,10 @@ class Settings:
     # Model calls in flight for one compile or CLI process; None: by the model's provider kind
     # (llm/config.py call_concurrency: a hosted API or a local server).
     concurrency: int | None = None
+    # Where `kaas compile` runs its plan proposals and article writes (compile/cluster.py,
+    # docs/scale.md): None = in this process; "local" = a Ray cluster on this machine, started
+    # and ended by kaas; anything else = a running Ray cluster's address ("auto", "ray://head:10001").
+    cluster: str | None = None
     # Serving (server/limits.py): model calls in flight for one `kaas serve`, all users together;
     # per user (a token of kaas.toml's [users]): answers in flight, questions a minute, and open
     # streams (change streams and chats; below events.MAX_STREAMS, the server's) (0: no limit).

@@ -77,8 +77,10 @@ async def compile_async(settings: Settings, *, full: bool = False, dry_run: bool
         if lock.replaced:
             report.warnings.append(lock.replaced)
         # The compile's model calls reuse keep-alive connections (no TCP/TLS handshake per call).
-        async with _model_connections(gateway):
-            return await _compile(settings, kb, engine, report, today, full=full, dry_run=False, progress=progress)
+        with _on_cluster(settings, kb, engine, report.notes) as engine:
+            async with _model_connections(gateway):
+                return await _compile(settings, kb, engine, report, today, full=full, dry_run=False,
+                                      progress=progress)
     finally:
         lock.release()
 
@@ -99,6 +101,18 @@ async def _refresh_progress(progress: Progress) -> None:
     while True:
         await asyncio.sleep(PROGRESS_REFRESH_SECONDS)
         progress.refresh()
+
+
+def _on_cluster(settings: Settings, kb: KnowledgeBase, engine: Engine,
+                notes: list[str]) -> contextlib.AbstractContextManager:
+    """The engine as the stages use it: itself (in this process), or, with the ``cluster``
+    setting, one whose proposals and write drafts run as Ray tasks (``compile/cluster.py``; Ray
+    is imported only then)."""
+    if not settings.cluster:
+        return contextlib.nullcontext(engine)
+    from kb_ai.compile.cluster import on_cluster  # noqa: PLC0415 (the default compile never imports Ray)
+
+    return on_cluster(settings, kb, engine, notes)
 
 
 def _model_connections(gateway) -> contextlib.AbstractAsyncContextManager:
