@@ -53,6 +53,7 @@ from kb_ai.offline.index_files import (ARRAYS, FILES, check_saved, join_texts, l
                                       remove_abandoned_saves, save_folders, split_texts, write_index_files)
 from kb_ai.seals import SEAL_NAME, FolderSeal, digest
 from kb_ai.offline.text import tokenize
+from kb_ai.offline.top_k import PathRank, top_k
 from kb_ai.store.access import parse_access
 from kb_ai.store.articles import questions_of, read_article_text, split_frontmatter
 from kb_ai.store.catalog import Catalog, CatalogEntry
@@ -196,6 +197,7 @@ class LexicalIndex:
         self._live = live
         self._keys = keys
         self._extra = extra or {}
+        self._path_rank = PathRank()  # shared by this index's views, not by its copies
         if df is None:  # a full build: every posting is of a live page
             df = np.zeros(len(vocab), dtype=np.int64)
             df[:len(indptr) - 1] = np.diff(indptr)
@@ -297,6 +299,7 @@ class LexicalIndex:
         copy = object.__new__(LexicalIndex)
         copy.__dict__.update(self.__dict__)
         copy.paths = list(self.paths)
+        copy._path_rank = PathRank()
         copy._vocab = dict(self._vocab)
         copy._lengths, copy._live, copy._keys, copy._df = (
             self._lengths.copy(), self._live.copy(), self._keys.copy(), self._df.copy())
@@ -462,12 +465,7 @@ class LexicalIndex:
         if k <= 0 or not self.paths:
             return []
         scores = self._term_scores(self._query(query))
-        hits = np.nonzero(scores > 0)[0]
-        if len(hits) > k:
-            # the k best, and every page tied with the k-th (ties go by path, as below)
-            kth = np.partition(scores[hits], len(hits) - k)[len(hits) - k]
-            hits = hits[scores[hits] >= kth]
-        ranked = sorted(hits, key=lambda i: (-float(scores[i]), self.paths[i]))[:k]
+        ranked = top_k(scores, k, self.paths, self._path_rank)  # ties by path, O(n) in numpy
         return [ScoredPage(self.paths[i], float(scores[i])) for i in ranked]
 
     def page_count(self) -> int:

@@ -323,23 +323,59 @@ def link_on_path(wiki_dir: Path, rel: str) -> bool:
 
 
 def iter_article_paths(wiki_dir: Path) -> list[str]:
-    """Every article file under ``wiki_dir`` as catalog paths, sorted. Skips the catalog, the log,
-    the topic index, topic index pages, hidden files, and symlinks that point out of the wiki."""
+    """Every article file under ``wiki_dir`` as catalog paths, sorted (folder by folder, as
+    ``sorted(wiki_dir.rglob("*.md"))``). Skips the catalog, the log, the topic index, topic index
+    pages, hidden files, and symlinks that point out of the wiki; folders reached through a
+    symbolic link are not walked. One ``scandir`` per folder: only a symbolic link is resolved
+    (100,000 files are listed in a fraction of a second, not seconds of ``realpath``)."""
     root = wiki_dir.resolve()
     found: list[str] = []
-    for file in sorted(wiki_dir.rglob("*.md")):
-        rel = file.relative_to(wiki_dir).as_posix()
-        parts = rel.split("/")
-        if any(p.startswith(".") for p in parts):
-            continue
-        if is_generated(rel):
-            continue
+    folders = [("", str(wiki_dir))]
+    while folders:
+        prefix, folder = folders.pop()
         try:
-            real = file.resolve()
-        except (RuntimeError, OSError):  # a symlink loop: listed, so reading it reports it
-            found.append(rel)
+            with os.scandir(folder) as listing:
+                entries = list(listing)
+        except PermissionError:
             continue
-        if root not in real.parents or real.is_dir():
-            continue  # out of the wiki; or a folder named like an article (its files are listed)
-        found.append(rel)
+        for entry in entries:
+            name = entry.name
+            if name.startswith("."):
+                continue  # hidden: never an article, nor anything below it
+            rel = prefix + name
+            is_dir = _entry_is_dir(entry)
+            if is_dir:
+                folders.append((rel + "/", entry.path))
+            if not name.endswith(".md") or is_generated(rel):
+                continue
+            if _entry_is_link(entry):
+                if _link_is_article(wiki_dir / rel, root):
+                    found.append(rel)
+            elif not is_dir:  # a folder named like an article: its files are listed
+                found.append(rel)
+    found.sort(key=lambda rel: rel.split("/"))
     return found
+
+
+def _entry_is_dir(entry: os.DirEntry) -> bool:
+    try:
+        return entry.is_dir(follow_symlinks=False)
+    except OSError:
+        return False
+
+
+def _entry_is_link(entry: os.DirEntry) -> bool:
+    try:
+        return entry.is_symlink()
+    except OSError:
+        return False
+
+
+def _link_is_article(file: Path, root: Path) -> bool:
+    """A symbolic link is listed when it resolves to a file inside the wiki (or cannot be
+    resolved: a loop is listed, so reading it reports it)."""
+    try:
+        real = file.resolve()
+    except (RuntimeError, OSError):
+        return True
+    return root in real.parents and not real.is_dir()

@@ -8,7 +8,8 @@ from pathlib import Path
 
 from kb_ai.errors import EmptyCatalogError, NoWikiError
 from kb_ai.faults import fault_point
-from kb_ai.store.catalog import Catalog, CatalogStore, append_log, build_catalog, write_master_index
+from kb_ai.store.catalog import Catalog, CatalogStore, append_log, write_master_index
+from kb_ai.store.reindex_record import build_catalog_reusing, save_record, topics_key
 from kb_ai.files import atomic_write_text
 from kb_ai.store.topics import build_topic_index, load_model_summaries, write_topics
 
@@ -63,20 +64,29 @@ class KnowledgeBase:
         return catalog
 
     def reindex(self) -> IndexResult:
-        """Regenerate master-index.md and topics.md from the articles and log the operation."""
+        """Regenerate master-index.md and topics.md from the articles and log the operation.
+        Articles unchanged since the last re-index are not read again, and topics.md is not
+        rebuilt when neither the catalog nor the model's topic summaries changed
+        (``store/reindex_record.py``)."""
         fault_point("store.reindex.before")
         self.require_wiki()
-        catalog = build_catalog(self.wiki_dir)
-        written = write_master_index(self.wiki_dir, catalog)
-        if not written:
+        build = build_catalog_reusing(self.wiki_dir, self.state_dir)
+        catalog = build.catalog()
+        written = not build.unchanged and write_master_index(self.wiki_dir, catalog)
+        if not written and build.parsed:
             # Unchanged text, but the articles were just read: mark the index as current, so
             # loading it does not re-read articles edited before now (see CatalogStore).
             os.utime(self.master_index)
-        topic_index = build_topic_index(catalog, load_model_summaries(self.state_dir))
-        written = write_topics(self.wiki_dir, topic_index) or written
+        same = not written and not build.parsed and build.topics is not None
+        if not (same and build.topics == topics_key(self.wiki_dir, self.state_dir)):
+            topic_index = build_topic_index(catalog, load_model_summaries(self.state_dir))
+            written = write_topics(self.wiki_dir, topic_index) or written
+            same = False
         topics = len(catalog.topics)
         if written:  # an unchanged catalog is not an event worth a line (and keeps wiki/ clean in git)
             append_log(self.wiki_dir, "index", f"{len(catalog)} articles in {topics} topics")
+        if not same:
+            save_record(self.wiki_dir, self.state_dir, build, topics_key(self.wiki_dir, self.state_dir))
         self.catalog_store.invalidate()
         return IndexResult(len(catalog), topics, written, catalog.warnings)
 

@@ -73,6 +73,11 @@ class _PlainUnpickler(pickle.Unpickler):
         raise pickle.UnpicklingError(f"refused global {module}.{name}")
 
 
+def plain_unpickle(stream) -> object:
+    """A pickle of builtin containers, strings and numbers only (``_PlainUnpickler``)."""
+    return _PlainUnpickler(stream).load()
+
+
 @dataclass
 class Snapshot:
     """The saved state of one master-index.md (see the module's docstring). ``entries`` are the
