@@ -65,7 +65,7 @@ def test_a_page_put_in_later_takes_its_place_in_the_path_order(tmp_path):
     changed = index._copy()
     changed._take_out(0)
     entry = CatalogEntry(path="t/p001.md", title="river", summary="", topic="t")
-    changed._put_in(entry, 1, lexical._entry_terms(entry, ""))
+    changed._put_in(entry, 1, lexical._entry_terms(entry, ("", [])))
     changed._refresh_stats()
     assert [h.path for h in changed.search("river", 3)] == ["t/p001.md", "t/p002.md", "t/p004.md"]
     assert [h.path for h in index.search("river", 3)] == ["t/p000.md", "t/p002.md", "t/p004.md"]
