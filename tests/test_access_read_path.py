@@ -64,7 +64,7 @@ def _url_forms(spelled: str) -> list[str]:
 # -- HTTP ------------------------------------------------------------------------------------------
 
 # Every route of the app and how this file attacks it. A new route must be added here.
-ROUTES = {"/", "/healthz", "/api/chat", "/api/index", "/api/answers", "/api/pages/{path:path}",
+ROUTES = {"/", "/healthz", "/api/chat", "/api/index", "/api/answers", "/api/pages/{path:path}", "/api/render",
           "/wiki", "/wiki/", "/wiki/{path:path}", "/static", "/mcp",
           # issue 17; /api/events is a stream that never ends, so it is not walked here: what a
           # reader learns from it is tested in test_server_sources.py (feed and real server).
@@ -108,6 +108,10 @@ def _http_walk(client: TestClient) -> list[tuple[str, tuple]]:
             record(f"save citing {spelled}", client.post("/api/answers", json={**body, "citations": [spelled]}))
             record(f"save reading {spelled}", client.post(
                 "/api/answers", json={**body, "citations": [PUBLIC_PAGE], "pages": [PUBLIC_PAGE, spelled]}))
+            # the editor's preview: of a hidden page, and of text linking one (Markdown and wikilink)
+            record(f"render {spelled}", client.post("/api/render", json={"path": spelled, "markdown": "# x"}))
+            record(f"render linking {spelled}", client.post("/api/render", json={
+                "path": PUBLIC_PAGE, "markdown": f"[x]({spelled}) and [[{spelled}]] and [[{spelled.removesuffix('.md')}]]"}))
             record(f"feedback naming {spelled}", client.post(
                 "/api/feedback", json={"vote": "down", "question": "q", "pages": [spelled], "citations": [spelled]}))
     return seen

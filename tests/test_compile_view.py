@@ -36,7 +36,7 @@ token = "{READER}"
 groups = ["staff"]
 """
 PAGE = "ops/deployment.md"
-WALKED = {"/", "/healthz", "/api/chat", "/api/index", "/api/answers", "/api/pages/{path:path}", "/wiki",
+WALKED = {"/", "/healthz", "/api/chat", "/api/index", "/api/answers", "/api/pages/{path:path}", "/api/render", "/wiki",
           "/wiki/", "/wiki/{path:path}", "/static", "/api/feedback", "/api/events", "/api/sources",
           "/api/sources/upload", "/api/sources/urls", "/api/compile"}
 WRITES = ("PUT /api/pages", "POST /api/answers")  # the reader's writes: they need the writer lock
@@ -88,6 +88,7 @@ def _walk(http: httpx.Client, url: str, n: int) -> list[tuple[str, int, str]]:
                                                  headers={"Content-Type": "application/octet-stream"}))
     record("POST /api/sources/urls", http.post(url + "/api/sources/urls", json={"urls": ["http://example.com/"]}))
     record(f"GET /api/pages/{PAGE}", http.get(f"{url}/api/pages/{PAGE}"))
+    record("POST /api/render", http.post(url + "/api/render", json={"path": PAGE, "markdown": "# Preview"}))
     record("GET /wiki", http.get(url + "/wiki"))
     record("GET /wiki/", http.get(url + "/wiki/"))
     record(f"GET /wiki/{PAGE}", http.get(f"{url}/wiki/{PAGE}"))
