@@ -163,10 +163,12 @@ async def _compile(settings: Settings, kb: KnowledgeBase, engine: Engine, report
         if dry_run:
             dry_run_plan(run, engine, deduped.work, ingested.deleted)
         else:
+            before = {path: record.written_hash for path, record in run.state.articles.items()}
             written = await write(run, engine, deduped.work, ingested.deleted, deduped.became_duplicate)
             # what the model wrote this run has its links checked; every article kaas wrote, linked
             checked = set(report.created + report.updated) if engine.mode == "llm" else set()
             written = autolink(run, written, check=checked) or written
+            _unchanged_after_links(run, before)
             index(run, written)
             await topics(run, engine)
         _report_partial(run, ingested, deduped.work)
@@ -194,6 +196,14 @@ def _save(run: CompileRun, engine: Engine, written: bool) -> None:
     report.manifest = MANIFEST_LABEL
     if _eventful(report, written):
         append_log(run.kb.wiki_dir, "compile", _log_line(report))
+
+
+def _unchanged_after_links(run: CompileRun, before: dict[str, str]) -> None:
+    """An article the write stage rewrote without its mention links, which the autolink stage
+    then put back, ends as it began: it was not updated (``--full`` on an unchanged wiki)."""
+    same = {path for path in run.report.updated
+            if (record := run.state.articles.get(path)) is not None and before.get(path) == record.written_hash}
+    run.report.updated[:] = [path for path in run.report.updated if path not in same]
 
 
 def _report_partial(run: CompileRun, ingested: Ingested, work: dict) -> None:
