@@ -230,3 +230,21 @@ def test_a_fixed_corrupt_file_is_compiled_and_report_serializes(tmp_path):
     data = json.loads(json.dumps(report.to_dict()))
     assert data["usage"]["llm_calls"] == 0 and data["created"] == ["misc/scanned-receipt-policy.md"]
     assert {s["name"] for s in data["stages"]} == {"ingest", "dedup", "plan", "write", "autolink", "index"}
+
+
+def test_a_skipped_file_is_said_up_front_not_only_in_the_list(tmp_path):
+    """Exit status 0 means every source that could be compiled was; a damaged file is skipped,
+    and the report's summary says that not everything compiled (issue 28 item 11)."""
+    from click.testing import CliRunner
+
+    from kb_ai.cli import cli
+
+    (tmp_path / "raw").mkdir()
+    (tmp_path / "wiki").mkdir()
+    (tmp_path / "raw" / "broken.pdf").write_bytes(b"%PDF-1.4\ngarbage")
+    (tmp_path / "raw" / "note.md").write_text("# Note\n\nA real note about the depot.\n")
+    result = CliRunner().invoke(cli, ["--kb", str(tmp_path), "compile", "--offline"])
+    assert result.exit_code == 0, result.output
+    head = result.output.split("\n\n", 1)[0]
+    assert "not everything compiled: 1 file skipped" in head, result.output
+    assert "raw/broken.pdf" in result.output

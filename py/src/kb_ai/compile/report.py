@@ -157,6 +157,10 @@ class CompileReport:
                 f"{len(self.detached)} with sources removed, {len(self.held)} left alone, "
                 f"{len(self.orphaned)} orphaned, {len(self.failed)} failed"
             )
+        if self.skipped:  # exit status 0 does not mean every file of raw/ is in the wiki: say so
+            lines.append(f"not everything compiled: {len(self.skipped)} file{'s' if len(self.skipped) != 1 else ''} "
+                         "skipped, each with its reason under 'skipped' (fix or remove it, or leave it out in "
+                         "raw/.kaasignore)")
         u = self.usage
         if self.mode == "llm":
             lines.append(
