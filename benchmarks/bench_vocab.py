@@ -10,7 +10,8 @@ knowledge bases, compiled offline into ``--work`` (kept and reused when there):
 * ``own``: this repository's wiki/ (indexed);
 * ``own-q``: the same wiki, each page's "Questions this page answers" list (written with the
   pages, long before these questions) moved from the body into frontmatter ``questions:``: what
-  a compile model that writes ``questions:`` gives an offline reader;
+  a compile model that writes ``questions:`` gives an offline reader (the repository's wiki has
+  carried them in frontmatter since; on it ``own`` and ``own-q`` are now the same wiki);
 * ``docs``: ../shared/eval-data/realdocs-dev (uvicorn, flask) compiled offline.
 
 Mechanisms: no expansion, and RM3 (``offline/feedback.py``) at ``feedback.MEASURED``; ``--grid``
