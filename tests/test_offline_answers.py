@@ -69,7 +69,7 @@ def _bullet_with(answer: str, *needles: str) -> str:
 
 def test_a_default_in_a_short_sentence_is_quoted_with_its_neighbour(tmp_path):
     out = _ask_json(_kb(tmp_path), "What is the default maximum number of connections in the pool?")
-    line = _bullet_with(out["answer"], "maximum number of connections", "Defaults to 500")
+    line = _bullet_with(out["answer"], "maximum number of connections", "Defaults to `500`")
     assert line.endswith("[Connection pool](storage/connection-pool.md)")
     assert out["abstained"] is False
 
@@ -261,7 +261,7 @@ def test_a_code_block_matches_as_well_as_the_sentence_that_introduces_it(tmp_pat
              "The snippet above limits their size to 8 megabytes.\n")
     out = _ask_json(_kb(tmp_path, quota), "How do I limit the size of attachments?")
     assert "courier.options['MAX_PARCEL'] = 8 * 1000 * 1000" in out["answer"], out["answer"]
-    _bullet_with(out["answer"], "you can limit their size by setting the MAX_PARCEL option:")  # with its lead-in
+    _bullet_with(out["answer"], "you can limit their size by setting the `MAX_PARCEL` option:")  # with its lead-in
 
 
 LIT = ("music/lit.md", "Lit (band)", "An American rock band.",
@@ -381,14 +381,14 @@ def test_code_inside_a_blockquote_is_a_code_unit_not_prose(tmp_path):
     assert [u.text for u in code] == [
         ">>> import ciph\n>>> (pub, priv) = ciph.makekeys(512, workers=8)",
         "keys = ciph.makekeys(512)\n# Keep them for later\nstore(keys)"]
-    assert code[0].lead == "You can use the ciph.makekeys function to create a keypair:"
+    assert code[0].lead == "You can use the `ciph.makekeys` function to create a keypair:"  # inline code kept
     assert not any(">>>" in u.text or "```" in u.text for u in units if u.kind != "code")
-    assert any(u.kind == "sentence" and u.text.startswith("Warning: makekeys() is slow on one core.") for u in units)
+    assert any(u.kind == "sentence" and u.text.startswith("Warning: `makekeys()` is slow on one core.") for u in units)
     # A blockquote's empty line ">" parts two paragraphs; its markers are never part of a unit's text.
     note = ("# TLS\n\n> **Note:** *New in version 1.25:*\n>\n> HTTPS connections are now verified\n"
             "> by default (`cert_reqs = \"CERT_REQUIRED\"`).\n")
     texts = [u.text for u in page_units("net/tls.md", "TLS", note)]
-    assert "HTTPS connections are now verified by default (cert_reqs = \"CERT_REQUIRED\")." in texts, texts
+    assert "HTTPS connections are now verified by default (`cert_reqs = \"CERT_REQUIRED\"`)." in texts, texts
     assert not any(">" in text for text in texts), texts
 
     keys = ("crypto/keys.md", "Keys", "Making keys.", body)
@@ -947,3 +947,15 @@ def test_a_lead_in_is_quoted_with_the_short_code_it_introduces_never_alone(tmp_p
     out = _ask_json(kb, "What should I use to load YAML that I don't trust?")
     assert "guarded_read" in out["answer"], out["answer"]
     assert "you should use: [" not in out["answer"], out["answer"]
+
+
+def test_quotes_keep_the_pages_inline_code(tmp_path):
+    """An offline answer shows inline code as the page wrote it: `__init__` stays code, not a
+    bold "init" once rendered (issue 28 item 10); the citation's quote is the text as read."""
+    kb = build_kb(tmp_path, ("python/classes.md", "Classes", "How classes keep their fields.",
+                             "# Classes\n\nEvery class defines `__init__` to set up its fields, and `__dict__` holds them.\n"))
+    result = CliRunner().invoke(cli, ["--kb", str(kb.root), "ask", "What holds the fields of an object?", "--json"],
+                                env={"KAAS_MODEL": ""})
+    data = json.loads(result.stdout)
+    assert "`__init__`" in data["answer"] and "`__dict__` holds them" in data["answer"], data["answer"]
+    assert any("__dict__ holds them" in (c.get("quote") or "") for c in data["citations"]), data["citations"]

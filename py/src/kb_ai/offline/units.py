@@ -116,7 +116,7 @@ class _Builder:
         raw = self.body[start:end]
         flat = raw.replace("\n", " ")  # same length: offsets stay exact
         if len(flat.strip()) <= MAX_UNIT_CHARS and kind != "sentence":
-            self.add(kind, _with_lead(lead, plain_text(_unquoted(raw))), start, end)
+            self.add(kind, _with_lead(lead, plain_text(_unquoted(raw), keep_code=True)), start, end)
             return
         spans = sentence_spans(flat)
         groups: list[list[tuple[int, int]]] = []
@@ -129,7 +129,7 @@ class _Builder:
                 groups.append([span])
         for number, group in enumerate(groups):
             g_start, g_end = start + group[0][0], start + group[-1][1]
-            text = plain_text(_unquoted(self.body[g_start:g_end]))
+            text = plain_text(_unquoted(self.body[g_start:g_end]), keep_code=True)
             self.add(kind, _with_lead(lead, text) if number == 0 else text, g_start, g_end)
 
 
@@ -244,7 +244,7 @@ def page_units(path: str, title: str, body: str) -> list[Unit]:
             kind = "definition" if _DEFINITION.match(body[start:end].strip()) else "list-item"
             builder.prose(start, end, lead, kind)
             if indent < 2:
-                current.items.append((start, end, plain_text(body[start:end])))
+                current.items.append((start, end, plain_text(body[start:end], keep_code=True)))
             i, after_lead = j, False
             continue
         j = i
@@ -261,14 +261,14 @@ def page_units(path: str, title: str, body: str) -> list[Unit]:
         if len(line.text) - len(line.text.lstrip()) < 2:  # a paragraph inside a list item introduces nothing
             current.flush(builder)
             spans = sentence_spans(body[start:end].replace("\n", " "))
-            last = plain_text(body[start + spans[-1][0]:start + spans[-1][1]]) if spans else ""
+            last = plain_text(body[start + spans[-1][0]:start + spans[-1][1]], keep_code=True) if spans else ""
             announcing = _announcing(body, start, end, spans) if spans and not last.endswith(":") else -1
             if last.endswith(":"):  # "There are three ways to configure it:"
                 current.introduce(last, start + spans[-1][0])
                 after_lead = True
             elif announcing >= 0 and _next_is_list(lines, j):
                 # "The following three types ... are supported. They work over HTTPS." then a list
-                current.introduce(plain_text(body[announcing:end]), announcing)
+                current.introduce(plain_text(body[announcing:end], keep_code=True), announcing)
             else:
                 current.introduce("", -1)
         i = j

@@ -107,12 +107,13 @@ def _flanking(text: str, start: int, end: int, char: str, edge: str = "space") -
     return left and (not right or before == "punct"), right and (not left or after == "punct")
 
 
-def visible_text(text: str, code_spans: list[tuple[int, int]]) -> str:
+def visible_text(text: str, code_spans: list[tuple[int, int]], *, keep_code: bool = False) -> str:
     """``text`` as a reader sees it: code spans (``code_spans``, sorted ``(start, end)`` offsets
-    of whole spans, backticks included) without their backticks, backslash escapes undone,
+    of whole spans, backticks included) without their backticks (``keep_code``: kept as written,
+    backticks and all, for text that is shown as Markdown again), backslash escapes undone,
     paired emphasis markers removed. Whitespace is left as it is."""
     cuts: list[tuple[int, int, str]] = []  # (start, end, replacement), in no particular order
-    for start, end in code_spans:
+    for start, end in ([] if keep_code else code_spans):
         ticks = len(text[start:end]) - len(text[start:end].lstrip("`"))
         inner = text[start + ticks:end - ticks]
         if len(inner) > 1 and inner[0] == " " and inner[-1] == " " and inner.strip():

@@ -523,20 +523,21 @@ def _html_h1(body: str) -> str | None:
     return text or None
 
 
-def plain_text(markdown: str) -> str:
-    """Links to their text, emphasis and code markers removed, whitespace folded."""
+def plain_text(markdown: str, *, keep_code: bool = False) -> str:
+    """Links to their text, emphasis and code markers removed (``keep_code``: code spans kept as
+    written, backticks and all, for text shown as Markdown again), whitespace folded."""
     text = replace_links(markdown, inline_links(markdown)) if "[" in markdown else markdown
-    text = _without_markup(text)
+    text = _without_markup(text, keep_code)
     return " ".join(text.split())
 
 
-def _without_markup(text: str) -> str:
+def _without_markup(text: str, keep_code: bool = False) -> str:
     """Paired emphasis markers and code backticks removed, backslash escapes undone
     (``store/inline_markup.py``); the text of a code span is kept as written (``UVICORN_*``
     stays ``UVICORN_*``, `` `__init__` `` stays ``__init__``)."""
     if "`" not in text and "*" not in text and "_" not in text and "\\" not in text and "&" not in text:
         return text
-    return visible_text(text, _code_spans(text) if "`" in text else [])
+    return visible_text(text, _code_spans(text) if "`" in text else [], keep_code=keep_code)
 
 
 def prose_paragraphs(body: str) -> list[str]:
