@@ -30,7 +30,6 @@ for r in rows:
     if m:
         line = m.group(1)
         head = line.split(',')[0].split(':')[0]
-        from kb_ai.quality.scoring import contains_answer
         from kb_ai.quality.scoring import normalize_answer as na
         correct = bool(na(head) and (set(na(head).split()) <= set(na(r['answer']).split()) or na(r['answer']) in na(head))) if r['answer'].lower() not in ('yes','no') else (r['answer'].lower()=='yes' and line.startswith('Yes'))
         if line.startswith('Both dates'): correct = None

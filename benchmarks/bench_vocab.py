@@ -102,7 +102,8 @@ def measure(roots: dict[str, Path], rows: list[dict], answers: bool) -> dict[str
         stats = {"n": 0, "top3": 0, "top5": 0, "selected": 0, "facts": 0, "ms": 0.0}
         for row in (r for r in rows if r["corpus"] == corpus):
             start = time.perf_counter()
-            query = feedback.expanded_query(index, row["question"], lambda p: page_terms(kb.wiki_dir, catalog.by_path[p]))
+            query = feedback.expanded_query(
+                index, row["question"], lambda p, kb=kb, catalog=catalog: page_terms(kb.wiki_dir, catalog.by_path[p]))
             ranked = [h.path for h in index.search(query, 5)]
             stats["ms"] += (time.perf_counter() - start) * 1000
             rank = _gold_rank(ranked, row["gold"])

@@ -34,7 +34,6 @@ MAX_ANSWER_CHARS = 1_500  # units are whole: the answer stops before one that wo
 ASKED_BONUS = 1.5  # a unit that holds what the question asks for
 CODE_UNASKED = 0.5
 BRIDGE_BONUS = 3.0  # a unit of a page whose title an earlier pick names: the second hop
-LEAD_BONUS = 1.0  # code, when the question does not ask how to do something
 
 # "Which release / version added ...?": in release notes and changelogs the version is the page's
 # title or the heading the entry sits under, not the entry's own words.
@@ -122,16 +121,16 @@ def best_units(question: str, pages: list[PageText], limit: int = 4) -> list[Evi
     # A code block quoted with the sentence that introduces it matches the question at least as
     # well as that sentence alone: its code lines must not dilute the match (BM25's length
     # normalisation) so that the bare lead-in, which "introduces what it does not show", wins.
-    leads = {(unit.path, unit.start, unit.text): score for score, (_r, unit, _t) in zip(scores, candidates)
+    leads = {(unit.path, unit.start, unit.text): score for score, (_r, unit, _t) in zip(scores, candidates, strict=True)
              if unit.kind != "code"}
     scores = [max(score, leads.get((unit.path, unit.start, unit.lead), 0.0)) if unit.kind == "code" and unit.lead
-              else score for score, (_r, unit, _t) in zip(scores, candidates)]
+              else score for score, (_r, unit, _t) in zip(scores, candidates, strict=True)]
     carried = {(unit.path, unit.start, unit.lead) for _r, unit, _t in candidates if unit.kind == "code" and unit.lead}
     # A sentence that announces the list after it without a colon ("The following checks must pass
     # before merging.") introduces what it does not show, as one ending in ":" does.
     announcing = {(unit.path, unit.start) for _r, unit, _t in candidates if unit.kind == "list"}
     base = []
-    for score, (rank, unit, _terms) in zip(scores, candidates):
+    for score, (rank, unit, _terms) in zip(scores, candidates, strict=True):
         value = score * (1.0 - 0.08 * min(rank, 5))
         if wants and holds(unit, wants, question):
             value *= ASKED_BONUS
@@ -226,7 +225,7 @@ def _with_next_value(units: list[Unit], body: str, wants: set[str], question: st
     asked = set(tokenize(question))
     value_wants = wants & VALUE_WANTS
     joined = []
-    for first, second in zip(sentences, sentences[1:]):
+    for first, second in zip(sentences, sentences[1:], strict=False):
         between = body[first.end:second.start]
         if between.strip() or second.end - first.start > MAX_UNIT_CHARS:
             continue  # not the next sentence, or too long to quote whole
