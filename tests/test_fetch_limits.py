@@ -137,6 +137,7 @@ DRIPS = {
 }
 
 
+@pytest.mark.slow  # real deadlines and time bounds: flaky on a loaded machine
 @pytest.mark.parametrize("policy", ["command line", "server"])
 @pytest.mark.parametrize("part", list(DRIPS))
 def test_a_server_dripping_a_byte_at_a_time_is_cut_at_the_deadline(kb, part, policy, request):
@@ -152,6 +153,7 @@ def test_a_server_dripping_a_byte_at_a_time_is_cut_at_the_deadline(kb, part, pol
     assert TIMEOUT - 0.05 < took < TIMEOUT + MARGIN
 
 
+@pytest.mark.slow  # real deadlines and time bounds: flaky on a loaded machine
 def test_the_deadline_holds_through_a_proxy(kb, monkeypatch):
     """The command line uses the environment's proxy: the proxy's connection keeps the deadline."""
     for name in ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy", "HTTPS_PROXY", "https_proxy", "http_proxy"):
@@ -167,6 +169,7 @@ def test_the_deadline_holds_through_a_proxy(kb, monkeypatch):
     assert took < TIMEOUT + MARGIN
 
 
+@pytest.mark.slow  # real deadlines and time bounds: flaky on a loaded machine
 @pytest.mark.parametrize("policy", ["command line", "server"])
 def test_a_name_lookup_that_hangs_is_cut_at_the_deadline(kb, monkeypatch, policy, request):
     if policy == "server":
