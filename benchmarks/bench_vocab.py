@@ -38,6 +38,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "py" / "src"))
 
+from bench_paths import eval_data  # noqa: E402
 from kb_ai.compile.pipeline import run_compile  # noqa: E402
 from kb_ai.config import load_settings  # noqa: E402
 from kb_ai.navigate.ask import ask, build_service  # noqa: E402
@@ -50,8 +51,7 @@ from kb_ai.quality.scoring import contains_answer, scoring_text  # noqa: E402
 from kb_ai.store.kb import KnowledgeBase  # noqa: E402
 
 QUESTIONS = REPO / "benchmarks" / "questions" / "vocab_dev.jsonl"
-SHARED = next((p for p in (REPO.parent / "shared", REPO.parent.parent / "shared") if p.is_dir()), REPO.parent / "shared")
-REALDOCS = SHARED / "eval-data" / "realdocs-dev"
+REALDOCS = eval_data("realdocs-dev")
 _ANSWERS_LIST = re.compile(r"\n## Questions this page answers\n(?P<items>(?:\n?> - .*)+)\n?")
 
 
