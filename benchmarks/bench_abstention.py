@@ -38,7 +38,6 @@ from pathlib import Path
 
 import bench_answers
 from abstention_kbs import build_all
-from bench_hotpotqa import DATA as HOTPOT
 
 from kb_ai.config import load_settings
 from kb_ai.navigate.ask import ask, build_service
@@ -174,11 +173,12 @@ def curve(items_, measured) -> None:
     for cut in CUTS:
         cells, worst = [], 0.0
         for corpus in corpora:
-            members = [m for it, m in zip(items_, measured) if it.corpus == corpus and it.kind in ANSWERABLE]
+            members = [m for it, m in zip(items_, measured, strict=True)
+                       if it.corpus == corpus and it.kind in ANSWERABLE]
             rate = sum(_abstains(m, cut) for m in members) / len(members)
             worst = max(worst, rate)
             cells.append(f"{rate * 100:.0f}%")
-        nonsense = [m for it, m in zip(items_, measured) if it.kind == "nonsense"]
+        nonsense = [m for it, m in zip(items_, measured, strict=True) if it.kind == "nonsense"]
         answered = sum(not _abstains(m, cut) for m in nonsense)
         shipped = " **(shipped)**" if cut == 0 else ""
         print(f"| {cut:.2f}{shipped} | " + " | ".join(cells) + f" | {worst * 100:.0f}% | {_pct(answered, len(nonsense))} |")
@@ -202,7 +202,7 @@ def main() -> None:
         if args.dump:
             args.dump.write_text("".join(json.dumps({**it.__dict__, "share": m.share, "rare_terms": m.rare_terms,
                                                      "known": m.known, "pages": list(m.pages)}) + "\n"
-                                         for it, m in zip(chosen, measured)))
+                                         for it, m in zip(chosen, measured, strict=True)))
         answers = None if args.no_answers else answer(chosen, roots)
         table(chosen, measured, answers)
         if hasattr(cov.Coverage, "abstain"):  # (absent from the code before issue 26, which this also measures)

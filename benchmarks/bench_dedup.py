@@ -32,7 +32,7 @@ paragraph) and the paragraphs dropped as copies are counted: every one of them i
 document (no two share a title).
 
 Run it against main's code for the "before" figures:
-``PYTHONPATH=/work/main/py/src .venv/bin/python benchmarks/bench_dedup.py``.
+``PYTHONPATH=../main/py/src .venv/bin/python benchmarks/bench_dedup.py``.
 """
 
 from __future__ import annotations
@@ -50,14 +50,13 @@ from pathlib import Path
 
 import numpy as np
 
+from bench_paths import eval_data
 from kb_ai.compile.dedup import NUM_PERM, fingerprint
 from kb_ai.compile.pipeline import run_compile
 from kb_ai.config import load_settings
 
 REPO = Path(__file__).resolve().parents[1]
-# ../shared/eval-data from the project (from a worktree in /work/wt/<name>, two levels up)
-SHARED = next((p / "shared" / "eval-data" for p in REPO.parents if (p / "shared" / "eval-data").is_dir()),
-              REPO.parent / "shared" / "eval-data")
+SHARED = eval_data()
 HOTPOT = SHARED / "hotpotqa-dev500" / "corpus.jsonl"
 REALDOCS = SHARED / "realdocs-dev"
 NEAR_SCAN = 0.5

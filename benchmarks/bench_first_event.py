@@ -12,7 +12,7 @@ against a slow fake model, set-ups measured alternately in one run.
   ``event: token`` / ``event: done`` in the bytes; no SSE parser), because on a 2-core machine
   the load generator's own CPU competes with the server; ``--client httpx`` is
   bench_server.py's httpx client. The client's CPU is reported.
-- Set-ups: ``--setup "main=/work/main/py/src"`` runs the server with that PYTHONPATH in front
+- Set-ups: ``--setup "main=../main/py/src"`` runs the server with that PYTHONPATH in front
   (e.g. main's code); ``--setup "w2=:KAAS_SERVE_WORKERS=2"`` sets variables. Default: this tree.
 
 Reported per set-up and round: ``pages`` (the first event with content) p50/p95, ``status`` if

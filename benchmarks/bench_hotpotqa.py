@@ -25,6 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench_paths import eval_data
 from kb_ai.config import load_settings
 from kb_ai.navigate.navigator import LexicalIndexCache
 from kb_ai.navigate.select import shortlist
@@ -38,10 +39,7 @@ from kb_ai.store.sentences import clip
 from kb_ai.store.paths import slugify
 
 REPO = Path(__file__).resolve().parents[1]
-# ../shared/eval-data from the main checkout; from a worktree (/work/wt/<name>) it is two levels up.
-DATA = next((up / "shared" / "eval-data" / "hotpotqa-dev500" for up in REPO.parents
-             if (up / "shared" / "eval-data" / "hotpotqa-dev500").is_dir()),
-            REPO.parent / "shared" / "eval-data" / "hotpotqa-dev500")
+DATA = eval_data("hotpotqa-dev500")
 TOPIC_BUCKETS = 64
 SHORTLIST_BUDGETS = (6_000, 32_000)
 

@@ -14,7 +14,7 @@ the raw/ of a fresh knowledge base in a temp folder, compiles offline, and print
   (``moved/<folder>-x.md``) with one line changed, compiles again and counts: articles before/after, articles created, orphaned
   articles, ``-2`` files, broken-link errors.
 
-Run it against any checkout: ``PYTHONPATH=/work/main/py/src`` measures main.
+Run it against any checkout: ``PYTHONPATH=../main/py/src`` measures main.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from bench_paths import eval_data
 from kb_ai.compile.pipeline import run_compile
 from kb_ai.config import Settings
 from kb_ai.quality.lint import lint_kb
@@ -37,8 +38,7 @@ from kb_ai.store.links import resolve_link
 from kb_ai.store.markdown_text import find_links
 
 REPO = Path(__file__).resolve().parents[1]
-DEFAULT_DATA = next((f / "shared" / "eval-data" / "realdocs-dev" for f in REPO.parents
-                     if (f / "shared" / "eval-data" / "realdocs-dev").is_dir()), None)
+DEFAULT_DATA = eval_data("realdocs-dev")
 SKIP = {"wiki/master-index.md", "wiki/log.md", "wiki/topics.md"}
 
 

@@ -221,7 +221,7 @@ def row(label: str, out: dict, hops: list[int] | None = None) -> str:
     cells = [label, f"{s['all_gold_read'] * 100:.1f}%", f"{s['selection_recall'] * 100:.1f}%", f"{s['pages_read_mean']:.2f}"]
     if hops is not None:
         for h in sorted(set(hops)):
-            rs = [r for r, n in zip(out["results"], hops) if n == h]
+            rs = [r for r, n in zip(out["results"], hops, strict=True) if n == h]
             cells.append(f"{sum(1 for r in rs if r.all_gold_read) / len(rs) * 100:.0f}% of {len(rs)}")
     cells += [f"{s['answer_contains_gold'] * 100:.1f}%" if s["answer_contains_gold"] is not None else "—",
               f"{s['llm_calls_per_question']:.2f}",

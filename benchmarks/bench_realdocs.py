@@ -1,7 +1,7 @@
 """Offline `kaas compile` on real third-party documentation: how good is the wiki it makes?
 
     .venv/bin/python benchmarks/bench_realdocs.py [CORPUS]
-        (default: ../shared/eval-data/realdocs-dev, i.e. /work/shared/eval-data/realdocs-dev)
+        (default: $KAAS_EVAL_DATA/realdocs-dev, else ../shared/eval-data/realdocs-dev)
     .venv/bin/python benchmarks/bench_realdocs.py --corpus DIR [--keep OUT] [-v]
         (any one folder of documents, compiled as one knowledge base; --keep leaves it in OUT)
 
@@ -33,7 +33,6 @@ import os
 import platform
 import re
 import shutil
-import sys
 import tempfile
 import time
 from collections import Counter
@@ -41,10 +40,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from bench_paths import EVAL_DATA_HOW, eval_data, require
+
 REPO = Path(__file__).resolve().parents[1]
-DEFAULT_CORPUS = REPO.parent.parent / "shared" / "eval-data" / "realdocs-dev"
-if not DEFAULT_CORPUS.is_dir():
-    DEFAULT_CORPUS = Path("/work/shared/eval-data/realdocs-dev")
+DEFAULT_CORPUS = eval_data("realdocs-dev")
 
 # The projects' own licence files are not documents (SOURCE.md says so).
 NOT_DOCUMENTS = {"LICENSE.txt", "LICENSE.md", "LICENSE", "SOURCE.md"}
@@ -401,8 +400,7 @@ def main() -> None:
     parser.add_argument("-v", "--verbose", action="store_true", help="print the examples of each measure")
     args = parser.parse_args()
     corpus = args.folder or args.corpus
-    if not corpus.is_dir():
-        sys.exit(f"no corpus at {corpus}")
+    require(corpus, EVAL_DATA_HOW)
     projects = [corpus] if args.folder else sorted(p for p in corpus.iterdir() if p.is_dir())
     print(f"corpus {corpus} ({', '.join(p.name for p in projects)}); python {platform.python_version()}, "
           f"{os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}")

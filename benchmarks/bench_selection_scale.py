@@ -16,6 +16,7 @@ process's peak memory (cumulative: the process's peak so far).
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import os
 import platform
@@ -96,7 +97,9 @@ def bench(size: int, llm: FakeLLMServer) -> list[dict]:
 
 
 def main() -> None:
-    sizes = [int(a) for a in sys.argv[1:]] or [1000, 10000]
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("sizes", nargs="*", type=int, default=[1000, 10000], help="wiki sizes (articles)")
+    sizes = parser.parse_args().sizes
     print(f"# selection at scale — {platform.node()} {platform.machine()} {os.cpu_count()} cores, "
           f"Python {platform.python_version()}, {time.strftime('%Y-%m-%d')}")
     print("| articles | navigation | selection budget | largest selection prompt | page lines shown (mean) "

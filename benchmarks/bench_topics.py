@@ -12,7 +12,7 @@
   share of paragraphs that keep their topic. Then one new document is added to the compiled KB
   and compiled incrementally: articles that moved (must be 0) and the new one's topic.
 
-Run against main's code (``PYTHONPATH=/work/main/py/src``) for the "before" figures (the
+Run against main's code (``PYTHONPATH=../main/py/src``) for the "before" figures (the
 determinism and stability parts need the new rule and are skipped there).
 """
 
@@ -31,13 +31,13 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from bench_paths import eval_data
 from kb_ai.compile.pipeline import run_compile
 from kb_ai.config import load_settings
 from kb_ai.store.catalog import build_catalog
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = next((p / "shared" / "eval-data" for p in REPO.parents if (p / "shared" / "eval-data").is_dir()),
-              REPO.parent / "shared" / "eval-data")
+SHARED = eval_data()
 HOTPOT = SHARED / "hotpotqa-dev500" / "corpus.jsonl"
 REALDOCS = SHARED / "realdocs-dev"
 

@@ -39,6 +39,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "py" / "src"))
 
+from bench_paths import eval_data  # noqa: E402
 from kb_ai.compile.pipeline import run_compile  # noqa: E402
 from kb_ai.config import load_settings  # noqa: E402
 from kb_ai.navigate.ask import ask, build_service  # noqa: E402
@@ -51,8 +52,7 @@ from kb_ai.quality.scoring import contains_answer, scoring_text  # noqa: E402
 from kb_ai.store.kb import KnowledgeBase  # noqa: E402
 
 QUESTIONS = REPO / "benchmarks" / "questions" / "vocab_dev.jsonl"
-SHARED = next((p for p in (REPO.parent / "shared", REPO.parent.parent / "shared") if p.is_dir()), REPO.parent / "shared")
-REALDOCS = SHARED / "eval-data" / "realdocs-dev"
+REALDOCS = eval_data("realdocs-dev")
 _ANSWERS_LIST = re.compile(r"\n## Questions this page answers\n(?P<items>(?:\n?> - .*)+)\n?")
 
 
@@ -103,7 +103,8 @@ def measure(roots: dict[str, Path], rows: list[dict], answers: bool) -> dict[str
         stats = {"n": 0, "top3": 0, "top5": 0, "selected": 0, "facts": 0, "ms": 0.0}
         for row in (r for r in rows if r["corpus"] == corpus):
             start = time.perf_counter()
-            query = feedback.expanded_query(index, row["question"], lambda p: page_terms(kb.wiki_dir, catalog.by_path[p]))
+            query = feedback.expanded_query(
+                index, row["question"], lambda p, kb=kb, catalog=catalog: page_terms(kb.wiki_dir, catalog.by_path[p]))
             ranked = [h.path for h in index.search(query, 5)]
             stats["ms"] += (time.perf_counter() - start) * 1000
             rank = _gold_rank(ranked, row["gold"])

@@ -10,7 +10,6 @@ must be identical in both.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -77,7 +76,7 @@ async def test_what_bob_gets_back_does_not_depend_on_words_in_pages_he_cannot_re
     for kb in twins:
         _plant_probe(kb)
     loud, quiet = [await _what_bob_gets(kb) for kb in twins]
-    for got_loud, got_quiet in zip(loud, quiet):
+    for got_loud, got_quiet in zip(loud, quiet, strict=True):
         assert got_loud == got_quiet, got_loud[0]
     by_question = {item[0]: item for item in loud}
     assert by_question[PROBE][1][0][0] == "ops/configuration.md"  # the planted word is found where bob put it
@@ -134,7 +133,7 @@ async def test_each_kind_of_reader_ranks_as_an_index_of_their_own_view_would(twi
     for question in (*QUESTIONS, "payroll note ledger", "reverse proxy server deployment citations"):
         got, want = index.search(question, 20), own.search(question, 20)
         assert [h.path for h in got] == [h.path for h in want], question
-        assert all(abs(g.score - w.score) < 1e-9 for g, w in zip(got, want)), question
+        assert all(abs(g.score - w.score) < 1e-9 for g, w in zip(got, want, strict=True)), question
         assert index.known_terms(question) == own.known_terms(question), question
     assert index.page_count() == len(view) < len(again.kb.catalog())
     # A topic's pages within bob's view rank with bob's statistics: a mask of his view's index.
@@ -149,7 +148,7 @@ def test_a_page_restricted_by_a_hand_edit_ranks_by_nothing_of_its_new_text(twins
     """Between a hand edit and the next re-index the server's catalog is stale; an index built in
     that window must not take in the text of a page that is no longer bob's to read."""
     answers = []
-    for kb, secret in zip(twins, ("Frambulox", "")):
+    for kb, secret in zip(twins, ("Frambulox", ""), strict=True):
         with TestClient(create_app(Settings(kb=kb.root), mcp=False), headers={"Authorization": f"Bearer {BOB}"}) as bob:
             assert bob.get("/api/index").status_code == 200  # the catalog is loaded (no index built yet)
             page = kb.wiki_dir / "ops" / "deployment.md"

@@ -127,7 +127,7 @@ def test_bob_gets_byte_identical_http_answers_whether_or_not_hidden_pages_exist(
         walked_hidden = _http_walk(with_hidden)
         walked_public = _http_walk(without)
     assert [label for label, _ in walked_hidden] == [label for label, _ in walked_public]
-    differing = [label for (label, a), (_, b) in zip(walked_hidden, walked_public) if a != b]
+    differing = [label for (label, a), (_, b) in zip(walked_hidden, walked_public, strict=True) if a != b]
     assert not differing, f"{len(differing)} answers differ, e.g. {differing[:5]}"
     for label, (status, _type, cache, body) in walked_hidden:
         text = body.decode("utf-8", "replace")
@@ -220,7 +220,7 @@ async def _mcp_walk(client) -> list[tuple[str, tuple]]:
 
 def _compare(hidden: list, public: list) -> None:
     assert [label for label, _ in hidden] == [label for label, _ in public]
-    differing = [label for (label, a), (_, b) in zip(hidden, public) if a != b]
+    differing = [label for (label, a), (_, b) in zip(hidden, public, strict=True) if a != b]
     assert not differing, f"{len(differing)} tool results differ, e.g. {differing[:5]}"
     for label, shape in hidden:
         text = json.dumps(shape)

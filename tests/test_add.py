@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from kb_ai.cli import cli
-from kb_ai.compile.add import AddError, add_file, clean_name, store_source
+from kb_ai.compile.add import AddError, clean_name, store_source
 from kb_ai.compile.fetch import FetchError, FetchPolicy, add_url, normalize_url
 
 from web_fakes import FakeSite, article

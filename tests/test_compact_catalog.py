@@ -16,7 +16,7 @@ from kb_ai.navigate.bridge import TitleMentions
 from kb_ai.offline.lexical import LexicalIndex
 from kb_ai.server.watch import WikiWatcher, changed_paths, wiki_fingerprint
 from kb_ai.store.access import Reader
-from kb_ai.store.catalog import CatalogEntry, CatalogStore, parse_master_index, render_master_index, Catalog
+from kb_ai.store.catalog import CatalogEntry, CatalogStore, parse_master_index, Catalog
 from kb_ai.store.kb import KnowledgeBase
 from kb_ai.store.name_index import NameIndex
 from kb_ai.store.words import title_identity

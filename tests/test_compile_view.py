@@ -119,9 +119,10 @@ def test_a_reader_learns_nothing_of_a_compile_on_any_route(tmp_path):
             other = _walk(rita, server.url, 1)
         idle = _walk(rita, server.url, 2)
     assert [label for label, *_ in during] == [label for label, *_ in other] == [label for label, *_ in idle]
-    differing = [label for (label, *a), (_, *b) in zip(during, other) if a != b]
+    differing = [label for (label, *a), (_, *b) in zip(during, other, strict=True) if a != b]
     assert not differing, f"a reader can tell a compile from another writer by {differing}"
-    changed = [label for (label, *a), (_, *b) in zip(during, idle) if a != b and not label.startswith(WRITES)]
+    changed = [label for (label, *a), (_, *b) in zip(during, idle, strict=True)
+               if a != b and not label.startswith(WRITES)]
     assert not changed, f"a reader can tell that a compile runs by {changed}"
     answers = dict((label, (status, body)) for label, status, body in during)
     assert "compiling" not in json.loads(answers["GET /api/sources"][1])

@@ -90,7 +90,7 @@ def _assert_kept_pace(times: list[float], events: list[str], spans: list[tuple[f
     assert events[-1] == "done", events
     assert any(times[0] < start and end < times[-1] for start, end in spans), \
         f"the {what} must happen while the stream is open"
-    gaps = [b - a for a, b in zip(times, times[1:])]
+    gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
     assert max(gaps) < GAP, f"the open stream stalled for {max(gaps):.2f} s during the {what}"
 
 

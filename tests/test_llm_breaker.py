@@ -91,6 +91,7 @@ def _gateway(server: HangingServer, **config) -> LLMGateway:
 # -- the deadline covers the whole call -------------------------------------------------------------
 
 
+@pytest.mark.slow  # real deadlines and time bounds: flaky on a loaded machine
 async def test_the_call_deadline_covers_every_attempt_of_a_json_call(hanging):
     gateway = _gateway(hanging)  # per attempt 0.3 s; 6 attempts and their backoff waits would be ~10 s
     meter = UsageMeter()
@@ -105,6 +106,7 @@ async def test_the_call_deadline_covers_every_attempt_of_a_json_call(hanging):
     assert meter.failed_calls == len(hanging.connections) and meter.model_down
 
 
+@pytest.mark.slow  # real deadlines and time bounds: flaky on a loaded machine
 async def test_the_call_deadline_covers_every_attempt_of_a_stream(hanging):
     gateway = _gateway(hanging)
     started = time.monotonic()
@@ -119,6 +121,7 @@ async def test_the_call_deadline_covers_every_attempt_of_a_stream(hanging):
 # -- the circuit breaker ----------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # real deadlines and time bounds: flaky on a loaded machine
 async def test_after_calls_in_a_row_without_an_answer_the_model_is_treated_as_down(hanging):
     gateway = _gateway(hanging, call_deadline=0.5, max_retries=0, breaker_failures=2, breaker_cooldown=60)
     for _ in range(2):
@@ -254,6 +257,7 @@ def test_after_a_compile_stopped_by_the_breaker_the_next_compile_finishes_the_wo
     assert report.ok and len(report.created) == 3
 
 
+@pytest.mark.slow  # real deadlines and time bounds: flaky on a loaded machine
 def test_kaas_ask_against_a_model_that_never_answers_finishes_in_about_one_deadline(tmp_path, hanging):
     generate_depot_wiki(tmp_path)
     done, elapsed = _kaas(tmp_path, hanging, "ask", "--json", "--suggest", DEPOT_QUESTION)
@@ -265,6 +269,7 @@ def test_kaas_ask_against_a_model_that_never_answers_finishes_in_about_one_deadl
     assert elapsed < 1 + 8, elapsed  # one deadline of 1 s, plus the start of a Python process
 
 
+@pytest.mark.slow  # real deadlines and time bounds: flaky on a loaded machine
 async def test_an_ask_against_a_model_that_never_answers_takes_one_deadline_and_a_server_stops_asking(
         tmp_path, hanging):
     generate_depot_wiki(tmp_path)

@@ -84,6 +84,7 @@ def _gateway(server, **config) -> LLMGateway:
     return LLMGateway(GatewayConfig(model="openai/forever", api_base=server.url + "/v1", api_key="k", **config))
 
 
+@pytest.mark.slow  # real deadlines and time bounds: flaky on a loaded machine
 async def test_a_stream_that_never_ends_is_cut_at_the_deadline_keeping_what_came(forever_server):
     gateway = _gateway(forever_server, timeout=0.4, max_retries=2)  # deadline: 3 x timeout
     meter = UsageMeter()
@@ -103,6 +104,7 @@ async def test_a_stream_that_never_ends_is_cut_at_the_deadline_keeping_what_came
     assert meter.llm_calls == 1 and meter.calls[0].completion_tokens > 0
 
 
+@pytest.mark.slow  # real deadlines and time bounds: flaky on a loaded machine
 async def test_a_json_reply_that_never_ends_is_stopped_and_not_retried(forever_server):
     gateway = _gateway(forever_server, timeout=0.4, max_retries=3)
     meter = UsageMeter()
@@ -118,6 +120,7 @@ async def test_a_json_reply_that_never_ends_is_stopped_and_not_retried(forever_s
     assert (meter.llm_calls, meter.failed_calls) == (1, 1)
 
 
+@pytest.mark.slow  # real deadlines and time bounds: flaky on a loaded machine
 async def test_an_ask_whose_answer_never_stops_keeps_what_came_with_a_notice(forever_server, tmp_path):
     generate_depot_wiki(tmp_path)
     forever_server.state.json_forever = False
@@ -134,6 +137,7 @@ async def test_an_ask_whose_answer_never_stops_keeps_what_came_with_a_notice(for
     assert result.usage["llm_calls"] == 2 and result.usage["failed_calls"] == 0
 
 
+@pytest.mark.slow  # real deadlines and time bounds: flaky on a loaded machine
 async def test_an_ask_whose_selection_never_stops_answers_without_the_model_after_one_deadline(
         forever_server, tmp_path):
     # The model kept the selection call past its deadline: the rest of the ask does not wait for

@@ -18,7 +18,7 @@ from kb_ai.navigate.records import AskRequest, Turn
 from kb_ai.quality.lint import run_lint
 
 from helpers import llm_settings, write_page, page_refs
-from llm_fakes import ANSWER, API_BASE, MODEL, REWRITE, SELECT, SUGGEST, FakeOpenAI, all_text, chat_json, chat_sse
+from llm_fakes import ANSWER, API_BASE, MODEL, REWRITE, SELECT, SUGGEST, FakeOpenAI, all_text, chat_json
 
 MESSAGES = [{"role": "user", "content": "hi"}]
 SCHEMA = {"type": "object", "properties": {"paths": {"type": "array", "items": {"type": "string"}}},

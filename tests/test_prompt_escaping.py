@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 
 import jinja2.meta
 import pytest
@@ -107,10 +106,10 @@ def test_hostile_values_cannot_change_a_prompts_structure(name):
     for variables in contexts(BENIGN)[name]:
         assert used == set(variables), f"{name}.md: update contexts() for {used ^ set(variables)}"
     library = PromptLibrary()
-    for benign, hostile in zip(contexts(BENIGN)[name], contexts(HOSTILE)[name]):
+    for benign, hostile in zip(contexts(BENIGN)[name], contexts(HOSTILE)[name], strict=True):
         expected = library.render(name, **benign)
         got = library.render(name, **hostile)
-        for want, message in zip(expected, got):
+        for want, message in zip(expected, got, strict=True):
             tags = structure(message["content"])
             assert shape(tags) == shape(structure(want["content"])), f"{name}.md {message['role']}: structure changed"
             for _kind, _tag, attrs in tags:

@@ -22,7 +22,7 @@ os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY", os.path.join(tempfile.gett
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from kb_ai.errors import ArticleFormatError, KaasError, UnsafePathError
+from kb_ai.errors import ArticleFormatError, UnsafePathError
 from kb_ai.store.articles import (
     RESERVED_NAMES,
     load_article,

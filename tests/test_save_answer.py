@@ -87,7 +87,6 @@ async def test_mcp_ask_and_save_files_the_answer(sample_kb):
 def test_http_save_answer_endpoint(sample_kb):
     from starlette.testclient import TestClient
 
-    from kb_ai.config import Settings
     from kb_ai.server.app import create_app
 
     with TestClient(create_app(Settings(kb=sample_kb.root, api_token="t0ken"), mcp=False)) as client:

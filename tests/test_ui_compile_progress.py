@@ -4,7 +4,6 @@ row says how many model calls are in flight; a finished stage shows its tick ins
 from __future__ import annotations
 
 import asyncio
-import json
 
 import pytest
 from starlette.applications import Starlette

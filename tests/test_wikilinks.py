@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
 from starlette.testclient import TestClient
 
 from kb_ai.config import Settings

@@ -190,7 +190,7 @@ def supersede(old_body: str, new_body: str, *, date: str, source: str) -> tuple[
     for op, i1, i2, j1, j2 in matcher.get_opcodes():
         new_part = [b for b, _ in new_units[j1:j2]]
         if op == "equal":
-            for (block, _), (_, old_trails) in zip(new_units[j1:j2], old_units[i1:i2]):
+            for (block, _), (_, old_trails) in zip(new_units[j1:j2], old_units[i1:i2], strict=True):
                 out.append(block)
                 out.extend(old_trails)
             continue

@@ -175,7 +175,8 @@ class _Planning:
         for start in range(0, len(to_plan), PLAN_WAVE):
             wave = to_plan[start:start + PLAN_WAVE]
             fresh = [w for w in wave if w.path not in reused]
-            proposals = dict(zip((w.path for w in fresh), await asyncio.gather(*(self.propose(w) for w in fresh))))
+            proposals = dict(zip((w.path for w in fresh), await asyncio.gather(*(self.propose(w) for w in fresh)),
+                                 strict=True))
             for work in wave:
                 if work.path in reused:
                     for target in work.plan or []:

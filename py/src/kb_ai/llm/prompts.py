@@ -35,7 +35,6 @@ from __future__ import annotations
 import hashlib
 import re
 from collections import defaultdict
-from functools import lru_cache
 from pathlib import Path
 from typing import Iterator
 
@@ -226,8 +225,3 @@ class PromptLibrary:
             text = "".join(template.blocks[role](context)).strip()
             messages.append({"role": role, "content": text})
         return messages
-
-
-@lru_cache(maxsize=8)
-def prompt_library(directory: str | None = None) -> PromptLibrary:
-    return PromptLibrary(Path(directory) if directory else None)

@@ -71,7 +71,7 @@ class TitleMentions:
             hits = [next(present) for _ in keys]
             if i < after:
                 continue
-            for key, hit in zip(keys, hits):
+            for key, hit in zip(keys, hits, strict=True):
                 paths = self.keys.paths(key) if hit else None
                 if paths:
                     found.update(dict.fromkeys(paths))

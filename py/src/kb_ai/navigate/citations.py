@@ -25,12 +25,6 @@ MAX_CLAIMS_PER_PAGE = 64  # distinct cited sentences located per page (an answer
 _LIST_ITEM = re.compile(r"[ \t]*+(?:[-*+]|\d{1,9}+[.)])[ \t]++")
 
 
-def find_citation_targets(answer: str) -> list[tuple[str, str]]:
-    """Every Markdown link in ``answer`` as (title, target), in order of appearance: inline
-    ``[Title](path)`` and reference ``[Title][1]`` links alike; links in code are not links."""
-    return [(link.text, link.target) for link in _answer_links(answer)]
-
-
 def _answer_links(answer: str) -> list[Link]:
     return [link for link in find_links(answer) if link.kind != "definition"]
 
@@ -121,7 +115,7 @@ def _claims_of_line(answer: str, line_start: int, line_end: int, links: list[Lin
             words_of[n] = _without_links(answer, s, e, [k for k in inside if k.end <= e])
         return words_of[n]
 
-    for k, link in zip(positions, on_line):
+    for k, link in zip(positions, on_line, strict=True):
         here = bisect.bisect_right(starts, link.start) - 1
         for n in (here, here - 1):
             if n >= 0 and len(tokenize(words(n))) >= 2:
@@ -151,7 +145,7 @@ def _passages(claims: list[str], page: ReadPage) -> list[dict[str, Any]]:
         return []
     body = page.body if page.body else page.text
     within = page.text if page.truncated and page.body else None
-    found = dict(zip(distinct, locate_all(body, distinct, within=within)))
+    found = dict(zip(distinct, locate_all(body, distinct, within=within), strict=True))
     out: dict[tuple[int, int], dict[str, Any]] = {}
     for position, claim in enumerate(claims):
         passage = found.get(claim)

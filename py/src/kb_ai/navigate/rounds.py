@@ -17,6 +17,7 @@ reader's catalog are ever candidates.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import AsyncIterator
 
 import anyio
@@ -83,7 +84,7 @@ async def further_rounds(service, request, query: str, catalog, pages: list[Read
         if not wanted:
             return  # the round adds nothing: the pages read are all there is to read
         more, notices = await anyio.to_thread.run_sync(
-            lambda: read_pages(service.kb, wanted, remaining, query, catalog=catalog, reader=request.reader))
+            partial(read_pages, service.kb, wanted, remaining, query, catalog=catalog, reader=request.reader))
         more = [p for p in more if p.path not in read][:slots]
         for message in notices:
             yield AskEvent("notice", {"message": message})

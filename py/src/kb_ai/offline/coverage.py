@@ -207,7 +207,7 @@ def coverage(index: LexicalIndex, title_of: Callable[[str], str], question: str,
     title_terms = [set(tokenize(title_of(p))) for p in paths]
     by_title = set(named)  # pages the question names by their title (parenthetical aside)
     is_named = [p in by_title or (bool(tt) and len(tt & asked) / len(tt) >= TITLE_NAMED)
-                for p, tt in zip(paths, title_terms)]
+                for p, tt in zip(paths, title_terms, strict=True)]
 
     names_few: dict[int, bool] = {}
 
@@ -299,6 +299,6 @@ def _holders(index: LexicalIndex, name: Name) -> list[int] | None:
     if len(name.terms) < 3:
         pages = _holding_all(index, name.terms)
     else:
-        pages = set().union(*(_holding_all(index, pair) for pair in zip(name.terms, name.terms[1:])))
+        pages = set().union(*(_holding_all(index, pair) for pair in zip(name.terms, name.terms[1:], strict=False)))
     pages = {p for p in pages if index.paths[p] is not None}
     return sorted(pages) if len(pages) <= NAME_PAGES else None

@@ -105,7 +105,7 @@ def split_texts(data: bytes | None) -> list[str]:
 def check_saved(paths, words, extra, arrays) -> tuple[dict[str, int], dict[int, list[tuple[int, int]]]]:
     """Raise DamagedFileError unless the saved files are an index ``LexicalIndex._save`` could
     have written: scoring it can then never fail (no term or page past the arrays)."""
-    vocab = dict(zip(words, range(len(words))))
+    vocab = dict(zip(words, range(len(words)), strict=True))
     if len(vocab) != len(words):
         raise DamagedFileError("kaas-vocab.txt lists a term twice")
     n, terms = len(paths), len(words)

@@ -127,7 +127,7 @@ def _stamps_of(wiki_dir: Path, catalog: Catalog) -> list[tuple[int, int]]:
     else:
         known = [stamps.get(e.path) if stamps is not None else None for e in catalog.entries]
     out = []
-    for entry, stamp in zip(catalog.entries, known):
+    for entry, stamp in zip(catalog.entries, known, strict=True):
         if stamp is None:
             try:
                 st = os.stat(f"{wiki_dir}/{entry.path}")
@@ -154,7 +154,7 @@ def catalog_fingerprint(wiki_dir: Path, catalog: Catalog) -> str:
         digest.update(f"identity:{catalog.identity}".encode())
         return digest.hexdigest()
     parts = []
-    for entry, stamp in zip(catalog.entries, _stamps_of(wiki_dir, catalog)):
+    for entry, stamp in zip(catalog.entries, _stamps_of(wiki_dir, catalog), strict=True):
         parts.append(f"{entry.path}\x00{entry.title}\x00{entry.summary}\x00{entry.topic}\x00{entry.access}\x00"
                      f"{stamp[0]}:{stamp[1]}\x00{entry.aliases}\n")
     digest.update("".join(parts).encode("utf-8", "surrogatepass"))
@@ -230,7 +230,7 @@ class LexicalIndex:
         lengths = np.zeros(len(catalog.entries), dtype=np.float64)
         keys = np.zeros(len(catalog.entries), dtype=np.uint64)
         stamps = _stamps_of(wiki_dir, catalog)  # before reading: a later edit changes the key
-        for position, (entry, stamp) in enumerate(zip(catalog.entries, stamps)):
+        for position, (entry, stamp) in enumerate(zip(catalog.entries, stamps, strict=True)):
             terms = _entry_terms(entry, _read_page(wiki_dir, entry) if with_bodies else ("", []))
             counts = Counter(terms)
             lengths[position] = len(terms)
@@ -271,7 +271,7 @@ class LexicalIndex:
         gone and putting in the changed and new ones; None when that is too many pages to be
         worth it (rebuild). Ranks exactly as ``build(catalog)`` would."""
         wanted: dict[str, tuple[CatalogEntry, tuple[int, int], int]] = {}
-        for entry, stamp in zip(catalog.entries, _stamps_of(wiki_dir, catalog)):
+        for entry, stamp in zip(catalog.entries, _stamps_of(wiki_dir, catalog), strict=True):
             wanted[entry.path] = (entry, stamp, _page_key(entry, stamp))
         out = [i for i, p in enumerate(self.paths)
                if p is not None and (p not in wanted or wanted[p][2] != int(self._keys[i]))]

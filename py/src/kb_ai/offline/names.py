@@ -108,4 +108,4 @@ def mentions(terms: str, name: Name) -> bool:
         return f" {name.terms[0]} " in terms
     if f" {' '.join(name.terms)} " in terms:
         return True
-    return len(name.terms) >= 3 and any(f" {a} {b} " in terms for a, b in zip(name.terms, name.terms[1:]))
+    return len(name.terms) >= 3 and any(f" {a} {b} " in terms for a, b in zip(name.terms, name.terms[1:], strict=False))

@@ -177,7 +177,7 @@ def locate_all(body: str, texts: list[str], *, within: str | None = None) -> lis
     queries = [set(tokenize(text)) for text in texts]
     scores = rank_texts_each(queries, unit_terms)
     found: list[Passage | None] = []
-    for text, query, score in zip(texts, queries, scores):
+    for text, query, score in zip(texts, queries, scores, strict=True):
         best = _containing(units, text)
         if best is None:
             best = _best_match(units, unit_terms, query, score)

@@ -423,7 +423,7 @@ def _table(builder: _Builder, lines) -> None:
     for ln in rows[1:] if header else rows:
         cells = _cells(ln.text)
         if header and len(header) == len(cells):
-            text = "; ".join(f"{h}: {c}" if h else c for h, c in zip(header, cells) if c)
+            text = "; ".join(f"{h}: {c}" if h else c for h, c in zip(header, cells, strict=True) if c)
         else:
             text = " | ".join(c for c in cells if c)
         builder.add("table-row", text, ln.start, ln.start + len(ln.text))

@@ -515,7 +515,7 @@ class CatalogStore:
         above all — access rule are current."""
         out_entries, out_stamps = [], []
         root = str(self.wiki_dir)
-        for entry, old in zip(entries, stamps):
+        for entry, old in zip(entries, stamps, strict=True):
             if check is not None and old is not None and old != (-1, -1) and snapshot.folder_of(entry.path) not in check:
                 out_entries.append(entry)
                 out_stamps.append(old)
@@ -552,7 +552,7 @@ class CatalogStore:
         kept: list[CatalogEntry] = []
         kept_stamps: list[tuple[int, int]] = []
         parse_warnings, warnings = warnings, list(warnings)
-        for entry, st in zip(entries, stamps):
+        for entry, st in zip(entries, stamps, strict=True):
             if st is None or st == (-1, -1):
                 what = "does not exist" if st is None else "is not an article file"
                 warnings.append(f"master-index.md lists {entry.path}, which {what} (run `kaas index`)")

@@ -286,7 +286,7 @@ def same_value(a: Any, b: Any) -> bool:
     if isinstance(a, dict):
         return a.keys() == b.keys() and all(same_value(a[k], b[k]) for k in a)
     if isinstance(a, (list, tuple)):
-        return len(a) == len(b) and all(same_value(x, y) for x, y in zip(a, b))
+        return len(a) == len(b) and all(same_value(x, y) for x, y in zip(a, b, strict=True))
     if isinstance(a, float) and math.isnan(a):
         return math.isnan(b)
     return a == b
@@ -335,7 +335,7 @@ def _compose_frontmatter(text: str) -> tuple[str, dict[str, Any], list[tuple[str
     names = [k.value if isinstance(k, yaml.ScalarNode) else None for k, _ in pairs]
     if None in names or len(set(names)) != len(names) or set(names) != set(old):
         return None  # a key that is not a plain string, or given twice
-    return fm_text, old, [(name, key, value) for name, (key, value) in zip(names, pairs)]
+    return fm_text, old, [(name, key, value) for name, (key, value) in zip(names, pairs, strict=True)]
 
 
 def _key_edit(fm_text: str, key: yaml.Node, value: yaml.Node,

@@ -109,7 +109,7 @@ class NameIndex(Mapping):
         """The first position of each name (None for a name no entry has), looked up together."""
         lo, hi = self._ranges(names)
         out: list[int | None] = []
-        for name, a, b in zip(names, lo, hi):
+        for name, a, b in zip(names, lo, hi, strict=True):
             found = self._verified(name, a, b) if b > a else []
             out.append(found[0] if found else None)
         return out
@@ -125,7 +125,7 @@ class NameIndex(Mapping):
         if not names:
             return []
         lo, hi = self._ranges(names)
-        return [b > a for a, b in zip(lo, hi)]
+        return [b > a for a, b in zip(lo, hi, strict=True)]
 
     def paths(self, name: str) -> list[str]:
         """The paths of the pages named ``name``, in catalog order ([] for none)."""
@@ -137,7 +137,7 @@ class NameIndex(Mapping):
         if not names:
             return []
         lo, hi = self._ranges(names)
-        return [self._paths(n, a, b) if b > a else [] for n, a, b in zip(names, lo, hi)]
+        return [self._paths(n, a, b) if b > a else [] for n, a, b in zip(names, lo, hi, strict=True)]
 
     # -- Mapping ------------------------------------------------------------------------------------
 

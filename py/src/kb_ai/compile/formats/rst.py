@@ -47,7 +47,7 @@ DROP_DIRECTIVES = {"toctree", "currentmodule", "module", "py:module", "py:curren
                    "highlight", "tabularcolumns", "sectnum", "section-numbering", "default-role",
                    "default-domain", "contents", "raw", "meta", "autosummary", "automodapi", "only-html",
                    "include-toc", "toc", "literalinclude-skip", "currentmodule-skip", "title", "sidebar-skip",
-                   "program", "c:namespace", "cpp:namespace", "js:module", "py:currentmodule"}
+                   "program", "c:namespace", "cpp:namespace", "js:module"}
 CODE_ROLES = {"class", "func", "meth", "attr", "exc", "data", "mod", "obj", "const", "file", "command", "program",
               "envvar", "option", "samp", "kbd", "code", "mimetype", "makevar", "regexp", "token", "keyword",
               "confval", "setting", "type", "member", "var", "macro", "function", "struct", "enum", "enumerator",
