@@ -132,13 +132,16 @@ CONFIGS = [("mentions only (no link graph)", dict(links=False, preference=0.0)),
 def compare(root: Path, questions: Path, limit: int | None, label: str, rounds: int = 2) -> None:
     settings = replace(load_settings(root, env={}), max_rounds=rounds)
     original_options, original_preference = bridge.BridgeOptions, bridge.LINK_PREFERENCE
-    print(f"\n{label}\n\n| navigation | all gold pages read | answer contains gold | pages read |\n| --- | ---: | ---: | ---: |")
+    print(f"\n{label}\n\n| navigation | all gold pages read | answer contains gold | pages read |\n"
+          "| --- | ---: | ---: | ---: |")
     for name, config in CONFIGS:
         preference = original_preference if config["preference"] is None else config["preference"]
 
         class Options(original_options):  # the flags of this configuration, wherever options are made
+            links_flag = config["links"]  # bound now, not when an instance is made
+
             def __init__(self, *args, **kwargs):
-                kwargs.setdefault("links", config["links"])
+                kwargs.setdefault("links", self.links_flag)
                 super().__init__(*args, **kwargs)
 
         bridge.BridgeOptions, bridge.LINK_PREFERENCE = Options, preference

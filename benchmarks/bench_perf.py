@@ -89,14 +89,15 @@ def cpu_ms(fn) -> tuple[float, object]:
 def run_search(args) -> None:
     questions = {"all ties": ["river bridge"] * args.questions,
                  "varied": ["When was the northern bridge founded?", "ancient river festival", "modular compiler",
-                            "solar reactor history", "Which glacier has 12 principal parts?"] * (args.questions // 5 or 1)}
+                            "solar reactor history",
+                            "Which glacier has 12 principal parts?"] * (args.questions // 5 or 1)}
     for name, build in (("all ties", all_ties), ("varied", varied)):
         index = build(args.pages)
         index.search("warm up", 10)
         new, old = [], []
         for query in questions[name]:  # interleaved: the same load on both
-            ms_new, got = cpu_ms(lambda: index.search(query, 10))
-            ms_old, want = cpu_ms(lambda: old_search(index, query, 10))
+            ms_new, got = cpu_ms(lambda index=index, query=query: index.search(query, 10))
+            ms_old, want = cpu_ms(lambda index=index, query=query: old_search(index, query, 10))
             assert got == want, (query, got, want)
             new.append(ms_new)
             old.append(ms_old)

@@ -1,6 +1,6 @@
 """Fit the offline answer's unit scorer (issue 26) and measure it on a split it never saw.
 
-    .venv/bin/python benchmarks/fit_scorer.py collect --work DIR   # build the wikis, record the pages each question reads
+    .venv/bin/python benchmarks/fit_scorer.py collect --work DIR   # build the wikis, record the pages read
     .venv/bin/python benchmarks/fit_scorer.py fit --work DIR       # fit on the dev split, write scorer_weights.json
     .venv/bin/python benchmarks/fit_scorer.py eval --work DIR [--split test]   # facts held, per set
 
@@ -23,7 +23,8 @@ answer would show for it holds a gold answer string (HotpotQA's answer or an ali
 question's facts). **Fit:** a logistic regression by Newton's method (IRLS, L2 penalty
 ``L2``), each question's units weighing 1 in all (a page-heavy question counts as one), questions
 with no positive unit left out; then the four selection parameters (``offline.scorer.selection``)
-by a grid (``MIN_SHARES`` x ``PER_PAGE`` x ``FLOORS`` x ``BRIDGES``), keeping the setting with the most dev questions whose answer holds all its facts (ties:
+by a grid (``MIN_SHARES`` x ``PER_PAGE`` x ``FLOORS`` x ``BRIDGES``), keeping the setting with the most dev
+questions whose answer holds all its facts (ties:
 the first in grid order). Deterministic: no sampling, fixed order. **Eval** prints, per set and
 split, the share of questions whose whole answer (as ``OfflineNavigator`` writes it) holds every
 fact; ``--shipped`` uses the weights file as it is.
@@ -284,10 +285,10 @@ def fit(work: Path, out: Path) -> None:
           f"project {_held_count(project, weights, params)}/{len(project)}")
     data = {"fitted_by": "benchmarks/fit_scorer.py fit (dev split: see its docstring)",
             "dev_questions": len(prepared), "dev_held": held,
-            "weights": {name: round(float(w), 4) for name, w in zip(scorer.FEATURES, weights)},
+            "weights": {name: round(float(w), 4) for name, w in zip(scorer.FEATURES, weights, strict=True)},
             "selection": params}
     out.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
-    for name, w in sorted(zip(scorer.FEATURES, weights), key=lambda t: -abs(t[1])):
+    for name, w in sorted(zip(scorer.FEATURES, weights, strict=True), key=lambda t: -abs(t[1])):
         print(f"  {name:>18} {w:+.3f}")
 
 

@@ -111,7 +111,8 @@ def _http_walk(client: TestClient) -> list[tuple[str, tuple]]:
             # the editor's preview: of a hidden page, and of text linking one (Markdown and wikilink)
             record(f"render {spelled}", client.post("/api/render", json={"path": spelled, "markdown": "# x"}))
             record(f"render linking {spelled}", client.post("/api/render", json={
-                "path": PUBLIC_PAGE, "markdown": f"[x]({spelled}) and [[{spelled}]] and [[{spelled.removesuffix('.md')}]]"}))
+                "path": PUBLIC_PAGE,
+                "markdown": f"[x]({spelled}) and [[{spelled}]] and [[{spelled.removesuffix('.md')}]]"}))
             record(f"feedback naming {spelled}", client.post(
                 "/api/feedback", json={"vote": "down", "question": "q", "pages": [spelled], "citations": [spelled]}))
     return seen

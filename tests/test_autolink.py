@@ -84,7 +84,8 @@ def test_code_headings_quotes_tables_links_and_hand_written_lines_are_not_linked
     compile_offline(tmp_path)
     text = body(tmp_path, "web/deploy-notes.md")
     for kept in ("## Flask in a heading", ("`Flask` in code, [the Werkzeug site](https://werkzeug.example) and "
-                                           "https://x.example/Flask and"), "flask-login and <span>Flask</span>", "> Flask in a quote.",
+                                           "https://x.example/Flask and"), "flask-login and <span>Flask</span>",
+                 "> Flask in a quote.",
                  "    Flask indented code", "```\nFlask in a fence\n```", "| Flask | Werkzeug |", "## Setext Flask"):
         assert kept in text, kept
     assert "Last, [Jinja templates](../templates/jinja-templates.md) in prose." in text
@@ -195,5 +196,6 @@ def test_a_further_round_prefers_the_page_a_page_read_links_to(tmp_path):
     assert scores["places/brantis-keep.md"] > scores["places/calder-mere.md"]
     assert next_round(question, [read], {read.path}, index, catalog, 2) == \
         ["places/brantis-keep.md", "places/calder-mere.md"]  # the default (measured): by score
-    assert next_round(question, [read], {read.path}, index, catalog, 2, BridgeOptions(seeds=SEEDS, link_preference=0.5)) \
+    preferring = BridgeOptions(seeds=SEEDS, link_preference=0.5)
+    assert next_round(question, [read], {read.path}, index, catalog, 2, preferring) \
         == ["places/calder-mere.md", "places/brantis-keep.md"]

@@ -121,5 +121,6 @@ async def test_mcp_ask_answers_offline_when_the_model_fails_and_errs_when_model_
     assert not result.is_error, result.content
     out = result.structured_content
     assert out["mode"] == "offline" and out["offline"]["message"].startswith("Model unavailable (")
-    assert not out["answer"].startswith("*") and out["citations"][0]["passages"]  # issue 28 item 9: the mode beside the answer, not in it
+    # issue 28 item 9: the mode beside the answer, not in it
+    assert not out["answer"].startswith("*") and out["citations"][0]["passages"]
     assert strict.is_error and "llm_server_error" in strict.content[0].text

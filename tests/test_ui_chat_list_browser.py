@@ -43,7 +43,8 @@ def _rename_delete_undo_search(page, open_list) -> None:
     item.locator(".chat-rename").click()
     page.locator("#chat-items .chat-rename-input").fill("Catalog questions")
     page.keyboard.press("Enter")
-    wait_until(page, "[...document.querySelectorAll('#chat-items .chat-title')].some((e) => e.textContent === 'Catalog questions')")
+    wait_until(page, "[...document.querySelectorAll('#chat-items .chat-title')]"
+                     ".some((e) => e.textContent === 'Catalog questions')")
     assert "Catalog questions" in [c["title"] for c in page.evaluate("JSON.parse(localStorage.getItem('kaas-chats'))")]
 
     # search by title
@@ -63,7 +64,8 @@ def _rename_delete_undo_search(page, open_list) -> None:
     item.locator(".chat-delete").click()
     page.wait_for_selector(".toast:has-text('Deleted')")
     assert page.locator(".turn").count() == 0
-    assert "Catalog questions" not in [c["title"] for c in page.evaluate("JSON.parse(localStorage.getItem('kaas-chats'))")]
+    kept = page.evaluate("JSON.parse(localStorage.getItem('kaas-chats'))")
+    assert "Catalog questions" not in [c["title"] for c in kept]
     page.click(".toast .toast-action:has-text('Undo')")
     wait_until(page, "document.querySelectorAll('#chat-items li[data-chat]').length === 2")
     wait_until(page, "document.querySelectorAll('.turn').length === 1")

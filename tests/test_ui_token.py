@@ -17,7 +17,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from browser_support import KaasServer, ask, browser_page, wait_until
+from browser_support import KaasServer, ask, browser_page
 
 pytestmark = pytest.mark.slow  # drives a real browser
 

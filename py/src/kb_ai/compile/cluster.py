@@ -127,7 +127,7 @@ def check_shared_volume(ray, kb: KnowledgeBase) -> None:
         seen = ray.get(refs, timeout=CHECK_SECONDS)
     except Exception as exc:  # noqa: BLE001 (Ray's timeout and task errors: all mean "cannot check")
         raise ClusterError(f"the Ray cluster could not run the shared-volume check: {exc}") from None
-    for node, (host, found) in zip(nodes, seen):
+    for node, (host, found) in zip(nodes, seen, strict=True):
         if found != token:
             raise ClusterError(
                 f"Ray node {node.get('NodeManagerAddress', '?')} ({host}) cannot see the knowledge base at "

@@ -117,7 +117,7 @@ def candidates(question: str, pages: list[PageText]) -> list[Candidate]:
     for _rank, unit in units:
         firsts[unit.path] = min(firsts.get(unit.path, unit.start), unit.start)
     found = []
-    for (rank, unit), terms, score in zip(units, texts, bm25):
+    for (rank, unit), terms, score in zip(units, texts, bm25, strict=True):
         matched = set(terms) & set(weights)
         if not matched:
             continue

@@ -69,7 +69,7 @@ def model() -> tuple[tuple[float, ...], dict[str, float]]:
 def score(features: dict[str, float]) -> float:
     """``sigmoid(w · x)`` for a unit's features (a name left out counts 0)."""
     weights, _selection = model()
-    logit = sum(w * features.get(name, 0.0) for name, w in zip(FEATURES, weights))
+    logit = sum(w * features.get(name, 0.0) for name, w in zip(FEATURES, weights, strict=True))
     return 1.0 / (1.0 + math.exp(-max(min(logit, 30.0), -30.0)))
 
 

@@ -439,7 +439,7 @@ def neighbour_pairs(units: list[Unit], body: str) -> list[Unit]:
     them is in the quote (``body[start:end] == quote``)."""
     ordered = sorted((u for u in units if u.kind in _PAIRED), key=lambda u: u.start)
     pairs = []
-    for first, second in zip(ordered, ordered[1:]):
+    for first, second in zip(ordered, ordered[1:], strict=False):
         between = body[first.end:second.start]
         if between.strip() or second.end - first.start > MAX_UNIT_CHARS or between.count("\n") > 2:
             continue
