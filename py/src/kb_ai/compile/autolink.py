@@ -351,7 +351,7 @@ class AutolinkCounts:
     changed: list[str] = field(default_factory=list)
 
 
-def autolink(run: CompileRun, written: bool, *, check: set[str] = frozenset()) -> bool:
+def autolink(run: CompileRun, written: bool, *, check: frozenset[str] | set[str] = frozenset()) -> bool:
     """The pass over the wiki after the write stage (when an article changed, or ``--full``):
     mention links in every article kaas wrote (their names from the wiki as it is now), and, for
     the articles in ``check`` (those the model wrote this run), links to no page or to a more
@@ -368,7 +368,7 @@ def autolink(run: CompileRun, written: bool, *, check: set[str] = frozenset()) -
     return bool(counts.changed)
 
 
-def _autolink(wiki_dir: Path, run: CompileRun, style: str, check: set[str]) -> AutolinkCounts:
+def _autolink(wiki_dir: Path, run: CompileRun, style: str, check: frozenset[str] | set[str]) -> AutolinkCounts:
     catalog = build_catalog(wiki_dir)
     names = LinkNames.of(catalog)
     counts = AutolinkCounts(articles=len(catalog))

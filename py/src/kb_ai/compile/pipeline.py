@@ -198,7 +198,7 @@ def _save(run: CompileRun, engine: Engine, written: bool) -> None:
         append_log(run.kb.wiki_dir, "compile", _log_line(report))
 
 
-def _unchanged_after_links(run: CompileRun, before: dict[str, str]) -> None:
+def _unchanged_after_links(run: CompileRun, before: dict[str, str | None]) -> None:
     """An article the write stage rewrote without its mention links, which the autolink stage
     then put back, ends as it began: it was not updated (``--full`` on an unchanged wiki)."""
     same = {path for path in run.report.updated

@@ -113,7 +113,7 @@ def candidates(question: str, pages: list[PageText]) -> list[Candidate]:
     top = max(bm25, default=0.0) or 1.0
     wants = asks_for(question)
     lengths = {page.path: max(len(page.body), 1) for page in pages}
-    firsts = {}
+    firsts: dict[str, int] = {}
     for _rank, unit in units:
         firsts[unit.path] = min(firsts.get(unit.path, unit.start), unit.start)
     found = []
