@@ -243,7 +243,9 @@ def render_article(meta: dict[str, Any], body: str, *, like: str | None = None) 
     key order, keys kaas does not know. (Should the edit not read back as ``meta``, which a
     frontmatter PyYAML cannot locate in the text could cause, it is written afresh.)"""
     if not meta:
-        return body.rstrip("\n") + "\n"
+        text = body.rstrip("\n") + "\n"
+        # A body that starts like frontmatter would be read as a (broken) block: give it an empty one.
+        return f"---\n---\n{text}" if _LOOKS_LIKE_FRONTMATTER.match(text, len(text) - len(text.lstrip("\ufeff"))) else text
     ready = _yaml_ready(meta)
     fm_text = _edit_frontmatter(like, ready) if like is not None else None
     if fm_text is None:
