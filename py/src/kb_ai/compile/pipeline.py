@@ -29,6 +29,7 @@ from kb_ai.compile.records import DUPLICATE, SKIPPED
 from kb_ai.compile.report import CompileReport
 from kb_ai.compile.state import CompileState
 from kb_ai.compile.write import write
+from kb_ai.compile.checked_write import CheckedWriter
 from kb_ai.compile.writers import LLMWriter, OfflineWriter
 from kb_ai.config import Settings
 from kb_ai.errors import NoWikiError
@@ -114,7 +115,7 @@ def make_engine(settings: Settings, gateway, today: str) -> Engine:
     prompts = PromptLibrary(settings.prompts_dir) if settings.prompts_dir else PromptLibrary()
     engine = Engine("llm", None, None, gateway, prompts)
     engine.planner = LLMPlanner(gateway, prompts, engine.plan_meter)
-    engine.writer = LLMWriter(gateway, prompts, engine.write_meter, today)
+    engine.writer = CheckedWriter(LLMWriter(gateway, prompts, engine.write_meter, today))
     return engine
 
 

@@ -425,6 +425,8 @@ async def write(run: CompileRun, engine: Engine, work: dict[str, SourceWork], de
         links = run_links(run, work, deleted)
         jobs = article_jobs(run, work, deleted, became_duplicate, links)
         relink_jobs(run, links, jobs, work, deleted)
+        if hasattr(engine.writer, "use_corpus"):  # the model's articles are checked against their sources
+            engine.writer.use_corpus([w.source.text for w in work.values()])
         writer = ArticleWriter(run.kb.wiki_dir, run.state, engine.writer, run.today, links=links)
         semaphore = asyncio.Semaphore(run.settings.concurrency)
         run.progress.start("write", len(jobs))
