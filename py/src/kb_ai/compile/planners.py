@@ -252,7 +252,7 @@ class LLMPlanner:
         messages, view = self.messages(source, catalog, previous)
         raw = await self.gateway.complete_json(messages, schema=PLAN_SCHEMA, schema_name="compile_plan",
                                                purpose="compile.plan", meter=self.meter,
-                                               max_tokens=PLAN_MAX_TOKENS)
+                                               max_tokens=PLAN_MAX_TOKENS, stream=True)
         return Proposal(raw, {c.path for c in view.candidates} | set(previous), view.access)
 
     def resolve(self, proposal: "Proposal", source: Source, catalog: PlanCatalog, previous: list[str]) -> PlanResult:

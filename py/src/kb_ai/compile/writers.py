@@ -321,7 +321,7 @@ class LLMWriter:
         schema = EDITS_SCHEMA if mode == "sections" else BODY_SCHEMA
         reply = await self.gateway.complete_json(messages, schema=schema, schema_name=f"compile_write_{mode}",
                                                  purpose="compile.write", meter=self.meter,
-                                                 max_tokens=WRITE_MAX_TOKENS)
+                                                 max_tokens=WRITE_MAX_TOKENS, stream=True)
         known_sources = {c.path for c in chunk} | set(_string_list(article.meta.get("sources")))
         warnings = ["a source was cut to fit the write budget"] if truncated else []
         if mode == "sections":

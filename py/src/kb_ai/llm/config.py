@@ -72,6 +72,21 @@ def call_deadline(config: GatewayConfig) -> float:
     return 3.0 * float(config.timeout)
 
 
+# The slowest generation a streamed long call is given time for: a 0.5B model on one shared core
+# writes ~8-20 tokens a second (docs/benchmarks.md, "Model-path compile checks"); progress itself is
+# watched chunk by chunk (``timeout`` without one closes the stream).
+STREAM_MIN_TOKENS_PER_SECOND = 4.0
+
+
+def stream_deadline(config: GatewayConfig, max_tokens: int) -> float:
+    """Seconds a streamed long call (``complete_json(stream=True)``) may take in all: the
+    ``call_deadline`` setting when one is set, else enough for ``max_tokens`` at
+    ``STREAM_MIN_TOKENS_PER_SECOND`` (never less than the default ``call_deadline``)."""
+    if config.call_deadline:
+        return float(config.call_deadline)
+    return max(call_deadline(config), max_tokens / STREAM_MIN_TOKENS_PER_SECOND + float(config.timeout))
+
+
 def provider_kind(model: str, api_base: str | None) -> str:
     """``"local"`` for a model server on the user's own machine or network (a local provider
     such as ``ollama/...``, or an ``api_base`` on localhost, a ``.local`` name, or a loopback,
