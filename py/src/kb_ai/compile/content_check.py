@@ -184,3 +184,11 @@ def share(source_text: str, target_text: str, frequency: Counter[str] | None = N
     if total <= 0:
         return 1.0
     return sum(w for t, w in weights.items() if t in source) / total
+
+
+def affinity(source, target_text: str, frequency: Counter[str] | None = None, documents: int = 0) -> float:
+    """How much a source (``ingest.Source``) and an article (its title, summary and topic) are
+    about one subject: the larger of the share of the article's terms the source uses and the
+    share of the source's title terms the article's words use (``share``, IDF-weighted)."""
+    return max(share(f"{source.title}\n{source.text}", target_text, frequency, documents),
+               share(target_text, source.title, frequency, documents))

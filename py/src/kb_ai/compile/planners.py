@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass, field, replace
 from pathlib import PurePosixPath
 
-from kb_ai.compile.content_check import UPDATE_MIN_SHARE, share, term_frequencies
+from kb_ai.compile.content_check import UPDATE_MIN_SHARE, affinity, term_frequencies
 from kb_ai.compile.ingest import Source
 from kb_ai.compile.plan_catalog import PlanCatalog, twin_key
 from kb_ai.compile.records import PlanTarget
@@ -258,8 +258,7 @@ class LLMPlanner:
     def resolve(self, proposal: "Proposal", source: Source, catalog: PlanCatalog, previous: list[str]) -> PlanResult:
         return resolve_plan(proposal.raw, source, catalog, proposal.offered, access=proposal.access,
                             instructions=self.instructions, previous=previous,
-                            affinity=lambda text: share(f"{source.title}\n{source.text}", text, self.frequency,
-                                                        self.documents))
+                            affinity=lambda text: affinity(source, text, self.frequency, self.documents))
 
 
 @dataclass
