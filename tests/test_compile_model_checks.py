@@ -11,6 +11,8 @@ import signal
 import subprocess
 import sys
 import time
+
+import pytest
 from pathlib import Path
 
 from starlette.applications import Starlette
@@ -245,6 +247,7 @@ def _ask(url: str, **config) -> object:
                                              schema_name="t", purpose="test", max_tokens=6000, stream=True))
 
 
+@pytest.mark.slow
 def test_a_slow_but_steady_stream_is_not_timed_out():
     state = _Streams("steady")
     with ServerThread(_stream_app(state)) as server:
@@ -288,6 +291,7 @@ def _slow_model_app(delay: float) -> Starlette:
     return Starlette(routes=[Route("/v1/chat/completions", chat, methods=["POST"])])
 
 
+@pytest.mark.slow
 def test_ctrl_c_during_compile_reports_what_was_saved(tmp_path):
     (tmp_path / "raw").mkdir()
     for name in ("kettle", "teapot", "toaster", "fridge"):

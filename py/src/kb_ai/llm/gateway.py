@@ -64,6 +64,7 @@ from kb_ai.llm.breaker import Admission, CircuitBreaker
 from kb_ai.llm.config import GatewayConfig, call_deadline, gateway_config, stream_deadline
 from kb_ai.llm.error_map import ResponseFormatRejected, map_error, one_line, refuses_temperature, rejects_response_format
 from kb_ai.llm.replies import Reply, ReplyLimits, ReplyTooLarge, quote_for_repair, reply_limits
+from kb_ai.llm.tokens import estimate_tokens
 from kb_ai.llm.trace import Exchange
 from kb_ai.llm.transports import Request, Transport, transport_for
 from kb_ai.llm.usage import UsageMeter
@@ -224,7 +225,8 @@ class LLMGateway:
                 self.books.hit(cached, messages, purpose=purpose, meter=meter, kind="json")
                 return value
 
-        seconds = stream_deadline(self.config, max_tokens) if stream else None
+        seconds = stream_deadline(self.config, max_tokens, estimate_tokens(
+            "".join(str(m.get("content") or "") for m in messages))) if stream else None
         async with self.guarded(meter, max_tokens, seconds) as call:
             call.stream = stream
             reply, asked, response_format, shape = await self._probe_shapes(

@@ -41,6 +41,7 @@ class _Received:
         self.finish_reason: str | None = None
         self.usage: Usage | None = None
         self.cut_off: LLMReplyCutOff | None = None
+        self.started = False  # a chunk came (``collect_stream``: from then on, a stall is a timeout)
 
     @property
     def text(self) -> str:
@@ -216,9 +217,10 @@ async def collect_stream(gateway: LLMGateway, messages: list[Message], exchange:
                          meter: UsageMeter | None, temperature: float, call: Call,
                          response_format: dict[str, Any] | None = None) -> Any:
     """``LLMGateway._call`` for a long reply (``complete_json(stream=True)``): the request is
-    streamed and its text collected, so the deadline measures progress. An attempt fails when no
-    chunk came for ``timeout`` seconds (``stall``) or the call's deadline (sized to ``max_tokens``,
-    ``config.stream_deadline``) ran out; its stream is closed first — closing the connection is how
+    streamed and its text collected, so the deadline measures progress. An attempt fails when,
+    once the reply began, no chunk came for ``timeout`` seconds (``stall``), or when the call's
+    deadline (sized to the prompt and ``max_tokens``, ``config.stream_deadline``) ran out (it alone
+    bounds the wait for the first chunk: a server sends nothing while it reads a long prompt); its stream is closed first — closing the connection is how
     an OpenAI-compatible server (llama.cpp, vLLM, OpenAI) is told to stop generating — so a retry
     never runs beside the request it replaces. Returns the ``Outcome`` (cut off and marked when
     the reply outgrew the size a reply of ``max_tokens`` may have)."""
@@ -261,12 +263,16 @@ async def _collect(gateway: LLMGateway, received: _Received, messages: list[Mess
                                           response_format=response_format)
             chunks = response.__aiter__()
             while True:
+                # Before the first chunk a server sends nothing while it reads the prompt (or waits
+                # for a free slot): only the call's deadline bounds that wait; after it, ``stall``.
                 loop_time = asyncio.get_running_loop().time()
+                limit = min(deadline_at, loop_time + stall) if received.started else deadline_at
                 try:
-                    async with asyncio.timeout_at(min(deadline_at, loop_time + stall)):
+                    async with asyncio.timeout_at(limit):
                         chunk = await chunks.__anext__()
                 except StopAsyncIteration:
                     break
+                received.started = True
                 _text, over = received.take(chunk)
                 if over:
                     raise ReplyTooLarge(received.limits.bytes)
