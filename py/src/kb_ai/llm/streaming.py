@@ -263,7 +263,7 @@ async def _collect(gateway: LLMGateway, received: _Received, messages: list[Mess
                                           response_format=response_format)
             chunks = response.__aiter__()
             while True:
-                # Before the first chunk a server sends nothing while it reads the prompt (or waits
+                # Before the first text a server sends nothing while it reads the prompt (or waits
                 # for a free slot): only the call's deadline bounds that wait; after it, ``stall``.
                 loop_time = asyncio.get_running_loop().time()
                 limit = min(deadline_at, loop_time + stall) if received.started else deadline_at
@@ -272,7 +272,7 @@ async def _collect(gateway: LLMGateway, received: _Received, messages: list[Mess
                         chunk = await chunks.__anext__()
                 except StopAsyncIteration:
                     break
-                received.started = True
+                received.started = received.started or bool(chunk.text)  # (a role-only chunk may come first)
                 _text, over = received.take(chunk)
                 if over:
                     raise ReplyTooLarge(received.limits.bytes)
