@@ -120,6 +120,27 @@ def fake_reply(body: dict) -> dict:
     }
 
 
+def fake_response(body: dict):
+    """``fake_reply`` as the server sends it: JSON, or a stream when the request asks for one
+    (compile's plan and write calls stream)."""
+    from starlette.responses import JSONResponse, Response
+
+    reply = fake_reply(body)
+    if not body.get("stream"):
+        return JSONResponse(reply)
+    content = reply["choices"][0]["message"]["content"]
+
+    def event(choice: dict | None, usage: dict | None = None) -> str:
+        payload = {"id": reply["id"], "object": "chat.completion.chunk", "created": reply["created"],
+                   "model": reply["model"], "choices": [choice] if choice else [], **({"usage": usage} if usage else {})}
+        return f"data: {json.dumps(payload)}\n\n"
+
+    events = [event({"index": 0, "delta": {"role": "assistant", "content": content[i:i + 200]}, "finish_reason": None})
+              for i in range(0, len(content), 200)]
+    events += [event({"index": 0, "delta": {}, "finish_reason": "stop"}), event(None, reply["usage"]), "data: [DONE]\n\n"]
+    return Response("".join(events), media_type="text/event-stream")
+
+
 def start_fake_server() -> tuple[str, object]:
     import uvicorn
     from starlette.applications import Starlette
@@ -128,7 +149,7 @@ def start_fake_server() -> tuple[str, object]:
     from starlette.routing import Route
 
     async def chat(request: Request) -> JSONResponse:
-        return JSONResponse(fake_reply(await request.json()))
+        return fake_response(await request.json())
 
     app = Starlette(routes=[Route("/v1/chat/completions", chat, methods=["POST"])])
     with socket.socket() as sock:

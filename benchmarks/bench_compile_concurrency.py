@@ -40,7 +40,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from bench_compile import fake_reply, make_corpus  # noqa: E402
+from bench_compile import fake_response, make_corpus  # noqa: E402
 
 KAAS = str(Path(sys.executable).parent / "kaas")
 
@@ -74,7 +74,7 @@ class SlowModel:
                         await asyncio.sleep(self.latency)
                 else:
                     await asyncio.sleep(self.latency)
-                return JSONResponse(fake_reply(body))
+                return fake_response(body)
             finally:
                 self.active -= 1
 

@@ -144,6 +144,21 @@ class _Rule:
     served: int = 0
 
 
+def as_stream(response: httpx.Response) -> httpx.Response:
+    """A chat.completion JSON reply as the stream a server sends for it (its text in chunks of
+    40 characters, its finish reason and usage at the end; a body cut short, a line cut short)."""
+    try:
+        payload = json.loads(response.content)
+    except ValueError:  # a body cut short: a stream line cut short
+        return httpx.Response(200, headers={"content-type": "text/event-stream"}, content=b"data: " + response.content)
+    choice = payload["choices"][0]
+    text = choice["message"].get("content") or ""
+    usage = payload.get("usage")
+    chunks = [text[i:i + 40] for i in range(0, len(text), 40)] or [""]
+    return chat_sse(chunks, usage=(usage["prompt_tokens"], usage["completion_tokens"]) if usage else None,
+                    finish_reason=choice.get("finish_reason") or "stop")
+
+
 @dataclass
 class FakeOpenAI:
     """An OpenAI-compatible chat server in a respx mock, answering from queued replies.
@@ -209,6 +224,9 @@ class FakeOpenAI:
             reply = rule.replies[0] if (rule.repeat_last and len(rule.replies) == 1) else rule.replies.popleft()
             rule.served += 1
             response = reply(body) if callable(reply) else reply
+            if body.get("stream") and response.status_code == 200 and \
+                    response.headers.get("content-type", "").startswith("application/json"):
+                return as_stream(response)  # a reply queued as JSON, asked for as a stream
             # A copy, so a repeated reply is never a response object httpx already consumed.
             return httpx.Response(response.status_code, headers=response.headers, content=response.content)
         self.unmatched.append(body)

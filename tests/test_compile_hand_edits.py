@@ -81,6 +81,7 @@ def change_source(root: Path, old: str, new: str) -> None:
 
 
 NEW_BODY = SOURCE.replace("Tuesdays", "Wednesdays")
+SCHEDULE = {"heading": "Schedule", "action": "add", "text": "Releases happen on Wednesdays."}
 REPLACE_STEPS = [{"heading": "Steps", "action": "replace",
                   "text": "Tag the build. Deploy to staging, then to production. Announce it in #releases."}]
 
@@ -100,7 +101,8 @@ def test_a_section_replace_that_drops_hand_written_text_is_refused_and_reported(
     assert manifest(tmp_path)["sources"]["raw/eng/release.md"]["status"] == "planned"  # retried next run
     # The next attempt is told why; an edit that keeps the hand text goes through.
     keep = [{"heading": "Steps", "action": "replace",
-             "text": f"Tag the build. Deploy to staging, then to production.\n{HAND}\nAnnounce it in #releases."}]
+             "text": f"Tag the build. Deploy to staging, then to production.\n{HAND}\nAnnounce it in #releases."},
+            SCHEDULE]  # (the source's changed fact: an edit without it is not the source merged)
     report, fake = compile_with(tmp_path, replying(edits=keep))
     assert "hand-written" in all_text(writes(fake)[0])  # "Your previous answer ... was refused: ..."
     assert report.updated == ["eng/release-process.md"] and not report.held
@@ -132,7 +134,7 @@ def test_without_the_kept_text_every_line_counts_as_hand_written(tmp_path):
     report, _ = compile_with(tmp_path, replying(edits=rollback))
     assert [h["path"] for h in report.held] == ["eng/release-process.md"]
     assert "Revert the tag" in report.held[0]["reason"] and article.read_text() == edited
-    add = [{"heading": "Rollback", "action": "add", "text": "Roll forward when the revert fails."}]
+    add = [{"heading": "Rollback", "action": "add", "text": "Roll forward when the revert fails."}, SCHEDULE]
     report, _ = compile_with(tmp_path, replying(edits=add))
     assert report.updated == ["eng/release-process.md"]
     assert HAND in article.read_text() and "Roll forward when the revert fails." in article.read_text()

@@ -139,7 +139,7 @@ def test_links_between_sources_lead_to_their_articles_with_a_model_that_copies_o
     root = linked_kb(tmp_path)
 
     def inventive(body):
-        reply = compile_responder(body)
+        reply = compile_responder({**body, "stream": False})  # (FakeOpenAI serves it as the stream asked for)
         if WRITE_MARKER in all_text(body) and "title=\"Troubleshooting\"" in all_text(body):
             import json
 

@@ -217,7 +217,7 @@ def test_a_compile_reuses_its_model_connections(tmp_path):
     """A compile against an OpenAI-compatible server: its many calls share keep-alive
     connections (no TCP/TLS handshake per call), and none is left open after it."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-    from bench_compile import fake_reply, make_corpus  # noqa: PLC0415
+    from bench_compile import fake_response, make_corpus  # noqa: PLC0415
 
     from starlette.applications import Starlette  # noqa: PLC0415
     from starlette.requests import Request  # noqa: PLC0415
@@ -229,7 +229,7 @@ def test_a_compile_reuses_its_model_connections(tmp_path):
     from kb_ai.store.kb import KnowledgeBase  # noqa: PLC0415
 
     async def chat(request: Request) -> JSONResponse:
-        return JSONResponse(fake_reply(await request.json()))
+        return fake_response(await request.json())
 
     model = CountingModel()
     model.thread = ServerThread(_counting(Starlette(routes=[Route("/v1/chat/completions", chat, methods=["POST"])]),

@@ -221,10 +221,19 @@ def compile_command(ctx: click.Context, full: bool, dry_run: bool, as_json: bool
     settings = _settings(ctx)
     if offline:
         settings = _offline(settings)
+    from kb_ai.compile.report import CompileInterrupted, render_interrupted
+
     try:
         report = run_compile(settings, full=full, dry_run=dry_run)
     except KaasError as exc:
         _fail(exc)
+    except CompileInterrupted as stopped:  # Ctrl-C: what was saved, not click's bare "Aborted!"
+        if as_json:
+            say_json(json.dumps({**stopped.report.to_dict(), "exit_code": stopped.exit_code}, ensure_ascii=False,
+                                indent=2))
+        else:
+            say(render_interrupted(stopped.report))
+        sys.exit(stopped.exit_code)
     if as_json:
         say_json(json.dumps(report.to_dict(), ensure_ascii=False, indent=2))
     else:

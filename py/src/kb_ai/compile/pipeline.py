@@ -28,9 +28,10 @@ from kb_ai.compile.planners import LLMPlanner, OfflinePlanner
 from kb_ai.compile.progress import Progress
 from kb_ai.compile.records import DUPLICATE, SKIPPED
 from kb_ai.compile.related import RelatedArticles
-from kb_ai.compile.report import CompileReport
+from kb_ai.compile.report import CompileInterrupted, CompileReport
 from kb_ai.compile.state import CompileState
 from kb_ai.compile.write import write
+from kb_ai.compile.checked_write import CheckedWriter
 from kb_ai.compile.writers import LLMWriter, OfflineWriter
 from kb_ai.config import Settings
 from kb_ai.errors import NoWikiError
@@ -48,12 +49,23 @@ def run_compile(settings: Settings, *, full: bool = False, dry_run: bool = False
     """Compile ``settings.kb``'s raw/ into its wiki/. Raises ``LockedError`` when another compile
     holds the lock, ``NoWikiError`` when there is no raw/ folder, fatal ``LLM*Error``s (bad model,
     key, unreachable server) after saving the work done; anything else goes into the report."""
-    return asyncio.run(compile_async(settings, full=full, dry_run=dry_run, progress=progress, gateway=gateway))
+    made: list[CompileReport] = []
+    try:
+        return asyncio.run(compile_async(settings, full=full, dry_run=dry_run, progress=progress, gateway=gateway,
+                                         on_report=made.append))
+    except KeyboardInterrupt:  # Ctrl-C: say what was saved (the journal keeps it for the next run)
+        if not made:
+            raise
+        report = made[0]
+        if report.interrupted is None:
+            report.interrupted = {"stage": report.stages[-1].name if report.stages else None}
+        raise CompileInterrupted(report) from None
 
 
 async def compile_async(settings: Settings, *, full: bool = False, dry_run: bool = False,
-                        progress: "bool | Progress | None" = None, gateway=None) -> CompileReport:
-    """``run_compile`` for callers that already run an event loop."""
+                        progress: "bool | Progress | None" = None, gateway=None, on_report=None) -> CompileReport:
+    """``run_compile`` for callers that already run an event loop (``on_report``: called with the
+    report as soon as it exists, so an interrupted compile can still say what it did)."""
     kb = KnowledgeBase(settings.kb)
     if not kb.raw_dir.is_dir():
         raise NoWikiError(f"no raw/ folder in {kb.root} (run `kaas init` there, or pass --kb DIR)")
@@ -67,6 +79,8 @@ async def compile_async(settings: Settings, *, full: bool = False, dry_run: bool
     engine = make_engine(settings, gateway, today)
     report = CompileReport(kb=str(kb.root), mode=engine.mode, dry_run=dry_run, full=full,
                            model=getattr(getattr(gateway, "config", None), "model", None))
+    if on_report is not None:
+        on_report(report)
     if dry_run:
         return await _compile(settings, kb, engine, report, today, full=full, dry_run=True, progress=progress)
     lock = CompileLock(kb.state_dir)
@@ -130,8 +144,9 @@ def make_engine(settings: Settings, gateway, today: str) -> Engine:
     prompts = PromptLibrary(settings.prompts_dir) if settings.prompts_dir else PromptLibrary()
     engine = Engine("llm", None, None, gateway, prompts)
     engine.planner = LLMPlanner(gateway, prompts, engine.plan_meter)
-    engine.writer = LLMWriter(gateway, prompts, engine.write_meter, today)
-    engine.writer.related = RelatedArticles(KnowledgeBase(settings.kb), settings.link_style)
+    written_by_model = LLMWriter(gateway, prompts, engine.write_meter, today)
+    written_by_model.related = RelatedArticles(KnowledgeBase(settings.kb), settings.link_style)
+    engine.writer = CheckedWriter(written_by_model)
     return engine
 
 

@@ -60,6 +60,8 @@ async def plan(run: CompileRun, engine: Engine, work: dict[str, SourceWork]) -> 
             run.report.estimate = estimate(run, engine, need, revisions, catalog)
             stage.counts = {"to_plan": len(need), "reused": counts["reused"], "revisions": len(revisions)}
             return
+        if hasattr(engine.planner, "use_corpus"):  # an update must share enough with its source
+            engine.planner.use_corpus([w.source.text for w in work.values()])
         planning = _Planning(run, engine, catalog, counts)
         run.progress.start("plan", len(need) + len(revisions))
         await planning.waves(to_plan, reused)

@@ -19,6 +19,7 @@ import re
 from dataclasses import dataclass, field, replace
 from pathlib import PurePosixPath
 
+from kb_ai.compile.content_check import UPDATE_MIN_SHARE, affinity, term_frequencies
 from kb_ai.compile.ingest import Source
 from kb_ai.compile.plan_catalog import PlanCatalog, twin_key
 from kb_ai.compile.records import PlanTarget
@@ -43,32 +44,38 @@ MAX_TITLE_LENGTH = 120
 
 _SLUG = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 
+# Every limit the plan prompt states is in the schema (a server that constrains its output to
+# the schema cannot loop past it) and nothing is required that a right answer may leave out: no
+# candidate fits (no update) or every subject has its article (no new one).
 PLAN_SCHEMA = {
     "type": "object",
     "properties": {
         "updates": {
             "type": "array",
+            "maxItems": MAX_UPDATES,
             "items": {
                 "type": "object",
-                "properties": {"path": {"type": "string"}, "reason": {"type": "string"}},
+                "properties": {"path": {"type": "string", "maxLength": 300},
+                               "reason": {"type": "string", "maxLength": 200}},
                 "required": ["path"],
             },
         },
         "creates": {
             "type": "array",
+            "maxItems": MAX_NEW,
             "items": {
                 "type": "object",
                 "properties": {
-                    "topic": {"type": "string"},
-                    "slug": {"type": "string"},
-                    "title": {"type": "string"},
-                    "summary": {"type": "string"},
+                    "topic": {"type": "string", "maxLength": MAX_TOPIC_LENGTH},
+                    "slug": {"type": "string", "maxLength": MAX_TITLE_LENGTH},
+                    "title": {"type": "string", "maxLength": MAX_TITLE_LENGTH},
+                    "summary": {"type": "string", "maxLength": SUMMARY_LIMIT},
                 },
                 "required": ["topic", "slug", "title"],
             },
         },
     },
-    "required": ["updates", "creates"],
+    "required": [],
 }
 
 
@@ -217,6 +224,14 @@ class LLMPlanner:
                                  "truncated": False},
             candidates=[], previous=[], topics=[], max_new=MAX_NEW, max_updates=MAX_UPDATES))
 
+    frequency = None  # term -> documents of this compile using it (``use_corpus``)
+    documents = 0
+
+    def use_corpus(self, texts: list[str]) -> None:
+        """The documents of this compile: an update's terms are weighted by how few use them."""
+        self.frequency = term_frequencies(texts)
+        self.documents = len(texts)
+
     def messages(self, source: Source, catalog: PlanCatalog, previous: list[str]) -> tuple[list[dict], PlanView]:
         excerpt, truncated = source_excerpt(source)
         view = plan_view(catalog, f"{source.title}\n{excerpt}", source.title, previous)
@@ -237,12 +252,13 @@ class LLMPlanner:
         messages, view = self.messages(source, catalog, previous)
         raw = await self.gateway.complete_json(messages, schema=PLAN_SCHEMA, schema_name="compile_plan",
                                                purpose="compile.plan", meter=self.meter,
-                                               max_tokens=PLAN_MAX_TOKENS)
+                                               max_tokens=PLAN_MAX_TOKENS, stream=True)
         return Proposal(raw, {c.path for c in view.candidates} | set(previous), view.access)
 
     def resolve(self, proposal: "Proposal", source: Source, catalog: PlanCatalog, previous: list[str]) -> PlanResult:
         return resolve_plan(proposal.raw, source, catalog, proposal.offered, access=proposal.access,
-                            instructions=self.instructions)
+                            instructions=self.instructions, previous=previous,
+                            affinity=lambda text: affinity(source, text, self.frequency, self.documents))
 
 
 @dataclass
@@ -266,16 +282,28 @@ def _clean_slug(value: object, what: str) -> str:
 
 
 def resolve_plan(raw: object, source: Source, catalog: PlanCatalog, offered: set[str], *,
-                 access: tuple[str, ...] | None = None, instructions: str = "") -> PlanResult:
+                 access: tuple[str, ...] | None = None, instructions: str = "", previous: list[str] = (),
+                 affinity=None) -> PlanResult:
     """Validate a model's plan into safe targets; anything unusable is rejected with a reason.
     New articles get ``access`` (see ``plan_view``); an implausible title (``llm/plausible.py``)
-    falls back to the source's own title, an implausible summary to the source's first sentence."""
+    falls back to the source's own title, an implausible summary to the source's first sentence.
+    ``affinity(article text)``: how much of an article's title, summary and topic the source
+    shares (``content_check.share``); an update of an article the source did not feed before
+    that shares less than ``UPDATE_MIN_SHARE`` is refused (a plan with no target left gets the
+    offline one: a new article)."""
     result = PlanResult([])
     if not isinstance(raw, dict):
         raw = {}
     chosen: dict[str, PlanTarget] = {}
     for item in (raw.get("updates") or [])[: MAX_UPDATES * 2]:
         _resolve_update(item, catalog, offered, chosen, result)
+    for path in [p for p, t in chosen.items() if affinity is not None and p not in previous]:
+        entry = catalog.items[path]
+        score = affinity(f"{entry.title} {entry.summary} {entry.topic}")
+        if score < UPDATE_MIN_SHARE:
+            del chosen[path]
+            result.rejected.append(f"update {path}: the source shares too little with it ({score:.2f} of its "
+                                   f"title, summary and topic; {UPDATE_MIN_SHARE} needed); not merged into it")
     new_keys: set[str] = set()
     fallback_summary = first_sentence(source.text, SUMMARY_LIMIT) or source.title
     for item in (raw.get("creates") or [])[: MAX_NEW * 2]:

@@ -24,6 +24,7 @@ class StageReport:
     counts: dict[str, int] = field(default_factory=dict)
     llm_calls: int = 0  # every request sent, failed ones included
     failed_calls: int = 0
+    probes: int = 0  # response_format shapes the server refused (asked again in the next): not failures
     cache_hits: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
@@ -32,6 +33,7 @@ class StageReport:
     def add_usage(self, meter: UsageMeter) -> None:
         self.llm_calls += meter.llm_calls
         self.failed_calls += meter.failed_calls
+        self.probes += meter.probes
         self.cache_hits += meter.cache_hits
         self.prompt_tokens += meter.prompt_tokens
         self.completion_tokens += meter.completion_tokens
@@ -67,6 +69,9 @@ class CompileReport:
     plan: list[dict[str, Any]] = field(default_factory=list)
     estimate: dict[str, Any] | None = None
     manifest: str | None = None
+    # Set when the compile was interrupted (Ctrl-C): {stage, saved: [article paths written],
+    # not_written: [article paths still to write]} (the write stage; earlier stages save no article).
+    interrupted: dict[str, Any] | None = None
 
     def stage(self, name: str) -> StageReport:
         for stage in self.stages:
@@ -85,6 +90,7 @@ class CompileReport:
         return {
             "llm_calls": self.llm_calls,
             "failed_calls": sum(s.failed_calls for s in self.stages),
+            "probes": sum(s.probes for s in self.stages),
             "cache_hits": sum(s.cache_hits for s in self.stages),
             "prompt_tokens": sum(s.prompt_tokens for s in self.stages),
             "completion_tokens": sum(s.completion_tokens for s in self.stages),
@@ -166,6 +172,7 @@ class CompileReport:
             lines.append(
                 f"LLM: {u['llm_calls']} calls ({u['cache_hits']} cached"
                 + (f", {u['failed_calls']} failed" if u["failed_calls"] else "")
+                + (f", {u['probes']} response-format probes" if u["probes"] else "")
                 + f"), {u['prompt_tokens']:,} prompt + "
                 f"{u['completion_tokens']:,} completion tokens, ${u['cost_usd']:.4f}"
             )
@@ -226,6 +233,31 @@ class CompileReport:
             ("notes", self.notes),
             ("warnings", self.warnings),
         ]
+
+
+class CompileInterrupted(Exception):
+    """The compile was interrupted (Ctrl-C); ``report`` says what was saved (``render_interrupted``)."""
+
+    exit_code = 130  # 128 + SIGINT, as a shell reports it
+
+    def __init__(self, report: CompileReport):
+        super().__init__("compile interrupted")
+        self.report = report
+
+
+def render_interrupted(report: CompileReport) -> str:
+    """What an interrupted compile saved and what it left to do (the next run resumes there)."""
+    info = report.interrupted or {}
+    stage = info.get("stage") or "the start"
+    saved, left = info.get("saved") or [], info.get("not_written") or []
+    lines = [f"kaas compile — interrupted (Ctrl-C) during {stage}"]
+    if stage == "write":
+        lines.append(f"articles: {len(saved)} written and saved, {len(left)} not written yet")
+    else:
+        lines.append("no article was written; the plans made so far are kept")
+    lines += [f"  saved: {p}" for p in saved[:50]] + [f"  not written: {p}" for p in left[:50]]
+    lines.append("Finished work is kept: run `kaas compile` again to do the rest.")
+    return "\n".join(lines)
 
 
 def _dup_line(d: dict[str, Any]) -> str:

@@ -429,17 +429,29 @@ async def write(run: CompileRun, engine: Engine, work: dict[str, SourceWork], de
         links = run_links(run, work, deleted)
         jobs = article_jobs(run, work, deleted, became_duplicate, links)
         relink_jobs(run, links, jobs, work, deleted)
+        if hasattr(engine.writer, "use_corpus"):  # the model's articles are checked against their sources
+            engine.writer.use_corpus([w.source.text for w in work.values()])
         writer = ArticleWriter(run.kb.wiki_dir, run.state, engine.writer, run.today, links=links)
         semaphore = asyncio.Semaphore(run.settings.concurrency)
         run.progress.start("write", len(jobs))
 
+        finished: dict[str, ArticleOutcome] = {}
+
         async def one(job: ArticleJob) -> ArticleOutcome:
             async with semaphore:
                 outcome = await writer.run(job)
+                finished[job.path] = outcome
                 run.progress.advance(job.path)
                 return outcome
 
-        outcomes = list(await asyncio.gather(*(one(jobs[p]) for p in sorted(jobs))))
+        try:
+            outcomes = list(await asyncio.gather(*(one(jobs[p]) for p in sorted(jobs))))
+        except asyncio.CancelledError:  # Ctrl-C: what was saved, what was not (``CompileReport.interrupted``)
+            run.report.interrupted = {
+                "stage": "write",
+                "saved": sorted(p for p, o in finished.items() if o.action in OUTCOME_LISTS),
+                "not_written": sorted(p for p in jobs if p not in finished)}
+            raise
         stage.counts = {"articles": len(jobs), "created": 0, "updated": 0, "unchanged": 0, "held": 0, "failed": 0,
                         "detached": 0, "trail_lines": 0}
         written = _report_outcomes(run, outcomes, stage.counts)

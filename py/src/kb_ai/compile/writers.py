@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from kb_ai.compile.content_check import summary_contradicts
 from kb_ai.compile.hand_text import HandText, _string_list, hand_conflict, merge_around_hand, merge_base
 from kb_ai.compile.ingest import Source
 from kb_ai.compile.offline import (
@@ -36,17 +37,21 @@ WRITE_SOURCE_TOKENS = 8_000  # source text per write call; a longer source is cu
 LARGE_ARTICLE_TOKENS = 2_500  # above this an article is edited by section, not rewritten whole
 MAX_SECTIONS_SHOWN = 4
 MAX_TAGS = 8
+MAX_MODEL_TAGS = 6  # the write prompt asks for "up to 6"; the schema says so too
 WRITE_MAX_TOKENS = 6_000  # one article; bounds a rambling model
 SHRINK_LIMIT = 0.5  # a whole rewrite may not drop more than half of an article's words
 
+# The limits the write prompt states (summary length, number of tags) are in its schemas.
+_SUMMARY = {"type": "string", "maxLength": SUMMARY_LIMIT}
+_TAGS = {"type": "array", "maxItems": MAX_MODEL_TAGS, "items": {"type": "string", "maxLength": 40}}
 # Questions the article answers, in a reader's words (frontmatter ``questions:``): searched by the
 # offline keyword index, never shown in the catalog (store/articles.py: questions_of).
 QUESTIONS_SCHEMA = {"type": "array", "items": {"type": "string"}, "maxItems": MAX_QUESTIONS}
 BODY_SCHEMA = {
     "type": "object",
     "properties": {
-        "summary": {"type": "string"},
-        "tags": {"type": "array", "items": {"type": "string"}},
+        "summary": _SUMMARY,
+        "tags": _TAGS,
         "questions": QUESTIONS_SCHEMA,
         "body": {"type": "string"},
     },
@@ -55,8 +60,8 @@ BODY_SCHEMA = {
 EDITS_SCHEMA = {
     "type": "object",
     "properties": {
-        "summary": {"type": "string"},
-        "tags": {"type": "array", "items": {"type": "string"}},
+        "summary": _SUMMARY,
+        "tags": _TAGS,
         "questions": QUESTIONS_SCHEMA,
         "edits": {
             "type": "array",
@@ -323,7 +328,7 @@ class LLMWriter:
         schema = EDITS_SCHEMA if mode == "sections" else BODY_SCHEMA
         reply = await self.gateway.complete_json(messages, schema=schema, schema_name=f"compile_write_{mode}",
                                                  purpose="compile.write", meter=self.meter,
-                                                 max_tokens=WRITE_MAX_TOKENS)
+                                                 max_tokens=WRITE_MAX_TOKENS, stream=True)
         known_sources = {c.path for c in chunk} | set(_string_list(article.meta.get("sources")))
         warnings = ["a source was cut to fit the write budget"] if truncated else []
         if mode == "sections":
@@ -343,6 +348,11 @@ class LLMWriter:
         if why:
             warnings.append(f"the model's summary {why}; used the lead sentence")
         summary = summary_or_lead(reply.get("summary"), body, article.title, instructions)
+        wrong = summary_contradicts(summary, body)
+        if wrong:  # a summary saying $9 of a page that says $12
+            warnings.append(f"the model's summary states {', '.join(repr(w) for w in wrong[:3])}, which the "
+                            "article does not; used the lead sentence")
+            summary = clip(lead_summary(body.split("\n", 1)[-1], article.title), SUMMARY_LIMIT)
         tags = clean_tags(reply.get("tags"))
         trails_before = len(trail_lines(article.body or ""))
         return Draft(summary, tags, body, max(0, len(trail_lines(body)) - trails_before), warnings,

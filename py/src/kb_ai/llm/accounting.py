@@ -68,20 +68,21 @@ class Books:
                            error=error, attempt=attempt, seconds=seconds, note=note)
 
     def failed(self, exchange: Exchange, meter: UsageMeter | None, err: LLMError, started: float,
-               attempt: int) -> None:
-        """An attempt that failed: counted, with its error."""
+               attempt: int, *, probe: bool = False) -> None:
+        """An attempt that failed: counted, with its error (``probe``: a response_format shape the
+        server refused, counted as a probe, not a failure)."""
         seconds = self._clock() - started
-        self._record(meter, exchange.purpose, NOTHING, seconds, error=err)
+        self._record(meter, exchange.purpose, NOTHING, seconds, error=err, probe=probe)
         self._tracer.write(exchange, reply=None, usage=None, cached=False, error=err, attempt=attempt,
                            seconds=seconds)
 
     def _record(self, meter: UsageMeter | None, purpose: str, reply: Outcome, seconds: float,
-                error: LLMError | None = None) -> None:
+                error: LLMError | None = None, probe: bool = False) -> None:
         if meter is not None:
             meter.add(CallUsage(purpose=purpose, model=self.model, prompt_tokens=reply.prompt_tokens,
                                 completion_tokens=reply.completion_tokens, cost_usd=reply.cost_usd,
                                 seconds=round(seconds, 4), cached=False,
-                                error=None if error is None else error.code))
+                                error=None if error is None else error.code, probe=probe))
 
     # -- cache ------------------------------------------------------------------------------------
 

@@ -72,6 +72,22 @@ def call_deadline(config: GatewayConfig) -> float:
     return 3.0 * float(config.timeout)
 
 
+# The slowest model a streamed long call is given time for, prompt read and reply written: a 0.5B
+# model on one shared core read a prompt at ~7 and wrote ~5 tokens a second (docs/benchmarks.md, "Model-path compile checks"); progress itself is
+# watched chunk by chunk (``timeout`` without one closes the stream).
+STREAM_MIN_TOKENS_PER_SECOND = 4.0
+
+
+def stream_deadline(config: GatewayConfig, max_tokens: int, prompt_tokens: int = 0) -> float:
+    """Seconds a streamed long call (``complete_json(stream=True)``) may take in all: the
+    ``call_deadline`` setting when one is set, else enough to read ``prompt_tokens`` and write
+    ``max_tokens`` at ``STREAM_MIN_TOKENS_PER_SECOND`` (never less than the default ``call_deadline``)."""
+    if config.call_deadline:
+        return float(config.call_deadline)
+    work = (max_tokens + prompt_tokens) / STREAM_MIN_TOKENS_PER_SECOND
+    return max(call_deadline(config), work + float(config.timeout))
+
+
 def provider_kind(model: str, api_base: str | None) -> str:
     """``"local"`` for a model server on the user's own machine or network (a local provider
     such as ``ollama/...``, or an ``api_base`` on localhost, a ``.local`` name, or a loopback,

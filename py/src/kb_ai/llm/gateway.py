@@ -61,9 +61,10 @@ from kb_ai.errors import (
 from kb_ai.llm import structured
 from kb_ai.llm.accounting import Books, Outcome
 from kb_ai.llm.breaker import Admission, CircuitBreaker
-from kb_ai.llm.config import GatewayConfig, call_deadline, gateway_config
+from kb_ai.llm.config import GatewayConfig, call_deadline, gateway_config, stream_deadline
 from kb_ai.llm.error_map import ResponseFormatRejected, map_error, one_line, refuses_temperature, rejects_response_format
 from kb_ai.llm.replies import Reply, ReplyLimits, ReplyTooLarge, quote_for_repair, reply_limits
+from kb_ai.llm.tokens import estimate_tokens
 from kb_ai.llm.trace import Exchange
 from kb_ai.llm.transports import Request, Transport, transport_for
 from kb_ai.llm.usage import UsageMeter
@@ -90,6 +91,7 @@ class Call:
         self.seconds = seconds
         self.limits: ReplyLimits = reply_limits(max_tokens)
         self.deadline_at: float | None = None  # event-loop time
+        self.stream = False  # its requests are streamed and collected (``complete_json(stream=True)``)
 
     def start(self) -> float:
         if self.deadline_at is None:
@@ -197,7 +199,7 @@ class LLMGateway:
 
     async def complete_json(self, messages: list[Message], *, schema: dict[str, Any], schema_name: str,
                             purpose: str, max_tokens: int, meter: UsageMeter | None = None,
-                            temperature: float = 0.0) -> Any:
+                            temperature: float = 0.0, stream: bool = False) -> Any:
         """Ask for JSON matching ``schema`` and return it parsed and validated.
 
         The response_format shape adapts to the server (see the module docstring). An invalid
@@ -205,6 +207,13 @@ class LLMGateway:
         repair round (the bad reply, at most ``REPAIR_QUOTE_CHARS`` of it, plus what was wrong);
         a second invalid reply raises LLMOutputError. The call deadline covers all of it. Only
         validated JSON is cached.
+
+        ``stream``: for a long reply (a compile write). The reply is streamed and collected
+        (``streaming.collect_stream``): an attempt that sends nothing for ``timeout`` seconds is
+        closed (the server stops) before it is retried, and the call's deadline is sized to
+        ``max_tokens`` (``config.stream_deadline``) rather than to ``timeout``: a slow model that
+        keeps writing is not cut off, and a request is never paid twice while the server still
+        works on the first.
         """
         _check_max_tokens(max_tokens)
         validator = structured.validator(schema)
@@ -216,7 +225,10 @@ class LLMGateway:
                 self.books.hit(cached, messages, purpose=purpose, meter=meter, kind="json")
                 return value
 
-        async with self.guarded(meter, max_tokens) as call:
+        seconds = stream_deadline(self.config, max_tokens, estimate_tokens(
+            "".join(str(m.get("content") or "") for m in messages))) if stream else None
+        async with self.guarded(meter, max_tokens, seconds) as call:
+            call.stream = stream
             reply, asked, response_format, shape = await self._probe_shapes(
                 messages, schema, schema_name, purpose=purpose, meter=meter, temperature=temperature, call=call)
             value, problem = self._json_value(reply, validator, call.limits, purpose)
@@ -277,7 +289,8 @@ class LLMGateway:
     # -- one call: breaker, deadline, messages ---------------------------------------------------
 
     @contextlib.asynccontextmanager
-    async def guarded(self, meter: UsageMeter | None, max_tokens: int) -> AsyncIterator[Call]:
+    async def guarded(self, meter: UsageMeter | None, max_tokens: int,
+                      seconds: float | None = None) -> AsyncIterator[Call]:
         """One call of the API, through the circuit breaker: refused at once (LLMModelDownError)
         while the model is treated as down; its outcome — answered or not — counted. A call the
         model did not answer also marks ``meter`` (``UsageMeter.model_down``), so the rest of the
@@ -288,7 +301,7 @@ class LLMGateway:
             _mark_down(meter, err)
             raise
         try:
-            yield Call(call_deadline(self.config), max_tokens)
+            yield Call(call_deadline(self.config) if seconds is None else seconds, max_tokens)
         except LLMError as err:
             self.breaker.settle(admission, answered=not err.unanswered, reason=err.message)
             if err.unanswered:
@@ -390,7 +403,13 @@ class LLMGateway:
 
     async def _call(self, messages: list[Message], exchange: Exchange, *, meter: UsageMeter | None,
                     temperature: float, call: Call, response_format: dict[str, Any] | None = None) -> Outcome:
-        """A non-streaming request with retries (within the call's deadline), usage and trace."""
+        """A non-streaming request with retries (within the call's deadline), usage and trace
+        (a call made with ``stream``: the streamed one, ``streaming.collect_stream``)."""
+        if call.stream:
+            from kb_ai.llm.streaming import collect_stream  # noqa: PLC0415
+
+            return await collect_stream(self, messages, exchange, meter=meter, temperature=temperature, call=call,
+                                        response_format=response_format)
         self.transport.prepare()  # a one-off import is not part of any call's time
         attempt = 0
         while True:
@@ -405,7 +424,8 @@ class LLMGateway:
                     # Nothing of a body cut short can be parsed: an empty reply, cut off.
                     reply = self.books.outcome("", None, messages, finish_reason="length", over_limit=True)
             except LLMError as err:
-                self.books.failed(exchange, meter, err, started, attempt)
+                self.books.failed(exchange, meter, err, started, attempt,
+                                  probe=isinstance(err, ResponseFormatRejected))
                 delay = self.retry_delay(err, attempt, call)
                 if delay is None:
                     raise

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, AsyncIterator
 
 from kb_ai.errors import LLMError, LLMOutputError, LLMReplyCutOff
 from kb_ai.llm.config import call_deadline
+from kb_ai.llm.error_map import ResponseFormatRejected
 from kb_ai.llm.replies import ReplyChunk, ReplyLimits, ReplyTooLarge, StreamText, Usage
 from kb_ai.llm.trace import Exchange
 from kb_ai.llm.transports import aclose_quietly
@@ -40,6 +41,7 @@ class _Received:
         self.finish_reason: str | None = None
         self.usage: Usage | None = None
         self.cut_off: LLMReplyCutOff | None = None
+        self.started = False  # a chunk came (``collect_stream``: from then on, a stall is a timeout)
 
     @property
     def text(self) -> str:
@@ -206,3 +208,83 @@ def _partial(gateway: LLMGateway, exchange: Exchange, meter: UsageMeter | None, 
 def _pieces(text: str, size: int = 200) -> list[str]:
     """A cached reply replayed as a few chunks, so stream consumers see a normal stream."""
     return [text[i:i + size] for i in range(0, len(text), size)] or [""]
+
+
+# -- a long structured reply, streamed ------------------------------------------------------------
+
+
+async def collect_stream(gateway: LLMGateway, messages: list[Message], exchange: Exchange, *,
+                         meter: UsageMeter | None, temperature: float, call: Call,
+                         response_format: dict[str, Any] | None = None) -> Any:
+    """``LLMGateway._call`` for a long reply (``complete_json(stream=True)``): the request is
+    streamed and its text collected, so the deadline measures progress. An attempt fails when,
+    once the reply began, no chunk came for ``timeout`` seconds (``stall``), or when the call's
+    deadline (sized to the prompt and ``max_tokens``, ``config.stream_deadline``) ran out (it alone
+    bounds the wait for the first chunk: a server sends nothing while it reads a long prompt); its stream is closed first — closing the connection is how
+    an OpenAI-compatible server (llama.cpp, vLLM, OpenAI) is told to stop generating — so a retry
+    never runs beside the request it replaces. Returns the ``Outcome`` (cut off and marked when
+    the reply outgrew the size a reply of ``max_tokens`` may have)."""
+    gateway.transport.prepare()
+    attempt = 0
+    while True:
+        started = gateway.clock()
+        received = _Received(call.limits)
+        try:
+            async with gateway.slot():
+                await _collect(gateway, received, messages, temperature, call, response_format)
+        except ReplyTooLarge:
+            reply = gateway.books.outcome(received.text, received.usage, messages, finish_reason="length",
+                                          over_limit=True)
+            gateway.books.answered(exchange, meter, reply, started, attempt)
+            return reply
+        except LLMError as err:
+            gateway.books.failed(exchange, meter, err, started, attempt,
+                                 probe=isinstance(err, ResponseFormatRejected))
+            delay = gateway.retry_delay(err, attempt, call)
+            if delay is None:
+                raise
+            attempt += 1
+            await gateway.sleep(delay)
+            continue
+        reply = gateway.books.outcome(received.text, received.usage, messages, finish_reason=received.finish_reason)
+        gateway.books.answered(exchange, meter, reply, started, attempt)
+        return reply
+
+
+async def _collect(gateway: LLMGateway, received: _Received, messages: list[Message], temperature: float,
+                   call: Call, response_format: dict[str, Any] | None) -> None:
+    """One streamed attempt, read into ``received``; the stream is always closed at the end."""
+    deadline_at = call.start()
+    stall = float(gateway.config.timeout or 60.0)
+    response: Any = None
+    try:
+        with gateway.flying():
+            response = await gateway.send(messages, temperature=temperature, call=call, stream=True,
+                                          response_format=response_format)
+            chunks = response.__aiter__()
+            while True:
+                # Before the first text a server sends nothing while it reads the prompt (or waits
+                # for a free slot): only the call's deadline bounds that wait; after it, ``stall``.
+                loop_time = asyncio.get_running_loop().time()
+                limit = min(deadline_at, loop_time + stall) if received.started else deadline_at
+                try:
+                    async with asyncio.timeout_at(limit):
+                        chunk = await chunks.__anext__()
+                except StopAsyncIteration:
+                    break
+                received.started = received.started or bool(chunk.text)  # (a role-only chunk may come first)
+                _text, over = received.take(chunk)
+                if over:
+                    raise ReplyTooLarge(received.limits.bytes)
+        received.flush()
+    except (LLMError, ReplyTooLarge):
+        raise
+    except TimeoutError:
+        if asyncio.get_running_loop().time() >= deadline_at:
+            raise gateway.deadline_error() from None
+        raise gateway.map_error(TimeoutError()) from None  # stalled: a timeout, retried
+    except Exception as exc:  # noqa: BLE001 (cancellation passes through)
+        raise gateway.map_error(exc) from exc
+    finally:
+        if response is not None:
+            await aclose_quietly(response)  # closes the connection: the server stops generating

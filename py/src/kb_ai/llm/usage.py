@@ -21,6 +21,9 @@ class CallUsage:
     seconds: float
     cached: bool = False
     error: str | None = None
+    # A response-format probe: the server refused the shape of structured output asked for,
+    # and the gateway asks again in the next shape (``LLMGateway._probe_shapes``). Sent, not failed.
+    probe: bool = False
 
 
 @dataclass
@@ -47,7 +50,13 @@ class UsageMeter:
 
     @property
     def failed_calls(self) -> int:
-        return sum(1 for c in self.calls if not c.cached and c.error is not None)
+        """Attempts that failed; response-format probes are not failures (``probes``)."""
+        return sum(1 for c in self.calls if not c.cached and c.error is not None and not c.probe)
+
+    @property
+    def probes(self) -> int:
+        """Requests the server refused for their response_format shape, asked again in the next."""
+        return sum(1 for c in self.calls if c.probe)
 
     @property
     def cache_hits(self) -> int:
@@ -70,6 +79,7 @@ class UsageMeter:
         return {
             "llm_calls": self.llm_calls,
             "failed_calls": self.failed_calls,
+            "probes": self.probes,
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
             "cost_usd": self.cost_usd,
