@@ -196,8 +196,8 @@ def _fallback_allowed(service: AskService, request: AskRequest) -> bool:
     return service.navigator.mode == "llm" and service.settings.answer_fallback and not request.model_only
 
 
-UNSUPPORTED_LINE = ("\n\n*The pages read do not answer this question: no sentence of this answer is supported by "
-                    "them, so it is not the wiki's answer.*")
+UNSUPPORTED_ANSWER = ("The pages read do not answer this question: no sentence of the answer is supported by "
+                      "them, so it is not the wiki's answer.")
 
 
 def _citation_events(answer: str, pages, grounded: bool = False) -> list[AskEvent]:
@@ -205,8 +205,8 @@ def _citation_events(answer: str, pages, grounded: bool = False) -> list[AskEven
     not valid), with a notice when some are not valid or when the answer cites none of the pages
     it read. ``grounded`` (a model's answer): kaas attributes it (``navigate.attribution``):
     sources attached to sentences that restate a page, sentences no page supports, and, when
-    none is supported, a last line saying the pages do not answer it (a ``token`` event before
-    the citations) and ``abstained``."""
+    none is supported, ``abstained`` and a notice saying the pages do not answer it (the answer
+    streamed already: the correction is the ``citations`` event and its notices)."""
     check = check_citations(answer, pages)
     data: dict = {"citations": [c.as_dict() for c in check.valid], "invalid": check.invalid}
     events: list[AskEvent] = []
@@ -220,9 +220,9 @@ def _citation_events(answer: str, pages, grounded: bool = False) -> list[AskEven
         citations = found.citations
         data.update(citations=[c.as_dict() for c in citations], attributed=found.attributed,
                     unsupported=found.unsupported, abstained=found.abstained)
-        if found.abstained and not found.model_abstained:
-            events.append(AskEvent("token", {"text": UNSUPPORTED_LINE}))
     events.append(AskEvent("citations", data))
+    if data.get("abstained") and not found.model_abstained:
+        events.append(AskEvent("notice", {"message": UNSUPPORTED_ANSWER}))
     if check.invalid:
         events.append(AskEvent("notice", {"message": "The answer cited pages that were not read; those links are not valid citations: " + ", ".join(check.invalid[:5])}))
     if data.get("attributed"):
@@ -354,8 +354,6 @@ async def ask_events(service: AskService, request: AskRequest) -> AsyncIterator[
 
         grounded = navigator.mode == "llm" and offline_reason is None
         for event in await anyio.to_thread.run_sync(_citation_events, answer, pages, grounded):
-            if event.name == "token":
-                answer += event.data["text"]
             yield event
 
         if request.suggest:

@@ -9,8 +9,10 @@ and at least ``MIN_TERMS`` of them. Then:
 - a strongly matched sentence that cites no page read gets a citation of the page it restates,
   with the passage (``attributed``; the citation is marked ``attributed`` when the model cited
   that page nowhere);
-- a sentence that no page read matches strongly is ``unsupported``, cited or not (a citation is
-  no evidence by itself);
+- a sentence that cites a page read is supported when the passage matcher finds its passage in
+  that page (its own rule: a quarter of its terms); a citation whose page holds nothing of the
+  sentence is no evidence by itself;
+- any other sentence that no page read matches strongly is ``unsupported``;
 - a sentence that says the pages do not cover the question (``ABSTAINING``) is no claim;
 - when no sentence of the answer is supported, the answer is ``abstained``: the pages read do not
   answer the question, whatever the model wrote.
@@ -95,6 +97,7 @@ def attribute(answer: str, pages_read: list[ReadPage], check: CitationCheck) -> 
         return result
     texts = [c.words for c in found]
     best: list[tuple[float, int, ReadPage | None, Any]] = [(0.0, 0, None, None)] * len(found)
+    in_cited = [False] * len(found)  # the passage matcher found the sentence in a page it cites
     for page in pages:
         body = page.body if page.body else page.text
         within = page.text if page.truncated and page.body else None
@@ -103,16 +106,20 @@ def attribute(answer: str, pages_read: list[ReadPage], check: CitationCheck) -> 
                 continue
             share, shared = _share(set(tokenize(texts[i])), passage.quote)
             cited_here = page.path in found[i].cites
+            in_cited[i] = in_cited[i] or cited_here
             if (share, cited_here) > (best[i][0], best[i][2] is not None and best[i][2].path in found[i].cites):
                 best[i] = (share, shared, page, passage)
     added: dict[str, list[dict[str, Any]]] = {}
-    for claim, (share, shared, page, passage) in zip(found, best):
+    for claim, (share, shared, page, passage), cited_found in zip(found, best, in_cited):
+        if cited_found:
+            result.supported += 1
+            continue
         if page is None or share < STRONG_SHARE or shared < MIN_TERMS:
             result.unsupported.append({"start": claim.start, "end": claim.end, "text": claim.words})
             continue
         result.supported += 1
         if claim.cites:
-            continue
+            continue  # it cites a page read, and another page supports it: its citation stands
         result.attributed.append({"start": claim.start, "end": claim.end, "path": page.path})
         added.setdefault(page.path, []).append({**passage.as_dict(), "links": [],
                                                "sentence": {"start": claim.start, "end": claim.end}})

@@ -27,8 +27,8 @@ from kb_ai.navigate.fusion import PickMemory, fuse, positional_reason
 from kb_ai.navigate.navigator import LexicalIndexCache
 from kb_ai.navigate.offline_navigator import OfflineNavigator, lexical_selection
 from kb_ai.navigate.records import ReadPage, Selection, Turn
-from kb_ai.navigate.select import (DEFAULT_SELECT_BUDGET, catalog_tokens, known_to_fit, select_budget_for,
-                                   select_pages_llm)
+from kb_ai.navigate.select import (DEFAULT_SELECT_BUDGET, MIN_SELECT_BUDGET, catalog_tokens, known_to_fit,
+                                   select_budget_for, select_pages_llm)
 from kb_ai.navigate.topic_select import TopicIndexCache, select_pages_by_topic
 from kb_ai.store.catalog import Catalog
 
@@ -82,12 +82,15 @@ class LLMNavigator:
         self._windows: ContextWindows | None = None
         self.picks = PickMemory()  # the pages picked for recent questions: a model answering all alike
 
-    async def _budget(self) -> tuple[int, str | None]:
+    async def _budget(self, catalog: Catalog | None = None) -> tuple[int, str | None]:
         """The selection budget, and a notice when it is the default for an unknown context window.
         The window: litellm's model map, else the ``context_window`` setting, else the server's
-        own report (``llm.context_window``, probed once per navigator)."""
+        own report (``llm.context_window``, probed once per navigator, and only once a catalog is
+        larger than the smallest budget: below it the window cannot change what is shown)."""
         if self.select_budget:
             return self.select_budget, None
+        if catalog is not None and catalog.line_chars_known and catalog_tokens(catalog) <= MIN_SELECT_BUDGET:
+            return MIN_SELECT_BUDGET, None
         if self._windows is None:
             config = self.gateway.config
             self._windows = ContextWindows(self.gateway.context_window(), self.context_window_setting,
@@ -122,7 +125,7 @@ class LLMNavigator:
     async def select(self, question: str, catalog: Catalog, max_pages: int, meter: UsageMeter) -> Selection:
         if meter.model_down:
             return await self._fallback(question, catalog, max_pages, f"The model did not answer ({meter.model_down})")
-        budget, unknown_window = await self._budget()
+        budget, unknown_window = await self._budget(catalog)
         notices: list[str] = []  # degradations on the way, for the reader (not only the log)
         if unknown_window and catalog_tokens(catalog) > budget:
             notices.append(unknown_window)  # the budget mattered: the catalog was cut to it
@@ -192,7 +195,7 @@ class LLMNavigator:
         failed call ends the rounds with a notice: the answer is made from the pages read."""
         if meter.model_down:
             return await self._offline().follow_up(question, catalog, pages, latest, max_pages, meter)
-        budget, _ = await self._budget()
+        budget, _ = await self._budget(catalog)
         lexical = await anyio.to_thread.run_sync(self.lexical.get, catalog)
         try:
             return await select_more_llm(question, catalog, pages, gateway=self.gateway, prompts=self.prompts,

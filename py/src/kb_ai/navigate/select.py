@@ -25,6 +25,7 @@ from kb_ai.store.catalog import Catalog, CatalogEntry
 
 DEFAULT_SELECT_BUDGET = 6_000  # catalog tokens when the model's context window is unknown
 MAX_SELECT_BUDGET = 32_000
+MIN_SELECT_BUDGET = 1_000  # the smallest budget any context window gives
 MIN_LINE_TOKENS = 8  # "- [T](a/b.md)" is already ~4 tokens; real lines are 20-60
 
 
@@ -47,7 +48,7 @@ def select_budget_for(context_window: int | None, configured: int | None) -> int
     if configured:
         return configured
     if context_window:
-        return max(1_000, min(context_window // 2, MAX_SELECT_BUDGET))
+        return max(MIN_SELECT_BUDGET, min(context_window // 2, MAX_SELECT_BUDGET))
     return DEFAULT_SELECT_BUDGET
 
 
