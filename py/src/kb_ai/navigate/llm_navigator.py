@@ -127,8 +127,8 @@ class LLMNavigator:
             return await self._fallback(question, catalog, max_pages, f"The model did not answer ({meter.model_down})")
         budget, unknown_window = await self._budget(catalog)
         notices: list[str] = []  # degradations on the way, for the reader (not only the log)
-        if unknown_window and catalog_tokens(catalog) > budget:
-            notices.append(unknown_window)  # the budget mattered: the catalog was cut to it
+        if unknown_window and not known_to_fit(catalog, budget):
+            notices.append(unknown_window)  # the budget may have mattered: the catalog is cut to it
         # The keyword index (loaded or built from every page) is what the shortlist ranks with:
         # made in a worker thread, not on the event loop; not needed when the whole catalog fits.
         lexical = None
