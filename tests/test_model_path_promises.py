@@ -162,3 +162,13 @@ async def test_an_unknown_context_window_says_which_budget_was_used(tmp_path):
     kb, (gold, name) = _big_kb(tmp_path, 400)
     result, _ = await _ask(kb, [f"Founded [{name}]({gold})."], paths=[gold], question=f"When was {name} founded?")
     assert any("default budget of 6,000 tokens" in n and "KAAS_CONTEXT_WINDOW" in n for n in result.notices)
+
+
+async def test_the_prompt_tokens_served_from_the_providers_cache_are_counted(sample_kb):
+    with FakeOpenAI() as fake:
+        fake.reply_json({"paths": ["retrieval/citations.md"]}, when=SELECT)
+        fake.reply_stream([RESTATED], when=ANSWER, usage={"prompt_tokens": 100, "completion_tokens": 5, "total_tokens": 105,
+                                                          "prompt_tokens_details": {"cached_tokens": 80}})
+        result = await ask(build_service(llm_settings(sample_kb)), AskRequest(question="How are citations validated?"))
+    assert result.usage["cached_prompt_tokens"] == 80
+    assert [c["cached_prompt_tokens"] for c in result.usage["calls"]] == [0, 80]

@@ -21,6 +21,7 @@ class CallUsage:
     seconds: float
     cached: bool = False
     error: str | None = None
+    cached_prompt_tokens: int = 0  # of prompt_tokens, served from the provider's prompt cache (as reported)
 
 
 @dataclass
@@ -58,6 +59,10 @@ class UsageMeter:
         return sum(c.prompt_tokens for c in self.calls if not c.cached)
 
     @property
+    def cached_prompt_tokens(self) -> int:
+        return sum(c.cached_prompt_tokens for c in self.calls if not c.cached)
+
+    @property
     def completion_tokens(self) -> int:
         return sum(c.completion_tokens for c in self.calls if not c.cached)
 
@@ -72,6 +77,7 @@ class UsageMeter:
             "failed_calls": self.failed_calls,
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
+            "cached_prompt_tokens": self.cached_prompt_tokens,
             "cost_usd": self.cost_usd,
             "cache_hits": self.cache_hits,
             "mode": mode,
