@@ -204,6 +204,13 @@ class FakeOpenAI:
              headers: dict[str, str] | None = None, repeat: bool = False) -> "FakeOpenAI":
         return self.add(error_response(status, message, headers=headers), when=when, repeat=repeat)
 
+    def serve_get(self, url: str, body: Any, status: int = 200) -> "FakeOpenAI":
+        """Answer GET ``url`` (a server's ``/props``, ``/v1/models``) with ``body`` as JSON; call
+        inside the ``with`` block."""
+        assert self._mock is not None, "serve_get needs the fake to be active"
+        self._mock.get(url).mock(return_value=httpx.Response(status, json=body))
+        return self
+
     # -- inspection ---------------------------------------------------------------------------
 
     @property

@@ -69,7 +69,7 @@ def bound_socket() -> tuple[socket.socket, str]:
 # -- a fake OpenAI-compatible model server --------------------------------------------------------
 
 _PAGE = re.compile(r'<page path="([^"]+)" title="([^"]*)"')
-_CATALOG_LINE = re.compile(r"^- \[[^\]]+\]\(([^)]+)\)", re.MULTILINE)
+_CATALOG_LINE = re.compile(r"^(?:- |\d+\. )\[[^\]]+\]\(([^)]+)\)", re.MULTILINE)
 _TOPIC_LINE = re.compile(r"^- ([^\[(\n][^(\n]*?) \(\d[\d,]* articles?\)", re.MULTILINE)
 
 

@@ -169,7 +169,20 @@ def test_model_prompts_for_bob_never_contain_hidden_pages(kb):
     events = parse_sse(body)
     citations = next(d for n, d in events if n == "citations")
     assert [c["path"] for c in citations["citations"]] == ["retrieval/citations.md"]
-    assert [p["path"] for p in next(d for n, d in events if n == "pages")["pages"]] == ["retrieval/citations.md"]
+    read = [p["path"] for p in next(d for n, d in events if n == "pages")["pages"]]
+    assert read[0] == "retrieval/citations.md" and "hr/salaries.md" not in read  # (+ a keyword page bob may read)
+
+
+def test_a_page_bob_may_read_does_not_name_a_hidden_page_to_the_model(kb):
+    with FakeOpenAI() as fake:
+        fake.reply_json({"paths": ["ops/links.md"]}, when="You are the navigator of a wiki", repeat=True)
+        fake.reply_stream(["See [Links](ops/links.md)."], when="You answer questions", repeat=True)
+        with client_for(kb, BOB, model=MODEL, api_base=API_BASE, api_key="k", cache=False, max_retries=0) as bob:
+            body = bob.post("/api/chat", json={"question": "Where are things?"}).text
+    answer_prompt = next(all_text(r) for r in fake.requests if "You answer questions" in all_text(r))
+    assert "See the bands and nothing." in answer_prompt  # the link's words, not its target
+    assert_hidden(answer_prompt)
+    assert "event: error" not in body
 
 
 def test_revoking_a_group_or_a_user_takes_effect_on_the_next_request(kb):

@@ -76,7 +76,7 @@ def rounds_of(result) -> list[tuple[int, list[str]]]:
 
 # -- a stub model that judges relevance by title ---------------------------------------------------
 
-_LINE = re.compile(r"^- \[(?P<title>[^\]]+)\]\((?P<path>[^)]+)\)", re.MULTILINE)
+_LINE = re.compile(r"^(?:- |\d+\. )\[(?P<title>[^\]]+)\]\((?P<path>[^)]+)\)", re.MULTILINE)
 
 
 def _catalog(text: str) -> list[tuple[str, str]]:

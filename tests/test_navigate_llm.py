@@ -4,6 +4,8 @@ visibly, citations are validated, rewrite and suggest run, failures degrade, the
 
 from __future__ import annotations
 
+import re
+
 import httpx
 import pytest
 
@@ -29,7 +31,7 @@ async def test_selection_sees_catalog_and_answer_is_streamed_with_valid_citation
     select_prompt = all_text(requests_with(fake, SELECT)[0])
     for line in sample_kb.master_index.read_text().splitlines():
         if line.startswith("- ["):
-            assert line in select_prompt  # the catalog goes in whole, as data
+            assert ". " + line[2:] + "\n" in select_prompt  # the catalog goes in whole, as numbered data
     assert "<catalog" in select_prompt and "How are citations validated?" in select_prompt
     answer_request = requests_with(fake, ANSWER)[0]
     assert answer_request["stream"] is True
@@ -161,7 +163,7 @@ async def test_large_catalog_is_shortlisted_to_the_selection_budget(tmp_path):
         fake.reply_stream([f"Founded long ago [{name}]({gold_path})."], when=ANSWER)
         result = await ask(build_service(llm_settings(kb, select_budget=1500)), AskRequest(question=f"When was {name} founded?"))
     prompt = all_text(requests_with(fake, SELECT)[0])
-    shown = [line for line in prompt.splitlines() if line.startswith("- [")]
+    shown = [line for line in prompt.splitlines() if re.match(r"\d+\. \[", line)]  # numbered catalog lines
     assert 0 < len(shown) < 400
     assert f"]({gold_path})" in prompt.split("</catalog>")[0]
     assert sum(len(line) for line in shown) / 3.5 <= 1500

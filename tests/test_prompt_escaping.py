@@ -75,7 +75,7 @@ def contexts(value: str) -> dict[str, list[dict]]:
                "hand_edited": True, "summary": v}
     contribution = {"path": v, "title": v, "date": v, "status": v, "text": v, "truncated": True}
     return {
-        "answer": [dict(question=v, history=history, pages=[page, dict(page, saved_answer=False, truncated=False)])],
+        "answer": [dict(question=v, history=history, pages=[page, dict(page, saved_answer=False, truncated=False)], example=v)],
         "rewrite": [dict(question=v, history=history)],
         "select": [dict(question=v, catalog_lines=[v, v], max_pages=5, shortlisted=True, total_pages=9)],
         "select_more": [dict(question=v, pages=[{"path": v, "title": v, "excerpt": v, "names": [v, v]}] * 2,
@@ -155,7 +155,7 @@ def test_no_value_can_open_or_close_an_element(text):
             assert '"' not in escaped and ">" not in escaped
     library_messages = PromptLibrary().render(
         "answer", question=text, history=[{"role": "user", "content": text}],
-        pages=[{"path": text, "title": text, "text": text, "truncated": False, "saved_answer": False}])
+        pages=[{"path": text, "title": text, "text": text, "truncated": False, "saved_answer": False}], example=text)
     assert shape(structure(library_messages[1]["content"])) == [
         ("open", "conversation", ()), ("close", "conversation", ()), ("open", "pages", ()),
         ("open", "page", ("path", "title")), ("close", "page", ()), ("close", "pages", ())]

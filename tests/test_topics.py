@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import json
 
 import pytest
@@ -104,7 +106,7 @@ async def test_hierarchical_navigation_shows_topics_then_only_the_chosen_topics_
     topic_prompt = all_text([r for r in fake.requests if TOPICS in all_text(r)][0])
     assert f"- {gold_topic} (25 articles) — " in topic_prompt
     page_prompt = all_text([r for r in fake.requests if SELECT in all_text(r)][0])
-    shown = [line for line in page_prompt.splitlines() if line.startswith("- [")]
+    shown = [line for line in page_prompt.splitlines() if re.match(r"\d+\. \[", line)]  # numbered catalog lines
     assert len(shown) == 25 and all(f"]({gold_topic}/" in line for line in shown)
     assert [p["path"] for p in result.pages] == [gold_path] and result.usage["llm_calls"] == 3
     assert any(n.startswith(f"Navigated by topic: {gold_topic} (25 of 400 pages)") for n in result.notices)

@@ -62,6 +62,9 @@ class Settings:
     direct_http: bool = True  # talk to OpenAI-compatible servers over httpx, not through litellm
     # Navigation budgets, in estimated tokens. select_budget None = derived from the model's context.
     select_budget: int | None = None
+    # The model's context window in tokens, when litellm does not know it (a local server's alias):
+    # None = asked of the server (llm/context_window.py), else the default selection budget.
+    context_window: int | None = None
     # Over the budget: "shortlist" (keyword shortlist, one call) or "topics" (topics, then pages).
     navigation: str = "shortlist"
     read_budget: int = 12_000
@@ -91,7 +94,7 @@ class Settings:
         return replace(self, **{k: v for k, v in changes.items() if v is not None})
 
 
-_INT_FIELDS = {"max_retries", "breaker_failures", "concurrency", "select_budget", "read_budget", "max_pages",
+_INT_FIELDS = {"max_retries", "breaker_failures", "concurrency", "select_budget", "context_window", "read_budget", "max_pages",
                "serve_concurrency", "serve_streams", "stream_concurrency", "user_concurrency", "user_rate",
                "user_streams", "user_vote_rate", "feedback_user_votes", "feedback_days", "max_rounds", "max_calls"}
 _ZERO_ALLOWED = {"max_retries", "breaker_failures", "user_concurrency", "user_rate", "user_streams", "user_vote_rate"}

@@ -33,6 +33,7 @@ class Outcome:
     cost_usd: float
     finish_reason: str | None = None
     over_limit: bool = False  # longer than a reply of max_tokens may be: cut there, never cached
+    cached_prompt_tokens: int = 0  # of prompt_tokens, served from the server's prompt cache (as it reported)
 
 
 NOTHING = Outcome(text=None, prompt_tokens=0, completion_tokens=0, cost_usd=0.0)
@@ -55,7 +56,7 @@ class Books:
         prompt_tokens, completion_tokens = usage_numbers(usage, messages, text or "")
         return Outcome(text=text, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
                        cost_usd=self._cost(prompt_tokens, completion_tokens), finish_reason=finish_reason,
-                       over_limit=over_limit)
+                       over_limit=over_limit, cached_prompt_tokens=(usage.cached_tokens if usage else None) or 0)
 
     def answered(self, exchange: Exchange, meter: UsageMeter | None, reply: Outcome, started: float,
                  attempt: int, *, error: LLMError | None = None, note: str | None = None,
@@ -82,7 +83,8 @@ class Books:
             meter.add(CallUsage(purpose=purpose, model=self.model, prompt_tokens=reply.prompt_tokens,
                                 completion_tokens=reply.completion_tokens, cost_usd=reply.cost_usd,
                                 seconds=round(seconds, 4), cached=False,
-                                error=None if error is None else error.code, probe=probe))
+                                error=None if error is None else error.code, probe=probe,
+                                cached_prompt_tokens=reply.cached_prompt_tokens))
 
     # -- cache ------------------------------------------------------------------------------------
 

@@ -146,6 +146,9 @@ class Usage:
 
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
+    # Of the prompt tokens, those the server served from its prompt cache (OpenAI's
+    # ``usage.prompt_tokens_details.cached_tokens``; vLLM and llama.cpp's server report it too).
+    cached_tokens: int | None = None
 
 
 @dataclass(frozen=True)
@@ -172,7 +175,9 @@ def usage_of(value: Any) -> Usage | None:
     """The ``usage`` member of a reply or chunk; None when there is none."""
     if not value:
         return None
-    return Usage(count(member(value, "prompt_tokens")), count(member(value, "completion_tokens")))
+    details = member(value, "prompt_tokens_details")
+    return Usage(count(member(value, "prompt_tokens")), count(member(value, "completion_tokens")),
+                 count(member(details, "cached_tokens")) if details else None)
 
 
 def finish_reason_of(value: Any) -> str | None:

@@ -24,6 +24,7 @@ class CallUsage:
     # A response-format probe: the server refused the shape of structured output asked for,
     # and the gateway asks again in the next shape (``LLMGateway._probe_shapes``). Sent, not failed.
     probe: bool = False
+    cached_prompt_tokens: int = 0  # of prompt_tokens, served from the provider's prompt cache (as reported)
 
 
 @dataclass
@@ -67,6 +68,10 @@ class UsageMeter:
         return sum(c.prompt_tokens for c in self.calls if not c.cached)
 
     @property
+    def cached_prompt_tokens(self) -> int:
+        return sum(c.cached_prompt_tokens for c in self.calls if not c.cached)
+
+    @property
     def completion_tokens(self) -> int:
         return sum(c.completion_tokens for c in self.calls if not c.cached)
 
@@ -82,6 +87,7 @@ class UsageMeter:
             "probes": self.probes,
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
+            "cached_prompt_tokens": self.cached_prompt_tokens,
             "cost_usd": self.cost_usd,
             "cache_hits": self.cache_hits,
             "mode": mode,

@@ -36,7 +36,8 @@ from kb_ai.config import Settings
 from kb_ai.errors import (BadRequestError, EmptyCatalogError, KaasError, LLMError, LLMReplyCutOff, PageNotFoundError,
                           UnsafePathError)
 from kb_ai.llm.usage import UsageMeter
-from kb_ai.navigate.citations import validate_citations
+from kb_ai.navigate.attribution import attribute
+from kb_ai.navigate.citations import check_citations
 from kb_ai.navigate.navigator import LexicalIndexCache, Navigator
 from kb_ai.navigate.offline_navigator import OfflineNavigator
 from kb_ai.navigate.read import read_pages
@@ -47,6 +48,7 @@ from kb_ai.navigate.rounds import further_rounds, pages_event, round_usage
 from kb_ai.store.access import Reader
 from kb_ai.store.kb import KnowledgeBase
 from kb_ai.store.pages import load_page
+from kb_ai.store.sentences import clip
 from kb_ai.untrusted_text import lone_surrogate
 
 log = logging.getLogger(__name__)
@@ -117,7 +119,8 @@ def build_service(settings: Settings) -> AskService:
 
     gateway = build_gateway(settings, kb)
     navigator = LLMNavigator(gateway, PromptLibrary(settings.prompts_dir), lexical, settings.select_budget,
-                             navigation=settings.navigation, topics=TopicIndexCache(kb.state_dir))
+                             navigation=settings.navigation, topics=TopicIndexCache(kb.state_dir),
+                             context_window=settings.context_window)
     return AskService(kb, settings, navigator, lexical)
 
 
@@ -193,14 +196,44 @@ def _fallback_allowed(service: AskService, request: AskRequest) -> bool:
     return service.navigator.mode == "llm" and service.settings.answer_fallback and not request.model_only
 
 
-def _citation_events(answer: str, pages) -> list[AskEvent]:
-    """The answer's citations (those of pages read, and those that are not valid), with a notice
-    when some are not valid or when the answer cites none of the pages it read."""
-    citations, invalid = validate_citations(answer, pages)
-    events = [AskEvent("citations", {"citations": [c.as_dict() for c in citations], "invalid": invalid})]
-    if invalid:
-        events.append(AskEvent("notice", {"message": "The answer cited pages that were not read; those links are not valid citations: " + ", ".join(invalid[:5])}))
-    elif pages and not citations:
+UNSUPPORTED_ANSWER = ("The pages read do not answer this question: no sentence of the answer is supported by "
+                      "them, so it is not the wiki's answer.")
+
+
+def _citation_events(answer: str, pages, grounded: bool = False) -> list[AskEvent]:
+    """The answer's citations (those of pages read, repaired ones among them, and those that are
+    not valid), with a notice when some are not valid or when the answer cites none of the pages
+    it read. ``grounded`` (a model's answer): kaas attributes it (``navigate.attribution``):
+    sources attached to sentences that restate a page, sentences no page supports, and, when
+    none is supported, ``abstained`` and a notice saying the pages do not answer it (the answer
+    streamed already: the correction is the ``citations`` event and its notices)."""
+    check = check_citations(answer, pages)
+    data: dict = {"citations": [c.as_dict() for c in check.valid], "invalid": check.invalid}
+    events: list[AskEvent] = []
+    if check.repaired:
+        data["repaired"] = dict(check.repaired)
+    if check.placeholders:
+        data["placeholders"] = list(check.placeholders)
+    citations = check.valid
+    if grounded and pages:
+        found = attribute(answer, pages, check)
+        citations = found.citations
+        data.update(citations=[c.as_dict() for c in citations], attributed=found.attributed,
+                    unsupported=found.unsupported, abstained=found.abstained)
+    events.append(AskEvent("citations", data))
+    if data.get("abstained") and not found.model_abstained:
+        events.append(AskEvent("notice", {"message": UNSUPPORTED_ANSWER}))
+    if check.invalid:
+        events.append(AskEvent("notice", {"message": "The answer cited pages that were not read; those links are not valid citations: " + ", ".join(check.invalid[:5])}))
+    if data.get("attributed"):
+        titles = list(dict.fromkeys(c.title for c in citations if c.attributed)) or ["pages it cited elsewhere"]
+        events.append(AskEvent("notice", {"message": f"{len(data['attributed'])} sentences of the answer cite no page; "
+                                                     "kaas attached the pages they restate: " + ", ".join(titles[:5])}))
+    if data.get("unsupported") and not data.get("abstained"):
+        quoted = "; ".join("“" + clip(u["text"], 80) + "”" for u in data["unsupported"][:3])
+        events.append(AskEvent("notice", {"message": f"{len(data['unsupported'])} sentences of the answer are not "
+                                                     f"supported by the pages read: {quoted}"}))
+    if not check.invalid and pages and not citations:
         events.append(AskEvent("notice", {"message": "The answer cites none of the pages it read."}))
     return events
 
@@ -319,7 +352,8 @@ async def ask_events(service: AskService, request: AskRequest) -> AsyncIterator[
             yield AskEvent("notice", {"message": message})
         answer = "".join(answer_parts)
 
-        for event in await anyio.to_thread.run_sync(_citation_events, answer, pages):
+        grounded = navigator.mode == "llm" and offline_reason is None
+        for event in await anyio.to_thread.run_sync(_citation_events, answer, pages, grounded):
             yield event
 
         if request.suggest:

@@ -6,17 +6,26 @@ that holds no words of its own ("See [Title](path)."), the sentence before it. I
 found in the page by ``offline.passages.locate`` (the same for a model's answer and an
 extractive one): a quote of the page, its offsets in the page body and the id of the heading it
 is under in the rendered page. A link whose sentence matches nothing in the page cites the page.
+
+A link whose target is not a page read as written is resolved by the one page resolver
+(``navigate.page_refs``, as selection resolves a model's picks) among the pages read: a case or
+prefix slip (``Pages/Product/Pricing.md``), a title for a path, a missing ``.md`` is repaired
+(``CitationCheck.repaired``); a prompt's placeholder copied literally (``[Page Title](path)``)
+is dropped (``placeholders``), neither a citation nor an invalid one.
 """
 
 from __future__ import annotations
 
 import bisect
 import re
+from dataclasses import dataclass, field
 from typing import Any
 
+from kb_ai.navigate.page_refs import is_placeholder, resolve_page_ref
 from kb_ai.navigate.records import Citation, ReadPage
 from kb_ai.offline.passages import locate_all
 from kb_ai.offline.text import tokenize
+from kb_ai.store.catalog import Catalog, CatalogEntry
 from kb_ai.store.links import resolve_link
 from kb_ai.store.markdown_text import Link, find_links, plain_text
 from kb_ai.store.sentences import split_sentences
@@ -29,29 +38,62 @@ def _answer_links(answer: str) -> list[Link]:
     return [link for link in find_links(answer) if link.kind != "definition"]
 
 
+@dataclass
+class CitationCheck:
+    """An answer's links sorted: ``valid`` citations of pages read, ``invalid`` targets (pages not
+    read, invented, external), ``repaired`` (target as written -> the page read it names) and
+    ``placeholders`` (a prompt's example copied, dropped)."""
+
+    valid: list[Citation]
+    invalid: list[str] = field(default_factory=list)
+    repaired: dict[str, str] = field(default_factory=dict)
+    placeholders: list[str] = field(default_factory=list)
+
+
 def validate_citations(answer: str, pages_read: list[ReadPage], *,
                        with_passages: bool = True) -> tuple[list[Citation], list[str]]:
+    """``check_citations`` as (valid, invalid)."""
+    check = check_citations(answer, pages_read, with_passages=with_passages)
+    return check.valid, check.invalid
+
+
+def _read_catalog(read: dict[str, ReadPage]) -> Catalog:
+    return Catalog([CatalogEntry(p.path, p.title, "", "") for p in read.values()])
+
+
+def check_citations(answer: str, pages_read: list[ReadPage], *, with_passages: bool = True) -> CitationCheck:
     """Split the answer's links into valid citations (pages read, de-duplicated, in order of first
-    appearance, titled from the catalog) and invalid ones (anything else: pages not read,
-    invented paths, external links, and saved answers, which are navigation, not evidence).
-    With ``with_passages`` each citation carries the passages its links' sentences stand on
-    (blocking: CPU work on the pages' text)."""
+    appearance, titled from the catalog), repaired ones among them, placeholders and invalid ones
+    (anything else: pages not read, invented paths, external links, and saved answers, which are
+    navigation, not evidence). With ``with_passages`` each citation carries the passages its
+    links' sentences stand on (blocking: CPU work on the pages' text)."""
     read = {p.path: p for p in pages_read if p.is_evidence}
     links = _answer_links(answer)
     cited: dict[str, list[int]] = {}  # path -> positions (in ``links``) of its valid links, in order
-    invalid: list[str] = []
+    check = CitationCheck(valid=[])
+    among: Catalog | None = None
     for position, link in enumerate(links):
-        path = resolve_link("", link.target).page  # an answer's paths are catalog paths, as a page's links may be
+        target = resolve_link("", link.target)  # an answer's paths are catalog paths, as a page's links may be
+        path = target.page
+        if (path is None or path not in read) and read and target.kind not in ("external", "anchor"):
+            if is_placeholder(link.text, link.target):
+                check.placeholders.append(f"[{link.text}]({link.target})")
+                continue
+            among = among or _read_catalog(read)
+            repaired = resolve_page_ref(link.target, among, link.text)
+            if repaired is not None:
+                check.repaired[link.target] = repaired
+                path = repaired
         if path is None or path not in read:
-            if link.target not in invalid:
-                invalid.append(link.target)
+            if link.target not in check.invalid:
+                check.invalid.append(link.target)
             continue
         cited.setdefault(path, []).append(position)
     claims = cited_sentences(answer, links) if with_passages and cited else []
-    valid = [Citation(path, read[path].title,
-                      tuple(_passages([claims[i] for i in positions], read[path])) if claims else ())
-             for path, positions in cited.items()]
-    return valid, invalid
+    check.valid = [Citation(path, read[path].title,
+                            tuple(_passages([claims[i] for i in positions], read[path])) if claims else ())
+                   for path, positions in cited.items()]
+    return check
 
 
 def cited_sentences(answer: str, links: list[Link]) -> list[str]:

@@ -17,15 +17,18 @@ from typing import AsyncIterator
 import anyio
 
 from kb_ai.errors import ConfigError, LLMError, LLMUnreachableError
+from kb_ai.llm.context_window import ContextWindows
 from kb_ai.llm.gateway import LLMGateway
 from kb_ai.llm.plausible import one_line, plausible, unique
 from kb_ai.llm.prompts import PromptLibrary
 from kb_ai.llm.usage import UsageMeter
 from kb_ai.navigate.follow_up import select_more_llm
+from kb_ai.navigate.fusion import PickMemory, fuse, positional_reason
 from kb_ai.navigate.navigator import LexicalIndexCache
 from kb_ai.navigate.offline_navigator import OfflineNavigator, lexical_selection
 from kb_ai.navigate.records import ReadPage, Selection, Turn
-from kb_ai.navigate.select import catalog_tokens, known_to_fit, select_budget_for, select_pages_llm
+from kb_ai.navigate.select import (DEFAULT_SELECT_BUDGET, MIN_SELECT_BUDGET, catalog_tokens, known_to_fit,
+                                   select_budget_for, select_pages_llm)
 from kb_ai.navigate.topic_select import TopicIndexCache, select_pages_by_topic
 from kb_ai.store.catalog import Catalog
 
@@ -48,6 +51,16 @@ SUGGEST_SCHEMA = {
 }
 
 
+def example_citation(pages: list[ReadPage]) -> str:
+    """The citation of the first page read that is evidence, as the answer must write it: a
+    concrete example for the answer prompt (a weak model copies a placeholder literally)."""
+    for page in pages:
+        if page.is_evidence:
+            title = " ".join(page.title.split()).replace("[", "\\[").replace("]", "\\]")
+            return f"[{title}]({page.path})"
+    return ""
+
+
 def _history(history: list[Turn]) -> list[dict[str, str]]:
     recent = history[-HISTORY_TURNS:]
     return [{"role": t.role, "content": t.content[:HISTORY_CHARS]} for t in recent]
@@ -58,13 +71,37 @@ class LLMNavigator:
 
     def __init__(self, gateway: LLMGateway, prompts: PromptLibrary, lexical: LexicalIndexCache,
                  select_budget: int | None = None, *, navigation: str = "shortlist",
-                 topics: TopicIndexCache | None = None):
+                 topics: TopicIndexCache | None = None, context_window: int | None = None):
         self.gateway = gateway
         self.prompts = prompts
         self.lexical = lexical
         self.select_budget = select_budget
         self.navigation = navigation  # "shortlist" | "topics": what happens over the budget
         self.topics = topics or TopicIndexCache(None)
+        self.context_window_setting = context_window
+        self._windows: ContextWindows | None = None
+        self.picks = PickMemory()  # the pages picked for recent questions: a model answering all alike
+
+    async def _budget(self, catalog: Catalog | None = None) -> tuple[int, str | None]:
+        """The selection budget, and a notice when it is the default for an unknown context window.
+        The window: litellm's model map, else the ``context_window`` setting, else the server's
+        own report (``llm.context_window``, probed once per navigator, and only once a catalog is
+        larger than the smallest budget: below it the window cannot change what is shown)."""
+        if self.select_budget:
+            return self.select_budget, None
+        if catalog is not None and catalog.line_chars_known and catalog_tokens(catalog) <= MIN_SELECT_BUDGET:
+            return MIN_SELECT_BUDGET, None
+        if self._windows is None:
+            config = self.gateway.config
+            self._windows = ContextWindows(self.gateway.context_window(), self.context_window_setting,
+                                           config.api_base, config.model, config.api_key)
+        window = await self._windows.get()
+        if window.tokens:
+            return select_budget_for(window.tokens, None), None
+        return DEFAULT_SELECT_BUDGET, (
+            f"The model's context window is unknown (litellm does not know {self.gateway.config.model} and the "
+            f"server does not report it): the selection used the default budget of {DEFAULT_SELECT_BUDGET:,} tokens "
+            "of catalog. Set context_window in kaas.toml or KAAS_CONTEXT_WINDOW.")
 
     def preflight(self) -> None:
         self.gateway.preflight()
@@ -88,8 +125,10 @@ class LLMNavigator:
     async def select(self, question: str, catalog: Catalog, max_pages: int, meter: UsageMeter) -> Selection:
         if meter.model_down:
             return await self._fallback(question, catalog, max_pages, f"The model did not answer ({meter.model_down})")
-        budget = select_budget_for(self.gateway.context_window(), self.select_budget)
+        budget, unknown_window = await self._budget(catalog)
         notices: list[str] = []  # degradations on the way, for the reader (not only the log)
+        if unknown_window and not known_to_fit(catalog, budget):
+            notices.append(unknown_window)  # the budget may have mattered: the catalog is cut to it
         # The keyword index (loaded or built from every page) is what the shortlist ranks with:
         # made in a worker thread, not on the event loop; not needed when the whole catalog fits.
         lexical = None
@@ -125,6 +164,28 @@ class LLMNavigator:
             fallback = await self._fallback(question, catalog, max_pages, "The model named no page of the catalog")
             fallback.notices[:0] = selection.notices
             return fallback
+        if not selection.paths:
+            return selection  # the model's judgement that no page fits: honoured (no answer call)
+        return await anyio.to_thread.run_sync(self._kept_honest, question, catalog, max_pages, selection)
+
+    def _kept_honest(self, question: str, catalog: Catalog, max_pages: int, selection: Selection) -> Selection:
+        """The model's picks checked against the keyword ranking (``navigate.fusion``): positional
+        picks replaced by it, with a notice; others fused with it. Blocking (BM25)."""
+        lexical = lexical_selection(self.lexical.get(catalog), question, max_pages, "lexical").paths
+        shown = selection.shown or [e.path for e in catalog.entries]
+        reason = positional_reason(selection.paths, shown, question, lexical, self.picks)
+        if reason:
+            log.info("%s; using keyword selection", reason)
+            fallback = Selection(paths=lexical, method="lexical-fallback", notices=list(selection.notices))
+            fallback.notices.append(f"The model's page choice did not depend on the question ({reason}); "
+                                    "the pages were chosen by keyword search instead.")
+            return fallback
+        if not lexical or lexical[0] in selection.paths:
+            return selection  # the keyword ranking's best page is among the picks: nothing to add
+        fused = fuse(selection.paths, lexical, min(max_pages, len(selection.paths) + 1))
+        if fused != selection.paths:
+            selection.why = "chosen by the model from the catalog, fused with keyword search"
+            selection.paths = fused
         return selection
 
     async def follow_up(self, question: str, catalog: Catalog, pages: list[ReadPage], latest: list[ReadPage],
@@ -134,7 +195,7 @@ class LLMNavigator:
         failed call ends the rounds with a notice: the answer is made from the pages read."""
         if meter.model_down:
             return await self._offline().follow_up(question, catalog, pages, latest, max_pages, meter)
-        budget = select_budget_for(self.gateway.context_window(), self.select_budget)
+        budget, _ = await self._budget(catalog)
         lexical = await anyio.to_thread.run_sync(self.lexical.get, catalog)
         try:
             return await select_more_llm(question, catalog, pages, gateway=self.gateway, prompts=self.prompts,
@@ -167,6 +228,7 @@ class LLMNavigator:
             history=_history(history),
             pages=[{"path": p.path, "title": p.title, "text": p.text, "truncated": p.truncated,
                     "saved_answer": not p.is_evidence} for p in pages],
+            example=example_citation(pages),
         )
         async for delta in self.gateway.stream(messages, purpose="answer", meter=meter, max_tokens=ANSWER_MAX_TOKENS):
             yield delta

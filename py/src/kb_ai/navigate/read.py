@@ -17,7 +17,8 @@ from kb_ai.offline.text_ranking import by_shared_terms
 from kb_ai.store.access import OWNER, Reader
 from kb_ai.store.catalog import Catalog
 from kb_ai.store.kb import KnowledgeBase
-from kb_ai.store.markdown_text import split_sections
+from kb_ai.store.links import resolve_link
+from kb_ai.store.markdown_text import find_links, split_sections
 from kb_ai.store.pages import load_page
 
 log = logging.getLogger(__name__)
@@ -58,6 +59,22 @@ def _trim_to_budget(body: str, question: str, budget: int) -> tuple[str, list[st
     return "\n\n".join(parts), omitted
 
 
+def without_hidden_links(text: str, path: str, catalog: Catalog) -> str:
+    """``text`` (the page at ``path``) with every link to a wiki page outside ``catalog`` (the
+    reader's view) cut to what a reader sees of it: ``[the bands](../hr/salaries.md)`` becomes
+    ``the bands``, a reference definition to such a page goes. What a reader may not read is
+    not named to a model either, not even by a page the reader may read."""
+    cuts: list[tuple[int, int, str]] = []
+    for link in find_links(text):
+        page = resolve_link(path, link.target).page
+        if page is None or page in catalog or (cuts and link.start < cuts[-1][1]):
+            continue
+        cuts.append((link.start, link.end, "" if link.kind == "definition" else text[link.text_start:link.text_end]))
+    for start, end, keep in reversed(cuts):
+        text = text[:start] + keep + text[end:]
+    return text
+
+
 def read_pages(kb: KnowledgeBase, paths: list[str], budget_tokens: int, question: str, *,
                catalog: Catalog | None = None, reader: Reader = OWNER) -> tuple[list[ReadPage], list[str]]:
     """Read ``paths`` (best first) within ``budget_tokens``. Returns (pages read, notices).
@@ -86,7 +103,7 @@ def read_pages(kb: KnowledgeBase, paths: list[str], budget_tokens: int, question
             continue
         entry = catalog.get(path)
         title = entry.title if entry else article.title
-        text = article.body.strip()
+        text = article.body.strip() if reader.admin else without_hidden_links(article.body.strip(), path, catalog)
         kind = article.kind
         if kind == "answer":
             cited = [p for p in article.cited_paths if p in catalog and p not in seen]

@@ -47,6 +47,7 @@ class Selection:
     # How strongly the keyword evidence matches the question (``offline.coverage.Coverage.match``):
     # "strong" | "weak"; "" when not judged (a model's selection, given pages).
     match: str = ""
+    shown: list[str] = field(default_factory=list)  # catalog paths the model chose from, in its order
 
 
 @dataclass(frozen=True)
@@ -86,9 +87,13 @@ class Citation:
     path: str
     title: str
     passages: tuple[dict[str, Any], ...] = ()
+    # kaas attached it (``navigate.attribution``): the answer restates the page but cites it nowhere.
+    attributed: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"path": self.path, "title": self.title}
+        if self.attributed:
+            out["attributed"] = True
         if self.passages:
             first = self.passages[0]
             out.update({key: first[key] for key in ("anchor", "heading", "quote", "start", "end")})
@@ -122,7 +127,9 @@ class AskResult:
     method: str | None = None  # how the pages were chosen (``Selection.method``); not in to_json
     # One entry per ``pages`` event (round of reading): {"round", "why", "added", "method", "usage"}.
     rounds: list[dict[str, Any]] = field(default_factory=list)
-    abstained: bool = False  # the answer is "the wiki does not cover this" (an ``abstained`` event)
+    abstained: bool = False  # the answer is "the wiki does not cover this" (an ``abstained`` event, or
+    # a ``citations`` event saying no sentence of the answer is supported by the pages read)
+    unsupported: list[dict[str, Any]] = field(default_factory=list)  # answer sentences no page read supports
     related: list[dict[str, Any]] = field(default_factory=list)  # closest pages then: not an answer
     offline: dict[str, str] | None = None  # {"reason", "message"}: the model failed, the answer is the offline extract
     match: str | None = None  # "strong" | "weak": how well the keyword evidence matches (offline selection)
@@ -143,6 +150,9 @@ class AskResult:
         elif event.name == "citations":
             self.citations = list(data["citations"])
             self.invalid_citations = list(data.get("invalid", []))
+            self.unsupported = list(data.get("unsupported", []))
+            if data.get("abstained"):  # no sentence of the answer is supported by the pages read
+                self.abstained = True
         elif event.name == "suggestions":
             self.suggestions = list(data["questions"])
         elif event.name == "notice":
@@ -174,6 +184,7 @@ class AskResult:
             "rounds": self.rounds,
             "abstained": self.abstained,
             "related": self.related,
+            "unsupported": self.unsupported,
         }
         if self.rewritten_query is not None:
             out["rewritten_query"] = self.rewritten_query

@@ -1,5 +1,7 @@
-"""Page selection with a model: the catalog goes in as delimited data, a JSON list of paths
-comes back, and every path is checked against the catalog before anything is read.
+"""Page selection with a model: the catalog goes in as delimited data, numbered, before the
+question (the stable part of the prompt first, so a provider's prompt cache can serve it across
+questions); a JSON list of line numbers or paths comes back, and every pick is checked against
+the catalog (``navigate.page_refs``) before anything is read.
 
 When the catalog is larger than the selection budget, a lexical shortlist (BM25 over titles,
 summaries and text) narrows it to the best matches that fit, and the selection says so.
@@ -7,35 +9,30 @@ summaries and text) narrows it to the best matches that fit, and the selection s
 
 from __future__ import annotations
 
-import difflib
 import itertools
-import re
-from pathlib import PurePosixPath
 from typing import Iterable
 
 import anyio
 
-from kb_ai.errors import UnsafePathError
 from kb_ai.llm.gateway import LLMGateway
 from kb_ai.llm.prompts import PromptLibrary
 from kb_ai.llm.tokens import CHARS_PER_TOKEN, estimate_tokens
 from kb_ai.llm.usage import UsageMeter
+from kb_ai.navigate.page_refs import line_number, resolve_page_ref, whole_link
 from kb_ai.navigate.records import Selection
 from kb_ai.offline.lexical import LexicalIndex
 from kb_ai.store.catalog import Catalog, CatalogEntry
-from kb_ai.store.markdown_text import Link, inline_links
-from kb_ai.store.paths import normalize_wiki_path, slugify
-from kb_ai.store.words import title_identity
 
 DEFAULT_SELECT_BUDGET = 6_000  # catalog tokens when the model's context window is unknown
 MAX_SELECT_BUDGET = 32_000
+MIN_SELECT_BUDGET = 1_000  # the smallest budget any context window gives
 MIN_LINE_TOKENS = 8  # "- [T](a/b.md)" is already ~4 tokens; real lines are 20-60
 
 
 def selection_schema(max_pages: int) -> dict:
     return {
         "type": "object",
-        "properties": {"paths": {"type": "array", "items": {"type": "string"}, "maxItems": max(max_pages, 1) * 2}},
+        "properties": {"paths": {"type": "array", "items": {"anyOf": [{"type": "integer"}, {"type": "string"}]}, "maxItems": max(max_pages, 1) * 2}},
         "required": ["paths"],
         "additionalProperties": True,
     }
@@ -51,69 +48,40 @@ def select_budget_for(context_window: int | None, configured: int | None) -> int
     if configured:
         return configured
     if context_window:
-        return max(1_000, min(context_window // 2, MAX_SELECT_BUDGET))
+        return max(MIN_SELECT_BUDGET, min(context_window // 2, MAX_SELECT_BUDGET))
     return DEFAULT_SELECT_BUDGET
 
 
-def resolve_paths(raw_paths: list, catalog: Catalog, limit: int) -> Selection:
-    """Validate the model's paths against the catalog; repair near misses by title or slug;
-    drop the rest. Order is kept, duplicates removed, at most ``limit`` paths."""
+def resolve_paths(raw_paths: list, catalog: Catalog, limit: int,
+                  lines: list[CatalogEntry] | None = None) -> Selection:
+    """Validate the model's picks against the catalog: a line number of ``lines`` (the catalog
+    lines it was shown, 1 = the first) or a path, title, slug or link, resolved by the one
+    resolver (``navigate.page_refs``); drop the rest. Order is kept, duplicates removed, at most
+    ``limit`` paths."""
     kept: list[str] = []
     dropped: list[str] = []
     repaired: dict[str, str] = {}
-    by_title, by_slug = catalog.by_title, catalog.by_stem  # built once per catalog version
-
     for item in raw_paths:
-        if not isinstance(item, str) or not item.strip():
+        numbered = line_number(item, lines)
+        if numbered is not None:
+            path, text = numbered.path, numbered.path
+        elif not isinstance(item, str) or not item.strip():
             dropped.append(repr(item))
             continue
-        text = item.strip()
-        title_hint = None
-        link = _whole_link(text)
-        if link:
-            title_hint, text = link.text, link.target
-        path = _repair(text, title_hint, catalog, by_title, by_slug)
+        else:
+            text, title_hint = item.strip(), None
+            link = whole_link(text)
+            if link:
+                title_hint, text = link.text, link.target
+            path = resolve_page_ref(text, catalog, title_hint)
         if path is None:
             dropped.append(item)
             continue
-        if path != text:
+        if path != text and isinstance(item, str):
             repaired[item] = path
         if path not in kept:
             kept.append(path)
     return Selection(paths=kept[:limit], method="llm", dropped=dropped, repaired=repaired)
-
-
-def _whole_link(text: str) -> Link | None:
-    """The link when ``text`` is one Markdown link and nothing else (a model answering
-    ``[Title](path)`` for a path), found by the one link finder."""
-    links = inline_links(text)
-    if len(links) == 1 and links[0].start == 0 and links[0].end == len(text) and not links[0].image:
-        return links[0]
-    return None
-
-
-def _repair(text: str, title_hint: str | None, catalog: Catalog, by_title, by_slug) -> str | None:
-    text = re.sub(r"\.(json|txt|html?|markdown)$", "", text, flags=re.IGNORECASE)
-    candidate = text if text.endswith(".md") else text + ".md"
-    try:
-        normalized = normalize_wiki_path(candidate)
-    except UnsafePathError:
-        normalized = None
-    if normalized and normalized in catalog:
-        return normalized
-    for title in (title_hint, text):
-        if title and title_identity(title) in by_title:
-            return by_title[title_identity(title)]
-    stem = PurePosixPath(normalized).stem if normalized else slugify(text)
-    for slug in (stem, slugify(text), slugify(title_hint or "")):
-        matches = by_slug.get(slug, [])
-        if len(matches) == 1:
-            return matches[0]
-    if normalized:
-        close = difflib.get_close_matches(normalized, list(catalog.by_path), n=1, cutoff=0.88)
-        if close:
-            return close[0]
-    return None
 
 
 def shortlist(catalog: Catalog, question: str, budget_tokens: int, lexical: LexicalIndex | None) -> tuple[list[CatalogEntry], bool]:
@@ -189,7 +157,9 @@ async def select_pages_llm(
         messages, schema=selection_schema(max_pages), schema_name="page_selection", purpose="select", meter=meter,
         max_tokens=selection_max_tokens(max_pages),
     )
-    selection = resolve_paths(list(reply.get("paths", [])) if isinstance(reply, dict) else [], catalog, max_pages)
+    raw = reply.get("paths", []) if isinstance(reply, dict) else []
+    selection = resolve_paths(list(raw) if isinstance(raw, list) else [], catalog, max_pages, entries)
+    selection.shown = [e.path for e in entries]
     if shortlisted:
         selection.notices.append(
             f"The catalog has {len(catalog)} pages, more than the selection budget of {budget_tokens} tokens: "
