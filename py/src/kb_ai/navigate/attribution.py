@@ -110,7 +110,7 @@ def attribute(answer: str, pages_read: list[ReadPage], check: CitationCheck) -> 
             if (share, cited_here) > (best[i][0], best[i][2] is not None and best[i][2].path in found[i].cites):
                 best[i] = (share, shared, page, passage)
     added: dict[str, list[dict[str, Any]]] = {}
-    for claim, (share, shared, page, passage), cited_found in zip(found, best, in_cited):
+    for claim, (share, shared, page, passage), cited_found in zip(found, best, in_cited, strict=True):
         if cited_found:
             result.supported += 1
             continue
