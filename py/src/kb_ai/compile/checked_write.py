@@ -26,6 +26,7 @@ class CheckedWriter:
     """An ``LLMWriter`` whose every article holds its sources' facts, or is the offline one."""
 
     mode = "llm"
+    checked_by_driver = True  # on a cluster, ``writer`` runs as tasks and these checks on the driver
 
     def __init__(self, writer):
         self.writer = writer

@@ -238,7 +238,13 @@ def remote_engine(ray, settings: Settings, engine: Engine) -> Engine:
     today = getattr(engine.writer, "today", None)
     pool = TaskPool(ray, settings)
     gateway = _CountingGateway(engine.gateway, pool) if engine.gateway is not None else None
-    remote = Engine(engine.mode, _RemotePlanner(engine.planner, pool, today), _RemoteWriter(engine.writer, pool, today),
+    writer = engine.writer
+    checked = getattr(writer, "checked_by_driver", False)
+    if checked:  # the checks of what the model wrote (and their retries) stay on the driver, which knows the corpus
+        writer.writer = _RemoteWriter(writer.writer, pool, today)
+    else:
+        writer = _RemoteWriter(writer, pool, today)
+    remote = Engine(engine.mode, _RemotePlanner(engine.planner, pool, today), writer,
                     gateway, engine.prompts, engine.plan_meter, engine.write_meter)
     remote.pool = pool  # type: ignore[attr-defined]  (the benchmark reads the spread)
     return remote
@@ -284,9 +290,10 @@ def run_stage(kind: str, settings: Settings, today: str, *args: Any) -> tuple[An
         engine.planner.meter = meter
         work = engine.planner.propose(*args)
     else:
-        if hasattr(engine.writer, "meter"):
-            engine.writer.meter = meter
-        work = engine.writer.write(*args)
+        writer = engine.writer.writer if getattr(engine.writer, "checked_by_driver", False) else engine.writer
+        if hasattr(writer, "meter"):
+            writer.meter = meter
+        work = writer.write(*args)
     try:
         value = _worker["loop"].run_until_complete(work)
     except KaasError as exc:
