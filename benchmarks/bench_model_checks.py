@@ -13,8 +13,8 @@ calls and seconds when given.
 
 from __future__ import annotations
 
+import argparse
 import json
-import sys
 from pathlib import Path
 
 from kb_ai.compile.content_check import allowed_missing, corpus_frequencies, facts_of, missing_facts
@@ -67,4 +67,8 @@ def _text(kb: Path, path: str) -> str:
 
 
 if __name__ == "__main__":
-    print(json.dumps(main(Path(sys.argv[1]), Path(sys.argv[2]) if len(sys.argv) > 2 else None)))
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("kb", type=Path, help="a compiled knowledge base")
+    parser.add_argument("report", type=Path, nargs="?", default=None, help="its `kaas compile --json` report")
+    args = parser.parse_args()
+    print(json.dumps(main(args.kb, args.report)))
