@@ -52,8 +52,13 @@ def test_offline_chat_citation_panel_and_hand_edit(browser, ui_kb):
         assert page.inner_text("#panel-title") == cited_title
         assert len(page.inner_text("#panel-body")) > 40
         shot(page, "chat-panel")
+        # Escape closes the citation's preview card first (the clicked citation has focus and the
+        # pointer), then the panel
         page.keyboard.press("Escape")
-        page.wait_for_selector("#panel", state="hidden")  # closed (under load the key may take a moment)
+        page.wait_for_selector("#cite-card", state="hidden")
+        if page.is_visible("#panel"):
+            page.keyboard.press("Escape")
+        page.wait_for_selector("#panel", state="hidden")
 
         # file the answer into wiki/answers/ (navigation only)
         turn.locator("button.save-answer").click()
