@@ -74,7 +74,7 @@ async def test_a_partly_supported_answer_lists_the_unsupported_sentence(sample_k
     result, _ = await _ask(sample_kb, [RESTATED + " The citations are also signed with a GPG key."])
     assert not result.abstained
     assert [u["text"] for u in result.unsupported] == ["The citations are also signed with a GPG key."]
-    assert any("not supported by the pages read" in n for n in result.notices)
+    assert any("Not supported by the pages read (1 sentence of the answer)" in n for n in result.notices)
 
 
 async def test_a_model_naming_the_first_catalog_lines_falls_back_to_keywords(sample_kb):

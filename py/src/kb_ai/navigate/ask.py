@@ -200,6 +200,10 @@ UNSUPPORTED_ANSWER = ("The pages read do not answer this question: no sentence o
                       "them, so it is not the wiki's answer.")
 
 
+def _sentences(n: int) -> str:
+    return "1 sentence" if n == 1 else f"{n} sentences"
+
+
 def _citation_events(answer: str, pages, grounded: bool = False) -> list[AskEvent]:
     """The answer's citations (those of pages read, repaired ones among them, and those that are
     not valid), with a notice when some are not valid or when the answer cites none of the pages
@@ -227,12 +231,12 @@ def _citation_events(answer: str, pages, grounded: bool = False) -> list[AskEven
         events.append(AskEvent("notice", {"message": "The answer cited pages that were not read; those links are not valid citations: " + ", ".join(check.invalid[:5])}))
     if data.get("attributed"):
         titles = list(dict.fromkeys(c.title for c in citations if c.attributed)) or ["pages it cited elsewhere"]
-        events.append(AskEvent("notice", {"message": f"{len(data['attributed'])} sentences of the answer cite no page; "
-                                                     "kaas attached the pages they restate: " + ", ".join(titles[:5])}))
+        events.append(AskEvent("notice", {"message": f"No page cited by {_sentences(len(data['attributed']))} of "
+                                                     "the answer; kaas attached the pages they restate: " + ", ".join(titles[:5])}))
     if data.get("unsupported") and not data.get("abstained"):
         quoted = "; ".join("“" + clip(u["text"], 80) + "”" for u in data["unsupported"][:3])
-        events.append(AskEvent("notice", {"message": f"{len(data['unsupported'])} sentences of the answer are not "
-                                                     f"supported by the pages read: {quoted}"}))
+        events.append(AskEvent("notice", {"message": "Not supported by the pages read "
+                                                     f"({_sentences(len(data['unsupported']))} of the answer): {quoted}"}))
     if not check.invalid and pages and not citations:
         events.append(AskEvent("notice", {"message": "The answer cites none of the pages it read."}))
     return events
