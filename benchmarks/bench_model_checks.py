@@ -6,7 +6,8 @@ Reads a compiled knowledge base (``.kaas/manifest.json``: which articles each so
 for every source, looks for its informative content (``compile.content_check.facts_of``: numbers,
 dates, names, code identifiers, key terms) in those articles. A source *reached* the wiki when its
 articles hold all but ``allowed_missing`` of its facts; it was *lost silently* when they do not and
-no line of the compile report (``kaas compile --json`` saved as REPORT.json) names it. Prints one
+no warning, held or failed line of the compile report (``kaas compile --json`` saved as
+REPORT.json) names it. Prints one
 JSON line: sources, reached, lost (with the report naming them), lost silently, and the report's
 calls and seconds when given.
 """
@@ -23,7 +24,9 @@ from kb_ai.compile.content_check import allowed_missing, corpus_frequencies, fac
 def main(kb: Path, report_file: Path | None) -> dict:
     manifest = json.loads((kb / ".kaas" / "manifest.json").read_text())
     report = json.loads(report_file.read_text()) if report_file and report_file.stat().st_size else {}
-    said = json.dumps(report)
+    # A loss is reported when a warning, a held or a failed line names the source (a line about
+    # its plan, such as a refused update, does not say its content is missing).
+    said = json.dumps([report.get("warnings"), report.get("held"), report.get("failed")])
     texts = {}
     for path, record in manifest["sources"].items():
         if record.get("status") in ("compiled", "planned", "failed"):
