@@ -206,7 +206,7 @@ class _RemotePlanner:
 
 
 class _RemoteWriter:
-    def __init__(self, inner, pool: TaskPool, today: str):
+    def __init__(self, inner, pool: TaskPool, today: str | None):
         self.inner, self.pool, self.today = inner, pool, today
         self.mode, self.prompt_version = getattr(inner, "mode", "offline"), getattr(inner, "prompt_version", None)
         self.meter = getattr(inner, "meter", None) or UsageMeter()
