@@ -100,3 +100,37 @@ class ReadContext:
         if rule is not None:
             self.carried[resolved] = rule
         return text, ""
+
+
+class LabelScan:
+    """The labels of one file as a line scan finds them (reST ``.. _label:``, MyST ``(label)=``):
+    a label waits for what follows it; the next title is the section it names, other text names
+    none. ``found()``: label -> (path, title), and ``doc:<path>`` -> (path, the first title)."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self._found: dict[str, tuple[str, str]] = {}
+        self._pending: list[str] = []
+        self._doc_title = ""
+
+    def label(self, name: str) -> None:
+        self._pending.append(name.strip().lower())
+
+    def title(self, text: str) -> None:
+        title = " ".join(text.replace("`", "").split())
+        self._doc_title = self._doc_title or title
+        self._settle(title)
+
+    def text(self) -> None:
+        self._settle("")
+
+    def found(self) -> dict[str, tuple[str, str]]:
+        self._settle("")
+        self._found[f"doc:{self.path}"] = (self.path, self._doc_title)
+        return self._found
+
+    def _settle(self, title: str) -> None:
+        for name in self._pending:
+            self._found.setdefault(name, (self.path, title))
+        self._pending = []
+

@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 from pathlib import PurePosixPath
 
-from kb_ai.compile.formats.context import ReadContext
+from kb_ai.compile.formats.context import LabelScan, ReadContext
 from kb_ai.compile.formats.markdown_dialects import _lead, _quote
 from kb_ai.compile.formats.registry import fence_language
 from kb_ai.store.markdown_text import code_blanked
@@ -277,9 +277,7 @@ def _one_title(text: str) -> str:
 def scan_myst_labels(path: str, text: str) -> dict[str, tuple[str, str]]:
     """The labels a MyST file defines (``(label)=``), each with the title of the heading it
     marks, and ``doc:<path>`` with the document's first heading: a line scan."""
-    found: dict[str, tuple[str, str]] = {}
-    pending: list[str] = []
-    doc_title = ""
+    scan = LabelScan(path)
     fence: str | None = None
     for line in text.splitlines():
         plain = _PLAIN_FENCE.match(line) or (re.match(r"^[ \t]{0,3}(:{3,})", line))
@@ -292,20 +290,11 @@ def scan_myst_labels(path: str, text: str) -> dict[str, tuple[str, str]]:
             continue
         label = _LABEL_LINE.match(line)
         if label:
-            pending.append(label.group("label").strip().lower())
+            scan.label(label.group("label"))
             continue
         heading = _ATX.match(line)
         if heading:
-            title = " ".join(heading.group(1).replace("`", "").split())
-            doc_title = doc_title or title
-            for name in pending:
-                found.setdefault(name, (path, title))
-            pending = []
+            scan.title(heading.group(1))
         elif line.strip():
-            for name in pending:
-                found.setdefault(name, (path, ""))
-            pending = []
-    for name in pending:
-        found.setdefault(name, (path, ""))
-    found[f"doc:{path}"] = (path, doc_title)
-    return found
+            scan.text()
+    return scan.found()

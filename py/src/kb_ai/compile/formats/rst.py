@@ -30,7 +30,7 @@ import threading
 from docutils import nodes
 from docutils.parsers.rst import Directive, Parser, directives, roles, states
 
-from kb_ai.compile.formats.context import MAX_INCLUDES, ReadContext
+from kb_ai.compile.formats.context import MAX_INCLUDES, LabelScan, ReadContext
 
 _LOCK = threading.Lock()  # docutils' directive registry is global: one parse at a time
 _ERROR_LINE = re.compile(r"\((?:ERROR/3|SEVERE/4)\) ")  # a line of docutils' warning stream reporting an error
@@ -514,14 +514,12 @@ def scan_labels(path: str, text: str) -> dict[str, tuple[str, str]]:
     marks, and ``doc:<path>`` with the document's title: a line scan, no parse (so every file of
     a corpus can be read for it cheaply)."""
     lines = text.splitlines()
-    found: dict[str, tuple[str, str]] = {}
-    pending: list[str] = []
-    doc_title = ""
+    scan = LabelScan(path)
     skip_block = False
     for index, line in enumerate(lines):
         label = _LABEL.match(line)
         if label:
-            pending.append(label.group(1).strip().lower())
+            scan.label(label.group(1))
             skip_block = False
             continue
         if skip_block:
@@ -536,19 +534,10 @@ def scan_labels(path: str, text: str) -> dict[str, tuple[str, str]]:
             continue
         under = lines[index + 1]
         if _UNDERLINE.match(under) and len(under.rstrip()) >= len(line.rstrip()):
-            title = " ".join(line.replace("`", "").split())
-            doc_title = doc_title or title
-            for name in pending:
-                found.setdefault(name, (path, title))
-            pending = []
-        elif line.strip():
-            for name in pending:
-                found.setdefault(name, (path, ""))
-            pending = []
-    for name in pending:
-        found.setdefault(name, (path, ""))
-    found[f"doc:{path}"] = (path, doc_title)
-    return found
+            scan.title(line)
+        else:
+            scan.text()
+    return scan.found()
 
 
 _BLOCK_BREAK = re.compile(r"\n[ \t]*+\n")
