@@ -186,3 +186,18 @@ def assert_weak_match(out: dict) -> None:
     from kb_ai.navigate.offline_navigator import WEAK_MATCH
     assert out["abstained"] is False and out["match"] == "weak", out["answer"]
     assert WEAK_MATCH in out["notices"], out["notices"]
+
+
+# A kaas.toml with an admin (boss) and a reader (rita, group staff): the tests of the Sources tab,
+# of what a reader learns of compiles and of includes.
+ADMIN = "admin-token-0123456789abcdef"
+READER = "reader-token-0123456789abcdef"
+USERS = f"""
+[users.boss]
+token = "{ADMIN}"
+admin = true
+
+[users.rita]
+token = "{READER}"
+groups = ["staff"]
+"""

@@ -25,20 +25,11 @@ from kb_ai.store.articles import iter_article_paths, load_article
 from kb_ai.store.kb import KnowledgeBase, init_kb
 
 from compile_checks import compile_offline, manifest
+from helpers import ADMIN, READER, USERS as BASE_USERS
 from web_fakes import FakeSite
 
 SECRET = "Zorblatt earns 412,000 a year"
-ADMIN = "admin-token-0123456789abcdef"
-READER = "reader-token-0123456789abcdef"
-USERS = f"""
-[users.boss]
-token = "{ADMIN}"
-admin = true
-
-[users.rita]
-token = "{READER}"
-groups = ["staff"]
-
+USERS = BASE_USERS + """
 [users.fiona]
 token = "finance-token-0123456789abcdef"
 groups = ["finance"]

@@ -21,20 +21,9 @@ from kb_ai.server.mcp import build_mcp_server
 from kb_ai.store.access import Reader
 from kb_ai.store.lock import CompileLock
 
-from helpers import build_kb
+from helpers import ADMIN, READER, USERS, build_kb
 from server_fakes import ServerThread
 
-ADMIN = "admin-token-0123456789abcdef"
-READER = "reader-token-0123456789abcdef"
-USERS = f"""
-[users.boss]
-token = "{ADMIN}"
-admin = true
-
-[users.rita]
-token = "{READER}"
-groups = ["staff"]
-"""
 PAGE = "ops/deployment.md"
 WALKED = {"/", "/healthz", "/api/chat", "/api/index", "/api/answers", "/api/pages/{path:path}", "/api/render", "/wiki",
           "/wiki/", "/wiki/{path:path}", "/static", "/api/feedback", "/api/events", "/api/sources",

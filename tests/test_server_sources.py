@@ -18,20 +18,9 @@ from kb_ai.server.events import ChangeFeed, wiki_events
 from kb_ai.store.access import Reader
 from kb_ai.store.kb import init_kb
 
-from helpers import build_kb, write_page
+from helpers import ADMIN, READER, USERS, build_kb, write_page
 from web_fakes import FakeSite, article
 
-ADMIN = "admin-token-0123456789abcdef"
-READER = "reader-token-0123456789abcdef"
-USERS = f"""
-[users.boss]
-token = "{ADMIN}"
-admin = true
-
-[users.rita]
-token = "{READER}"
-groups = ["staff"]
-"""
 OCTET = {"Content-Type": "application/octet-stream"}
 
 
